@@ -1,0 +1,3 @@
+"""claw: make for LLM agent tasks."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,3 @@
+from claw_batch.cli import main
+
+main()

@@ -1,0 +1,71 @@
+"""The value objects that travel between the tool loop and a model."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: str  # the raw JSON text the model sent; parsed (and maybe refused) by the loop
+
+
+@dataclass(frozen=True)
+class Message:
+    role: Role
+    content: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None  # for role == "tool"
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """What the model is told about a tool: the OpenAI `function` object."""
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+            self.cached_tokens + other.cached_tokens,
+        )
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    model: str  # the model name as the endpoint knows it (provider prefix stripped)
+    messages: tuple[Message, ...]
+    tools: tuple[ToolSpec, ...] = ()
+    temperature: float | None = None
+    # Not sent, not part of the canonical request: who asks (for cassette files and error
+    # messages), and run-specific strings (date, time, daily notes) that replay keys mask out.
+    job: str = ""
+    volatile: tuple[str, ...] = field(default=(), compare=False)
+
+
+@dataclass(frozen=True)
+class Completion:
+    message: Message  # role == "assistant"
+    usage: Usage = Usage()
+    finish_reason: str | None = None
+    model: str = ""

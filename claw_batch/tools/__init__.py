@@ -1,0 +1,5 @@
+"""The tools a model may call. Names live here so that validating a clawfile stays cheap;
+the implementations are in `claw_batch.tools.registry` (TOOLS)."""
+
+TOOL_NAMES = ("read", "write", "edit", "bash", "grep", "ls", "find", "remember", "memory_search")
+DEFAULT_TOOLS = ("read", "grep", "ls", "find")
