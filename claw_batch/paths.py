@@ -1,0 +1,76 @@
+"""Where a tool may read and write: the project root, the write globs and the protected dirs.
+
+Every path is resolved (symlinks included) before it is checked, and containment is decided
+with `os.path.commonpath` on the resolved paths, so neither `../proj-evil` (a sibling whose
+name starts like the root) nor a symlink pointing outside gets through.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from claw_batch import globs
+from claw_batch.errors import ToolError
+
+STATE_DIR = ".claw"
+
+
+@dataclass(frozen=True)
+class Policy:
+    root: Path
+    write_globs: tuple[str, ...] = ()
+    outputs: tuple[str, ...] = ()
+    protected: tuple[str, ...] = (".git", STATE_DIR)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "root", Path(os.path.realpath(self.root)))
+        object.__setattr__(self, "outputs", tuple(_clean(o) for o in self.outputs))
+        object.__setattr__(self, "protected", tuple(_clean(p) for p in self.protected))
+
+    def resolve_read(self, path: str) -> Path:
+        real = self._resolve(path, "reading")
+        if _is_under(self.relative(real), STATE_DIR):
+            raise ToolError(
+                f"refused: {path} is runner state ({STATE_DIR}/), which tools may not read"
+            )
+        return real
+
+    def resolve_write(self, path: str) -> Path:
+        real = self._resolve(path, "writing")
+        rel = self.relative(real)
+        shown = rel if rel == _clean(path) else f"{path} (resolves to {rel})"
+        if rel == ".":
+            raise ToolError(f"refused: {path} is the project root, not a file")
+        for prot in self.protected:
+            if _is_under(rel, prot):
+                raise ToolError(f"refused: {shown} is under {prot}/, which tools may never write")
+        if rel in self.outputs or any(globs.match(g, rel) for g in self.write_globs):
+            return real
+        allowed = ", ".join((*self.write_globs, *self.outputs))
+        why = f"this task may write only: {allowed}" if allowed else "this task may not write files"
+        raise ToolError(f"refused: writing {shown} is not permitted; {why}")
+
+    def relative(self, path: Path) -> str:
+        return Path(os.path.relpath(path, self.root)).as_posix()
+
+    def _resolve(self, path: str, doing: str) -> Path:
+        if not path or "\0" in path:
+            raise ToolError(f"invalid path {path!r}: give a path relative to the project root")
+        real = os.path.realpath(os.path.join(self.root, path))
+        if os.path.commonpath([self.root, real]) != str(self.root):
+            raise ToolError(
+                f"refused {doing} {path}: it resolves to {real}, outside the project root "
+                f"{self.root}; use paths inside the project"
+            )
+        return Path(real)
+
+
+def _clean(rel: str) -> str:
+    """A declared project-relative path in the form `relative()` produces."""
+    return PurePosixPath(rel.strip("/")).as_posix()
+
+
+def _is_under(rel: str, top: str) -> bool:
+    return rel == top or rel.startswith(top + "/")

@@ -1,0 +1,266 @@
+"""The file tools: read, write, edit, ls, find. Confinement is `Policy`'s job; these check what
+a path is (regular file, directory, something else) and keep every answer bounded."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import Annotated
+
+import python_ripgrep
+from pydantic import Field
+
+from claw_batch import globs
+from claw_batch.atomic import write_atomic
+from claw_batch.errors import ToolError
+from claw_batch.paths import Policy
+from claw_batch.tools.base import ToolContext
+
+MAX_LINES = 2000
+MAX_BYTES = 50_000
+MAX_FILE_BYTES = 50 * 1024 * 1024
+BINARY_SNIFF = 8192
+MAX_ENTRIES = 500
+MAX_FOUND = 1000
+NEVER_LISTED = (".git", ".claw")
+
+FilePath = Annotated[str, Field(description="Path relative to the project root")]
+Dir = Annotated[str, Field(description="Directory relative to the project root")]
+
+
+def read(
+    ctx: ToolContext,
+    *,
+    path: FilePath,
+    offset: Annotated[int | None, Field(ge=1, description="1-based line to start at")] = None,
+    limit: Annotated[int | None, Field(ge=1, description="Number of lines to return")] = None,
+) -> str:
+    """Read a UTF-8 text file. Returns at most 2000 lines or 50 KB per call; a footer tells
+    how to continue when more remains."""
+    pol = policy(ctx)
+    real = pol.resolve_read(path)
+    shown = pol.relative(real)
+    lines = load_text(real, shown, "replace").split("\n")
+    if lines[-1] == "":  # the newline that ends the last line does not start another one
+        lines.pop()
+    return _window(lines, offset or 1, min(limit or MAX_LINES, MAX_LINES))
+
+
+def write(
+    ctx: ToolContext,
+    *,
+    path: FilePath,
+    content: Annotated[str, Field(description="The complete new content of the file")],
+) -> str:
+    """Create a file or replace its whole content (atomically); parent directories are created."""
+    pol = policy(ctx)
+    real = pol.resolve_write(path)
+    shown = pol.relative(real)
+    if os.path.lexists(real):
+        require_file(real, shown, "write cannot replace a directory")
+    data = content.encode("utf-8")
+    _save(real, shown, data)
+    lines = content.count("\n") + (1 if content and not content.endswith("\n") else 0)
+    return f"wrote {lines} lines ({len(data)} bytes) to {shown}"
+
+
+def edit(
+    ctx: ToolContext,
+    *,
+    path: FilePath,
+    old_string: Annotated[str, Field(description="Exact text to replace, including whitespace")],
+    new_string: Annotated[str, Field(description="Text to put in its place")],
+    replace_all: Annotated[bool, Field(description="Replace every occurrence")] = False,
+) -> str:
+    """Replace exact text in a file. old_string must occur exactly once unless replace_all is
+    set; include surrounding lines to make it unique."""
+    pol = policy(ctx)
+    real = pol.resolve_write(path)
+    shown = pol.relative(real)
+    if not old_string:
+        raise ToolError("old_string is empty; use write to create or replace a whole file")
+    if old_string == new_string:
+        raise ToolError("old_string and new_string are identical; there is nothing to change")
+    text = load_text(real, shown, "surrogateescape")  # round-trips bytes that are not UTF-8
+    lines = _occurrences(text, old_string)
+    if not lines:
+        raise ToolError(_not_found(text, old_string, shown))
+    where = ", ".join(map(str, lines[:20])) + (", ..." if len(lines) > 20 else "")
+    if len(lines) > 1 and not replace_all:
+        raise ToolError(
+            f"old_string occurs {len(lines)} times in {shown} (lines {where}); "
+            "add context to make it unique or set replace_all"
+        )
+    text = text.replace(old_string, new_string)
+    _save(real, shown, text.encode("utf-8", "surrogateescape"))
+    times = "1 occurrence" if len(lines) == 1 else f"{len(lines)} occurrences"
+    return f"replaced {times} in {shown} (line{'s' if len(lines) > 1 else ''} {where})"
+
+
+def ls(ctx: ToolContext, *, path: Dir = ".") -> str:
+    """List a directory: sorted names, directories with a trailing /."""
+    pol = policy(ctx)
+    real = pol.resolve_read(path)
+    shown = pol.relative(real)
+    if not stat.S_ISDIR(stat_path(real, shown).st_mode):
+        raise ToolError(f"{shown} is a file, not a directory; use read to see its content")
+    try:
+        with os.scandir(real) as it:
+            names = sorted(e.name + "/" if _is_dir(e) else e.name for e in it)
+    except OSError as e:
+        raise ToolError(f"cannot list {shown}: {e.strerror}") from None
+    if not names:
+        return f"{shown} is empty"
+    more = len(names) - MAX_ENTRIES
+    note = [f"[... {more} more entries not shown]"] if more > 0 else []
+    return "\n".join(names[:MAX_ENTRIES] + note)
+
+
+def find(
+    ctx: ToolContext,
+    *,
+    pattern: Annotated[
+        str,
+        Field(description="Glob, e.g. *.py (file names at any depth) or src/**/test_*.py"),
+    ],
+    path: Dir = ".",
+) -> str:
+    """Find files by glob: `*` stays within a directory, `**` spans directories. A pattern with
+    a / matches the path relative to the project root or to `path`. Hidden and git-ignored
+    files are skipped."""
+    pol = policy(ctx)
+    real = pol.resolve_read(path)
+    base = pol.relative(real)
+    if not stat.S_ISDIR(stat_path(real, base).st_mode):
+        raise ToolError(f"{base} is a file, not a directory; find searches directories")
+    found = sorted(
+        rel
+        for rel in map(pol.relative, map(Path, python_ripgrep.files([], paths=[str(real)])))
+        if not is_never_listed(rel) and globs.match_file(pattern, rel, base)
+    )
+    if not found:
+        return f"no files match {pattern} in {base}"
+    more = len(found) - MAX_FOUND
+    note = [f"[... {more} more files not shown; narrow the pattern or path]"] if more > 0 else []
+    return "\n".join(found[:MAX_FOUND] + note)
+
+
+def policy(ctx: ToolContext) -> Policy:
+    pol: Policy = ctx.policy
+    return pol
+
+
+def is_never_listed(rel: str) -> bool:
+    top = rel.split("/", 1)[0]
+    return top in NEVER_LISTED
+
+
+def stat_path(real: Path, shown: str) -> os.stat_result:
+    try:
+        return os.stat(real)
+    except (FileNotFoundError, NotADirectoryError):
+        raise ToolError(f"no such file or directory: {shown}") from None
+    except OSError as e:
+        raise ToolError(f"cannot access {shown}: {e.strerror}") from None
+
+
+def require_file(real: Path, shown: str, dir_hint: str) -> os.stat_result:
+    st = stat_path(real, shown)
+    if stat.S_ISDIR(st.st_mode):
+        raise ToolError(f"{shown} is a directory; {dir_hint}")
+    if not stat.S_ISREG(st.st_mode):
+        raise ToolError(f"{shown} is not a regular file ({_kind(st.st_mode)}); refused")
+    return st
+
+
+def load_text(real: Path, shown: str, errors: str) -> str:
+    st = require_file(real, shown, "use ls to list it")
+    if st.st_size > MAX_FILE_BYTES:
+        raise ToolError(
+            f"{shown} is too large ({st.st_size} bytes, limit {MAX_FILE_BYTES}); "
+            "use grep to find the lines you need"
+        )
+    # O_NONBLOCK: should the path have become a FIFO since the stat, opening does not hang.
+    try:
+        fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as e:
+        raise ToolError(f"cannot read {shown}: {e.strerror}") from None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise ToolError(f"{shown} is not a regular file; refused")
+        data = f.read(MAX_FILE_BYTES + 1)
+    if b"\0" in data[:BINARY_SNIFF]:
+        raise ToolError(f"{shown} looks like a binary file (it contains NUL bytes); not read")
+    return data.decode("utf-8", errors)
+
+
+def _window(lines: list[str], offset: int, limit: int) -> str:
+    total = len(lines)
+    if total == 0 and offset == 1:
+        return "(empty file)"
+    if offset > total:
+        raise ToolError(f"offset {offset} is past the end of the file ({total} lines)")
+    shown: list[str] = []
+    size = 0
+    for line in lines[offset - 1 : offset - 1 + limit]:
+        size += len(line.encode("utf-8")) + 1
+        if size > MAX_BYTES:
+            if not shown:  # a single huge line: show its start rather than nothing
+                head = line.encode("utf-8")[:MAX_BYTES].decode("utf-8", "ignore")
+                shown.append(
+                    f"{head}\n[line {offset} is longer than 50 KB; only its start is shown]"
+                )
+            break
+        shown.append(line)
+    end = offset - 1 + len(shown)
+    body = "\n".join(shown)
+    if end < total:
+        body += (
+            f"\n\n[lines {offset}-{end} of {total} shown; call read with offset={end + 1} "
+            "to continue]"
+        )
+    return body
+
+
+def _occurrences(text: str, needle: str) -> list[int]:
+    """1-based line numbers where non-overlapping occurrences of `needle` start."""
+    lines: list[int] = []
+    line, counted, pos = 1, 0, text.find(needle)
+    while pos >= 0:
+        line += text.count("\n", counted, pos)
+        lines.append(line)
+        counted = pos
+        pos = text.find(needle, pos + len(needle))
+    return lines
+
+
+def _not_found(text: str, old: str, shown: str) -> str:
+    if " ".join(old.split()) in " ".join(text.split()):
+        return (
+            f"old_string not found in {shown}, but it matches if whitespace is ignored; "
+            "copy the exact indentation and line breaks from read"
+        )
+    return f"old_string not found in {shown}; read the file and copy the exact text to replace"
+
+
+def _save(real: Path, shown: str, data: bytes) -> None:
+    try:
+        write_atomic(real, data)
+    except OSError as e:
+        raise ToolError(f"cannot write {shown}: {e.strerror or e}") from None
+
+
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a special file"
