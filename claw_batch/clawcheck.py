@@ -1,0 +1,176 @@
+"""The clawfile checks that pydantic cannot make field by field: references between tasks,
+dependency cycles, and the templates (prompts, which may live in their own files, and output
+paths). Templates are checked statically: every variable they read must be one that
+rendering provides (SPEC §3)."""
+
+from __future__ import annotations
+
+import difflib
+import functools
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import jinja2
+from jinja2 import meta, nodes
+
+from claw_batch.yamlsource import KeyPath, Problem, YamlSource
+
+if TYPE_CHECKING:
+    from claw_batch.clawfile import Clawfile, Task
+
+PROMPT_SUFFIXES = (".md", ".j2", ".txt")
+_ITEM = "template variable 'item' is only defined for tasks with foreach"
+
+
+def prompt_file(prompt: str) -> str | None:
+    """The path in `prompt:` when it names a file; None when it is the template itself."""
+    text = prompt.strip()
+    if not text or any(char.isspace() for char in text):
+        return None
+    return text if text.endswith(PROMPT_SUFFIXES) or "/" in text else None
+
+
+def check(config: Clawfile, source: YamlSource, root: Path, *, names: list[str]) -> list[Problem]:
+    """Problems of a clawfile whose tasks passed validation; `names` lists every task the
+    file declares, valid or not, so that a broken task is not also reported as unknown."""
+    problems = _references(config, source, names)
+    problems += _cycle(config, source)
+    for name, task in config.tasks.items():
+        problems += _task(name, task, source, root)
+    return problems
+
+
+def template_errors(text: str, *, foreach: bool) -> list[tuple[int, str]]:
+    """(line, message) for a syntax error or each unknown variable of a Jinja2 template."""
+    from claw_batch.render import TEMPLATE_VARIABLES  # late: render may import this package
+
+    try:
+        ast = _environment().parse(text)
+    except jinja2.TemplateSyntaxError as exc:
+        return [(exc.lineno, f"template syntax error: {exc.message}")]
+    undeclared = meta.find_undeclared_variables(ast)
+    first_use: dict[str, int] = {}
+    for node in ast.find_all(nodes.Name):
+        if node.name in undeclared and node.ctx == "load":
+            first_use.setdefault(node.name, node.lineno)
+    known = ", ".join(sorted(TEMPLATE_VARIABLES))
+    errors = []
+    for name in sorted(undeclared, key=lambda name: (first_use.get(name, 1), name)):
+        line = first_use.get(name, 1)
+        if name not in TEMPLATE_VARIABLES:
+            errors.append((line, f"undefined template variable {name!r} (known: {known})"))
+        elif name == "item" and not foreach:
+            errors.append((line, _ITEM))
+    return errors
+
+
+@functools.cache
+def _environment() -> jinja2.Environment:
+    return jinja2.Environment()  # only parses: the same syntax rendering uses
+
+
+def _references(config: Clawfile, source: YamlSource, names: list[str]) -> list[Problem]:
+    problems = [
+        source.problem(("default", index), _unknown_task(name, names))
+        for index, name in enumerate(config.default or [])
+        if name not in names
+    ]
+    for task_name, task in config.tasks.items():
+        at = _where(source, task_name, "needs")
+        problems += [
+            source.problem((*at, index), _unknown_task(need, names))
+            for index, need in enumerate(task.needs)
+            if need not in names
+        ]
+    return problems
+
+
+def _unknown_task(name: str, names: list[str]) -> str:
+    close = difflib.get_close_matches(name, names, n=1)
+    hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(names)}"
+    return f"unknown task {name!r} ({hint})"
+
+
+def _cycle(config: Clawfile, source: YamlSource) -> list[Problem]:
+    """The first `needs` cycle met walking the tasks in file order, as one problem."""
+    done: set[str] = set()
+    for name in config.tasks:
+        cycle = _find_cycle(config, name, [], done)
+        if cycle:
+            return [source.problem(_where(source, cycle[0], "needs"), _cycle_message(cycle))]
+    return []
+
+
+def _find_cycle(config: Clawfile, name: str, stack: list[str], done: set[str]) -> list[str]:
+    if name in stack:
+        return [*stack[stack.index(name) :], name]
+    if name in done or name not in config.tasks:
+        return []
+    stack.append(name)
+    for need in config.tasks[name].needs:
+        cycle = _find_cycle(config, need, stack, done)
+        if cycle:
+            return cycle
+    stack.pop()
+    done.add(name)
+    return []
+
+
+def _cycle_message(cycle: list[str]) -> str:
+    return "dependency cycle: " + " -> ".join(cycle)
+
+
+def _task(name: str, task: Task, source: YamlSource, root: Path) -> list[Problem]:
+    problems = []
+    if task.check and task.json_schema is not None:
+        problems.append(
+            source.problem(
+                _where(source, name, "schema"),
+                "a check task (check: true) cannot have a schema: "
+                "its verdict has a fixed one, {ok, summary, findings}",
+            )
+        )
+    problems += _prompt(name, task, source, root)
+    foreach = task.foreach is not None
+    if task.output is not None:
+        problems += _inline(task.output, _where(source, name, "output"), source, foreach)
+    for index, output in enumerate(task.outputs):
+        problems += _inline(output, (*_where(source, name, "outputs"), index), source, foreach)
+    return problems
+
+
+def _prompt(name: str, task: Task, source: YamlSource, root: Path) -> list[Problem]:
+    path, foreach = ("tasks", name, "prompt"), task.foreach is not None
+    if not task.prompt.strip():
+        return [source.problem(path, "the prompt is empty")]
+    file = prompt_file(task.prompt)
+    if file is None:
+        return _inline(task.prompt, path, source, foreach)
+    if not (root / file).is_file():
+        return [source.problem(path, f"prompt file {file!r} not found")]
+    try:
+        text = (root / file).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return [source.problem(path, f"prompt file {file!r} cannot be read: {exc}")]
+    # The file may serve several tasks: say which one lacks the foreach.
+    return [
+        Problem(
+            file, line, (), message + (f" (task {name!r} has none)" if message == _ITEM else "")
+        )
+        for line, message in template_errors(text, foreach=foreach)
+    ]
+
+
+def _inline(text: str, path: KeyPath, source: YamlSource, foreach: bool) -> list[Problem]:
+    """Problems of a template written in the clawfile, at their line in the clawfile."""
+    start = source.text_lines.get(path)
+    return [
+        Problem(source.name, start + line - 1 if start else source.line(path), path, message)
+        for line, message in template_errors(text, foreach=foreach)
+    ]
+
+
+def _where(source: YamlSource, task: str, key: str) -> KeyPath:
+    """Where a task's setting is written: in the task, or else in `defaults:`."""
+    written = source.data["tasks"][task]
+    return ("tasks", task, key) if key in written else ("defaults", key)

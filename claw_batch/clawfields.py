@@ -1,0 +1,130 @@
+"""The value types of clawfile.yaml that need more than a type check: names, tools, globs,
+cron expressions, time zones, JSON Schemas, environment variable names.
+
+Each refusal is a `PydanticCustomError` of type "claw" whose message is final: `modelerrors`
+shows it as is, after the file, line and key path.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BeforeValidator
+from pydantic_core import PydanticCustomError
+
+from claw_batch.modelerrors import describe
+from claw_batch.tools import TOOL_NAMES
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_KEY_PREFIXES = ("sk-", "sk_", "gsk_", "xai-", "hf_", "ghp_", "github_pat_", "AIza", "pplx-")
+
+
+def refuse(message: str) -> PydanticCustomError:
+    # The message goes in the context so that braces in user values are not format fields.
+    return PydanticCustomError("claw", "{message}", {"message": message})
+
+
+def _name(name: str) -> str:
+    if not _NAME.match(name):
+        raise refuse(
+            f"invalid name {name!r}: use letters, digits, '_', '.' and '-', "
+            "starting with a letter or digit"
+        )
+    return name
+
+
+def _tool(name: str) -> str:
+    if name not in TOOL_NAMES:
+        raise refuse(f"unknown tool {name!r} (known: {', '.join(TOOL_NAMES)})")
+    return name
+
+
+def _one_or_many(value: object) -> object:
+    return [value] if isinstance(value, str) else value  # `inputs: "a/*.md"` is one glob
+
+
+def _none_as_empty(value: object) -> object:
+    return {} if value is None else value  # `providers:` with everything commented out
+
+
+def _bash(value: object) -> object:
+    value = _one_or_many(value)
+    if isinstance(value, bool) or (
+        isinstance(value, list) and all(isinstance(item, str) for item in value)
+    ):
+        return value
+    raise refuse(f"expected true, false or a list of command patterns, got {describe(value)}")
+
+
+def _cron(expr: str) -> str:
+    from croniter import croniter  # lazily: only clawfiles with a schedule pay for it
+
+    if not croniter.is_valid(expr):
+        raise refuse(
+            f"{expr!r} is not a valid cron expression "
+            "(minute hour day month weekday, e.g. '0 23 * * *' = every day at 23:00)"
+        )
+    return expr
+
+
+def _zone(name: str) -> str:
+    import zoneinfo
+
+    try:
+        zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        known = {zone.lower(): zone for zone in zoneinfo.available_timezones()}
+        hint = (
+            f"did you mean {known[name.lower()]!r}?"
+            if name.lower() in known
+            else "use an IANA name such as 'Europe/Paris' or 'UTC'"
+        )
+        raise refuse(f"unknown time zone {name!r} ({hint})") from None
+    return name
+
+
+def _json_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    # jsonschema is slow to import and ships no types: import it lazily, use it through Any.
+    validators: Any = importlib.import_module("jsonschema.validators")
+    exceptions: Any = importlib.import_module("jsonschema.exceptions")
+    try:
+        validators.validator_for(schema).check_schema(schema)
+    except exceptions.SchemaError as exc:
+        at = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in exc.absolute_path)
+        where = f"at schema{at}: " if at else ""
+        raise refuse(f"not a valid JSON Schema: {where}{exc.message}") from None
+    return schema
+
+
+def _env_name(value: str) -> str:
+    if not _ENV_NAME.match(value) or value.startswith(_KEY_PREFIXES) or _random_looking(value):
+        # Never echo the value: it is most likely a secret.
+        raise refuse(
+            f"this looks like an API key ({_mask(value)}), not the name of an environment "
+            "variable; put the key in an environment variable and write its name here, "
+            "e.g. api_key_env: MY_API_KEY"
+        )
+    return value
+
+
+def _random_looking(value: str) -> bool:
+    kinds = [any(test(char) for char in value) for test in (str.isdigit, str.islower, str.isupper)]
+    return len(value) >= 24 and all(kinds)
+
+
+def _mask(secret: str) -> str:
+    return f"'{secret[:3]}…'" if len(secret) >= 12 else "'…'"
+
+
+Name = Annotated[str, AfterValidator(_name)]
+ToolName = Annotated[str, AfterValidator(_tool)]
+Globs = Annotated[list[str], BeforeValidator(_one_or_many)]
+BashPolicy = Annotated[list[str] | bool, BeforeValidator(_bash)]
+CronExpr = Annotated[str, AfterValidator(_cron)]
+TimeZone = Annotated[str, AfterValidator(_zone)]
+JsonSchema = Annotated[dict[str, Any], AfterValidator(_json_schema)]
+EnvName = Annotated[str, AfterValidator(_env_name)]
+OrEmpty = BeforeValidator(_none_as_empty)

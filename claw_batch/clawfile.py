@@ -1,0 +1,260 @@
+"""clawfile.yaml: finding it, loading it, validating it strictly (SPEC §2).
+
+This is the only place that uses pydantic: the models below describe the file, and every
+validation error is turned into `clawfile.yaml:LINE: key.path: message`. Checks that span
+tasks or read other files (needs, cycles, templates) live in `clawcheck`.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeFloat,
+    PositiveFloat,
+    PositiveInt,
+    ValidationError,
+)
+from pydantic_core import ErrorDetails
+
+from claw_batch import clawcheck, modelerrors
+from claw_batch.clawfields import (
+    BashPolicy,
+    CronExpr,
+    EnvName,
+    Globs,
+    JsonSchema,
+    Name,
+    OrEmpty,
+    TimeZone,
+    ToolName,
+)
+from claw_batch.errors import ClawfileError
+from claw_batch.modelerrors import describe
+from claw_batch.tools import DEFAULT_TOOLS
+from claw_batch.yamlsource import Problem, YamlSource, load_yaml, problems_error
+
+CLAWFILE_NAMES = ("clawfile.yaml", "clawfile.yml")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+class Provider(_Strict):
+    base_url: str | None = None
+    api_key_env: EnvName | None = None
+    max_concurrency: PositiveInt | None = None
+    stream: bool = False
+    timeout: PositiveFloat | None = None
+
+    refused_keys: ClassVar[dict[str, str]] = {
+        "api_key": "literal API keys are refused: put the key in an environment variable "
+        "and name that variable with api_key_env (e.g. api_key_env: MY_API_KEY)"
+    }
+
+
+class Permissions(_Strict):
+    write: Globs = []
+    bash: BashPolicy = False
+    network: bool = False
+
+
+class Budget(_Strict):
+    max_tokens: PositiveInt | None = None  # per job run
+    max_usd: PositiveFloat | None = None  # per job run
+    per_day: PositiveFloat | None = None  # USD, all runs of the task in a day
+    per_week: PositiveFloat | None = None  # USD, all runs of the task in 7 days
+
+
+class Price(_Strict):
+    """USD per million tokens, for models the built-in price table does not know."""
+
+    input: NonNegativeFloat
+    output: NonNegativeFloat
+
+
+class TaskSettings(_Strict):
+    """Every task key but `prompt`; also what `defaults:` holds."""
+
+    description: str = ""
+    inputs: Globs = []
+    output: str | None = None
+    outputs: Globs = []
+    needs: Globs = []
+    foreach: str | None = None
+    tools: list[ToolName] | None = None
+    permissions: Permissions = Permissions()
+    json_schema: JsonSchema | None = Field(default=None, alias="schema")
+    schedule: CronExpr | None = None
+    tz: TimeZone | None = None
+    catch_up: Literal["once", "skip"] = "once"
+    watch: Globs = []
+    hook: Literal["pre-commit", "commit-msg", "pre-push"] | None = None
+    check: bool = False
+    model: str | None = None
+    temperature: NonNegativeFloat | None = None
+    max_steps: PositiveInt = 30
+    timeout: PositiveFloat = 600.0
+    budget: Budget | None = None
+    always: bool = False
+    skills: list[str] | None = None
+
+    refused_keys: ClassVar[dict[str, str]] = {
+        "prompt": "'prompt' cannot have a default: each task sets its own"
+    }
+
+    @property
+    def tool_names(self) -> tuple[str, ...]:
+        return DEFAULT_TOOLS if self.tools is None else tuple(self.tools)
+
+
+class Task(TaskSettings):
+    prompt: str
+
+
+class Clawfile(_Strict):
+    version: Literal[1] = 1
+    model: str = "gpt-4o-mini"
+    workspace: str = "workspace"
+    providers: Annotated[dict[Name, Provider], OrEmpty] = {}
+    defaults: Annotated[TaskSettings, OrEmpty] = TaskSettings()
+    default: Globs | None = None
+    tasks: dict[Name, Task]
+    prices: Annotated[dict[str, Price], OrEmpty] = {}
+
+
+@dataclass(frozen=True)
+class Project:
+    root: Path
+    clawfile: Path
+    config: Clawfile
+
+    def prompt_source(self, task_name: str) -> tuple[str, str]:
+        """(template text, the name to show for it in messages)."""
+        prompt = self.config.tasks[task_name].prompt
+        file = clawcheck.prompt_file(prompt)
+        if file is None:
+            return prompt, f"{self.clawfile.name}:tasks.{task_name}.prompt"
+        try:
+            return (self.root / file).read_text(encoding="utf-8"), file
+        except (OSError, UnicodeDecodeError) as exc:  # changed since the clawfile was loaded
+            raise ClawfileError(f"tasks.{task_name}.prompt: cannot read {file!r}: {exc}") from None
+
+
+def resolve_model(config: Clawfile, model: str) -> tuple[str, Provider | None, str]:
+    """`local/qwen2.5:7b` -> ("local", <provider>, "qwen2.5:7b") when `local` is declared;
+    otherwise the whole string is a model name for the default "openai" endpoint (OpenRouter
+    names such as `qwen/qwen-2.5-72b` contain a slash too)."""
+    prefix, slash, rest = model.partition("/")
+    if slash and prefix in config.providers:
+        return prefix, config.providers[prefix], rest
+    return "openai", config.providers.get("openai"), model
+
+
+def find_clawfile(start: Path) -> Path:
+    start = start.resolve()
+    for directory in (start, *start.parents):
+        for name in CLAWFILE_NAMES:
+            if (directory / name).is_file():
+                return directory / name
+    raise ClawfileError(
+        f"no clawfile.yaml in {start} or any parent directory; "
+        "create one with `claw init` or pass -f FILE / -C DIR"
+    )
+
+
+def load_project(*, directory: Path | None = None, file: Path | None = None) -> Project:
+    """`-C DIR` starts the search in DIR; `-f FILE` names the file (relative to DIR if both)."""
+    base = directory if directory is not None else Path.cwd()
+    if file is None:
+        path = find_clawfile(base)
+    else:
+        path = (base / file).resolve()
+        if not path.is_file():
+            raise ClawfileError(f"{file}: no such file")
+    root = path.parent
+    return Project(root=root, clawfile=path, config=_load(path, root))
+
+
+def _load(path: Path, root: Path) -> Clawfile:
+    source = load_yaml(path, path.name)
+    _check_document(source)
+    config, problems = _validate(source)
+    if config is not None:
+        config = _apply_defaults(config)
+        names = [str(name) for name in source.data["tasks"]]
+        problems += clawcheck.check(config, source, root, names=names)
+    if problems or config is None:  # config is None only when there are problems
+        raise problems_error(problems, source.name)
+    return config
+
+
+def _check_document(source: YamlSource) -> None:
+    """Refuse what would drown in per-key errors: no mapping at all, an unknown version."""
+    data, name = source.data, source.name
+    if data is None:
+        raise ClawfileError(f"{name}: the file is empty; declare 'version: 1' and 'tasks:'")
+    if not isinstance(data, dict):
+        raise ClawfileError(f"{name}:1: expected a mapping of keys, got {describe(data)}")
+    version = data.get("version", 1)
+    if type(version) is not int or version != 1:
+        raise ClawfileError(
+            f"{name}:{source.line(('version',))}: version: unsupported clawfile version "
+            f"{describe(version)}; this claw reads version 1"
+        )
+
+
+def _validate(source: YamlSource) -> tuple[Clawfile | None, list[Problem]]:
+    """Validate; on errors, validate again without the keys that failed, so that the checks
+    across tasks and of templates still run on the rest and all errors come out at once."""
+    try:
+        return Clawfile.model_validate(source.data), []
+    except ValidationError as exc:
+        errors = exc.errors()
+        problems = modelerrors.problems(exc, Clawfile, source)
+    rest = copy.deepcopy(source.data)
+    for error in errors:
+        if not _drop(rest, error):
+            return None, problems
+    try:
+        return Clawfile.model_validate(rest), problems
+    except ValidationError:
+        return None, problems
+
+
+# How deep in the document a failed key is dropped: `tasks.a.tools[1]` -> `tasks.a.tools`.
+_DROP_DEPTH = {"tasks": 3, "providers": 3, "defaults": 2, "prices": 2}
+
+
+def _drop(data: dict[str, Any], error: ErrorDetails) -> bool:
+    """Remove the key that `error` is about, or the whole task (or provider...) when it lacks
+    a required key. False when that would be the document itself."""
+    loc = [part for part in error["loc"] if part != "[key]"]
+    if error["type"] == "missing":
+        loc.pop()
+    loc = loc[: _DROP_DEPTH.get(str(loc[0]), 1)] if loc else []
+    parent: Any = data
+    for part in loc[:-1]:
+        parent = parent.get(part) if isinstance(parent, dict) else None
+    if not loc or not isinstance(parent, dict):
+        return False
+    parent.pop(loc[-1], None)
+    return True
+
+
+def _apply_defaults(config: Clawfile) -> Clawfile:
+    preset = config.defaults.model_fields_set
+    tasks = {
+        name: task.model_copy(
+            update={key: getattr(config.defaults, key) for key in preset - task.model_fields_set}
+        )
+        for name, task in config.tasks.items()
+    }
+    return config.model_copy(update={"tasks": tasks})

@@ -1,0 +1,134 @@
+"""Reading a YAML file while keeping what PyYAML throws away: the line of every key and list
+item (so that errors can say where), and duplicate keys (PyYAML silently keeps the last)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from claw_batch.errors import ClawfileError
+
+KeyPath = tuple[str | int, ...]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a file: `name:line: path: message`."""
+
+    file: str
+    line: int | None
+    path: KeyPath
+    message: str
+
+    def __str__(self) -> str:
+        parts = [self.file if self.line is None else f"{self.file}:{self.line}"]
+        if self.path:
+            parts.append(dotted(self.path))
+        return ": ".join([*parts, self.message])
+
+
+def dotted(path: KeyPath) -> str:
+    """`('tasks', 'x', 'tools', 2)` -> `tasks.x.tools[2]`."""
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else f".{part}" if text else str(part)
+    return text
+
+
+def problems_error(problems: list[Problem], main: str) -> ClawfileError:
+    """One error listing each problem once: those of the file `main` by line, then those of
+    other files (templates) by file and line."""
+    ordered = sorted(problems, key=lambda p: (p.file != main, p.file, p.line or 0))
+    return ClawfileError("\n".join(dict.fromkeys(str(p) for p in ordered)))
+
+
+@dataclass(frozen=True)
+class YamlSource:
+    name: str
+    data: Any
+    key_lines: dict[KeyPath, int] = field(default_factory=dict)
+    # For multi-line string values: the line on which their text starts.
+    text_lines: dict[KeyPath, int] = field(default_factory=dict)
+
+    def line(self, path: KeyPath) -> int | None:
+        """The line of `path`, or of its nearest ancestor that YAML knows about."""
+        for end in range(len(path), 0, -1):
+            found = self.key_lines.get(path[:end])
+            if found is not None:
+                return found
+        return None
+
+    def problem(self, path: KeyPath, message: str, *, at: KeyPath | None = None) -> Problem:
+        return Problem(self.name, self.line(path if at is None else at), path, message)
+
+
+def load_yaml(path: Path, name: str) -> YamlSource:
+    """Parse `path` (shown to the user as `name`) or raise ClawfileError."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ClawfileError(f"{name}: not a UTF-8 text file") from None
+    except OSError as exc:
+        raise ClawfileError(f"{name}: cannot read it: {exc.strerror}") from None
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return YamlSource(name, None)
+        source = YamlSource(name, None)
+        _walk(node, (), source, set())
+        data = loader.construct_document(node)
+    except yaml.MarkedYAMLError as exc:
+        raise ClawfileError(_syntax_message(exc, name)) from None
+    except yaml.YAMLError as exc:  # unmarked errors are rare; keep PyYAML's words
+        raise ClawfileError(f"{name}: {exc}") from None
+    finally:
+        loader.dispose()
+    return YamlSource(name, data, source.key_lines, source.text_lines)
+
+
+def _syntax_message(exc: yaml.MarkedYAMLError, name: str) -> str:
+    mark = exc.problem_mark or exc.context_mark
+    where = f"{name}:{mark.line + 1}" if mark else name
+    problem = exc.problem or "invalid YAML"
+    if "'\\t'" in problem:
+        return f"{where}: tab character used for indentation; YAML needs spaces"
+    if exc.context and exc.context.startswith("while"):
+        problem = f"{problem} ({exc.context})"
+    return f"{where}: {problem}"
+
+
+def _walk(node: yaml.Node, path: KeyPath, source: YamlSource, active: set[int]) -> None:
+    if id(node) in active:  # a recursive alias: nothing more to map
+        return
+    active.add(id(node))
+    if isinstance(node, yaml.MappingNode):
+        _walk_mapping(node, path, source, active)
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            source.key_lines.setdefault((*path, index), item.start_mark.line + 1)
+            _walk(item, (*path, index), source, active)
+    elif isinstance(node, yaml.ScalarNode) and node.style in ("|", ">"):
+        source.text_lines[path] = node.start_mark.line + 2  # the text starts below `|`
+    active.discard(id(node))
+
+
+def _walk_mapping(
+    node: yaml.MappingNode, path: KeyPath, source: YamlSource, active: set[int]
+) -> None:
+    seen: dict[str, int] = {}
+    for key_node, value_node in node.value:
+        if not isinstance(key_node, yaml.ScalarNode) or key_node.value == "<<":
+            continue  # complex keys and merge keys: let the constructor deal with them
+        key, line = key_node.value, key_node.start_mark.line + 1
+        if key in seen:
+            raise yaml.MarkedYAMLError(
+                problem=f"duplicate key '{key}' (first at line {seen[key]})",
+                problem_mark=key_node.start_mark,
+            )
+        seen[key] = line
+        source.key_lines.setdefault((*path, key), line)
+        _walk(value_node, (*path, key), source, active)

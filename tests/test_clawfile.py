@@ -1,0 +1,638 @@
+"""clawfile.yaml loading: every error message is asserted whole (SPEC §2)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from claw_batch.clawfile import Project, find_clawfile, load_project, resolve_model
+from claw_batch.errors import ClawfileError
+
+TOOLS = "read, write, edit, bash, grep, ls, find, remember, memory_search"
+VARIABLES = "files, git, glob, inputs, item, needs, now, read, task, today"
+
+
+def make_project(root: Path, clawfile: str, files: dict[str, str] | None = None) -> Path:
+    (root / "clawfile.yaml").write_text(textwrap.dedent(clawfile).lstrip("\n"), encoding="utf-8")
+    for name, text in (files or {}).items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text, encoding="utf-8")
+    return root
+
+
+def load(root: Path, clawfile: str, files: dict[str, str] | None = None) -> Project:
+    return load_project(directory=make_project(root, clawfile, files))
+
+
+def error(root: Path, clawfile: str, files: dict[str, str] | None = None) -> str:
+    with pytest.raises(ClawfileError) as caught:
+        load(root, clawfile, files)
+    assert caught.value.exit_code == 2
+    return str(caught.value)
+
+
+# --- YAML problems -------------------------------------------------------------------------
+
+
+def test_tab_indentation(tmp_path: Path) -> None:
+    text = "version: 1\ntasks:\n  a:\n\tprompt: hi\n"
+    assert error(tmp_path, text) == (
+        "clawfile.yaml:4: tab character used for indentation; YAML needs spaces"
+    )
+
+
+def test_tab_inside_a_block_prompt_is_text(tmp_path: Path) -> None:
+    project = load(tmp_path, "tasks:\n  a:\n    prompt: |\n      code:\n      \tindented\n")
+    assert project.config.tasks["a"].prompt == "code:\n\tindented\n"
+
+
+def test_duplicate_key(tmp_path: Path) -> None:
+    clawfile = """
+        version: 1
+        model: gpt-4o-mini
+        tasks:
+          triage:
+            prompt: Triage the inbox.
+          summary:
+            prompt: Summarise.
+            max_steps: 3
+          triage:
+            prompt: Again.
+    """
+    assert error(tmp_path, clawfile) == "clawfile.yaml:9: duplicate key 'triage' (first at line 4)"
+
+
+def test_yaml_syntax_error(tmp_path: Path) -> None:
+    assert error(tmp_path, "tasks:\n  a: b: c\n") == (
+        "clawfile.yaml:2: mapping values are not allowed here"
+    )
+
+
+def test_empty_file(tmp_path: Path) -> None:
+    assert error(tmp_path, "# nothing yet\n") == (
+        "clawfile.yaml: the file is empty; declare 'version: 1' and 'tasks:'"
+    )
+
+
+def test_not_a_mapping(tmp_path: Path) -> None:
+    assert (
+        error(tmp_path, "- a\n- b\n") == "clawfile.yaml:1: expected a mapping of keys, got a list"
+    )
+
+
+def test_unsupported_version(tmp_path: Path) -> None:
+    assert error(tmp_path, "version: 2\ntasks:\n  a: {promptt: x}\n") == (
+        "clawfile.yaml:1: version: unsupported clawfile version 2; this claw reads version 1"
+    )
+
+
+# --- keys and types ------------------------------------------------------------------------
+
+
+def test_unknown_key_suggests_the_close_one(tmp_path: Path) -> None:
+    # No "missing required key 'prompt'" besides: the suggestion already says it.
+    clawfile = """
+        tasks:
+          summary:
+            promt: prompts/summary.md
+    """
+    assert error(tmp_path, clawfile) == (
+        "clawfile.yaml:3: tasks.summary: unknown key 'promt' (did you mean 'prompt'?)"
+    )
+
+
+def test_unknown_key_without_a_close_one_lists_the_valid_keys(tmp_path: Path) -> None:
+    clawfile = """
+        colour: blue
+        tasks:
+          a: {prompt: hi}
+    """
+    assert error(tmp_path, clawfile) == (
+        "clawfile.yaml:1: unknown key 'colour' (valid keys: version, model, workspace, "
+        "providers, defaults, default, tasks, prices)"
+    )
+
+
+def test_missing_required_keys(tmp_path: Path) -> None:
+    assert error(tmp_path, "model: gpt-4o\n") == "clawfile.yaml: missing required key 'tasks'"
+    assert error(tmp_path, "tasks:\n  a:\n    description: x\n") == (
+        "clawfile.yaml:2: tasks.a: missing required key 'prompt'"
+    )
+
+
+def test_unknown_tool(tmp_path: Path) -> None:
+    clawfile = """
+        tasks:
+          summary:
+            prompt: Summarise.
+            tools:
+              - read
+              - grep
+              - bsh
+    """
+    assert error(tmp_path, clawfile) == (
+        f"clawfile.yaml:7: tasks.summary.tools[2]: unknown tool 'bsh' (known: {TOOLS})"
+    )
+
+
+def test_wrong_types(tmp_path: Path) -> None:
+    clawfile = """
+        tasks:
+          a:
+            prompt: hi
+            max_steps: many
+            timeout: 0
+            catch_up: never
+            always: maybe
+            hook: post-commit
+            permissions:
+              bash: 3
+            budget: {max_tokens: 1.5}
+            inputs: {a: 1}
+    """
+    assert error(tmp_path, clawfile) == "\n".join(
+        [
+            "clawfile.yaml:4: tasks.a.max_steps: expected an integer, got 'many'",
+            "clawfile.yaml:5: tasks.a.timeout: must be greater than 0, got 0",
+            "clawfile.yaml:6: tasks.a.catch_up: expected 'once' or 'skip', got 'never'",
+            "clawfile.yaml:7: tasks.a.always: expected true or false, got 'maybe'",
+            "clawfile.yaml:8: tasks.a.hook: expected 'pre-commit', 'commit-msg' or 'pre-push', "
+            "got 'post-commit'",
+            "clawfile.yaml:10: tasks.a.permissions.bash: "
+            "expected true, false or a list of command patterns, got 3",
+            "clawfile.yaml:11: tasks.a.budget.max_tokens: expected an integer, got 1.5",
+            "clawfile.yaml:12: tasks.a.inputs: expected a list, got a mapping",
+        ]
+    )
+
+
+def test_invalid_task_name(tmp_path: Path) -> None:
+    clawfile = """
+        tasks:
+          bad name:
+            prompt: hi
+    """
+    assert error(tmp_path, clawfile) == (
+        "clawfile.yaml:2: tasks.bad name: invalid name 'bad name': use letters, digits, "
+        "'_', '.' and '-', starting with a letter or digit"
+    )
+
+
+def test_bad_cron_expression_and_time_zone(tmp_path: Path) -> None:
+    clawfile = """
+        tasks:
+          nightly:
+            prompt: hi
+            schedule: "0 25 * * *"
+            tz: utc
+    """
+    assert error(tmp_path, clawfile) == "\n".join(
+        [
+            "clawfile.yaml:4: tasks.nightly.schedule: '0 25 * * *' is not a valid cron "
+            "expression (minute hour day month weekday, e.g. '0 23 * * *' = every day at 23:00)",
+            "clawfile.yaml:5: tasks.nightly.tz: unknown time zone 'utc' (did you mean 'UTC'?)",
+        ]
+    )
+
+
+# --- secrets -------------------------------------------------------------------------------
+
+SECRET = "sk-proj-Zx81kQ4wLmN2vB7cD9eF0gH3"
+
+
+def test_literal_api_key_is_refused(tmp_path: Path) -> None:
+    clawfile = f"""
+        providers:
+          local:
+            base_url: http://localhost:11434/v1
+            api_key: {SECRET}
+        tasks:
+          a: {{prompt: hi}}
+    """
+    message = error(tmp_path, clawfile)
+    assert message == (
+        "clawfile.yaml:4: providers.local: literal API keys are refused: put the key in an "
+        "environment variable and name that variable with api_key_env "
+        "(e.g. api_key_env: MY_API_KEY)"
+    )
+    assert "Zx81" not in message
+
+
+def test_key_pasted_in_api_key_env_is_refused_and_not_echoed(tmp_path: Path) -> None:
+    clawfile = f"""
+        providers:
+          groq:
+            api_key_env: gsk_Zx81kQ4wLmN2vB7cD9eF0gH3
+          openrouter:
+            api_key_env: {SECRET}
+          fine:
+            api_key_env: OPENROUTER_API_KEY
+        tasks:
+          a: {{prompt: hi}}
+    """
+    message = error(tmp_path, clawfile)
+    advice = (
+        "not the name of an environment variable; put the key in an environment variable "
+        "and write its name here, e.g. api_key_env: MY_API_KEY"
+    )
+    assert message == "\n".join(
+        [
+            f"clawfile.yaml:3: providers.groq.api_key_env: this looks like an API key "
+            f"('gsk…'), {advice}",
+            f"clawfile.yaml:5: providers.openrouter.api_key_env: this looks like an API key "
+            f"('sk-…'), {advice}",
+        ]
+    )
+    assert "Zx81" not in message
+
+
+# --- references between tasks --------------------------------------------------------------
+
+
+def test_dependency_cycle(tmp_path: Path) -> None:
+    clawfile = """
+        tasks:
+          a:
+            prompt: hi
+            needs: [b]
+          b:
+            prompt: hi
+            needs: [c]
+          c:
+            prompt: hi
+            needs: a
+    """
+    assert (
+        error(tmp_path, clawfile)
+        == "clawfile.yaml:4: tasks.a.needs: dependency cycle: a -> b -> c -> a"
+    )
+
+
+def test_task_that_needs_itself(tmp_path: Path) -> None:
+    assert error(tmp_path, "tasks:\n  a:\n    prompt: hi\n    needs: a\n") == (
+        "clawfile.yaml:4: tasks.a.needs: dependency cycle: a -> a"
+    )
+
+
+def test_unknown_needs(tmp_path: Path) -> None:
+    clawfile = """
+        tasks:
+          collect:
+            prompt: hi
+          summary:
+            prompt: hi
+            needs: [colect, nope]
+    """
+    assert error(tmp_path, clawfile) == "\n".join(
+        [
+            "clawfile.yaml:6: tasks.summary.needs[0]: unknown task 'colect' "
+            "(did you mean 'collect'?)",
+            "clawfile.yaml:6: tasks.summary.needs[1]: unknown task 'nope' "
+            "(known: collect, summary)",
+        ]
+    )
+
+
+def test_unknown_default(tmp_path: Path) -> None:
+    clawfile = """
+        default:
+          - summary
+          - report
+        tasks:
+          summary: {prompt: hi}
+          collect: {prompt: hi}
+    """
+    assert error(tmp_path, clawfile) == (
+        "clawfile.yaml:3: default[1]: unknown task 'report' (known: summary, collect)"
+    )
+
+
+# --- templates -----------------------------------------------------------------------------
+
+
+def test_missing_prompt_file(tmp_path: Path) -> None:
+    clawfile = """
+        tasks:
+          x:
+            description: Something
+            prompt: prompts/nope.md
+    """
+    assert error(tmp_path, clawfile) == (
+        "clawfile.yaml:4: tasks.x.prompt: prompt file 'prompts/nope.md' not found"
+    )
+
+
+def test_undefined_variable_in_a_prompt_file(tmp_path: Path) -> None:
+    files = {"prompts/summary.md": "# Summary\n\nNotes of {{ todya }}:\n{{ inputs }}\n"}
+    assert error(tmp_path, "tasks:\n  s:\n    prompt: prompts/summary.md\n", files) == (
+        f"prompts/summary.md:3: undefined template variable 'todya' (known: {VARIABLES})"
+    )
+
+
+def test_undefined_variable_in_an_inline_prompt(tmp_path: Path) -> None:
+    clawfile = """
+        tasks:
+          s:
+            prompt: |
+              Summarise the notes.
+
+              Today is {{ today }}, for {{ usr }}.
+            output: "reports/{{ tody }}.md"
+    """
+    assert error(tmp_path, clawfile) == "\n".join(
+        [
+            "clawfile.yaml:6: tasks.s.prompt: undefined template variable 'usr' "
+            f"(known: {VARIABLES})",
+            "clawfile.yaml:7: tasks.s.output: undefined template variable 'tody' "
+            f"(known: {VARIABLES})",
+        ]
+    )
+
+
+def test_item_needs_foreach(tmp_path: Path) -> None:
+    clawfile = """
+        tasks:
+          inline:
+            prompt: "Triage {{ item.path }}."
+          file:
+            prompt: prompts/triage.md
+          fanout:
+            prompt: prompts/triage.md
+            foreach: "inbox/*.txt"
+            output: "out/{{ item.stem }}.md"
+    """
+    files = {"prompts/triage.md": "Triage\n{{ item.path }}\n"}
+    assert error(tmp_path, clawfile, files) == "\n".join(
+        [
+            "clawfile.yaml:3: tasks.inline.prompt: "
+            "template variable 'item' is only defined for tasks with foreach",
+            "prompts/triage.md:2: template variable 'item' is only defined for tasks with "
+            "foreach (task 'file' has none)",
+        ]
+    )
+
+
+def test_template_syntax_error(tmp_path: Path) -> None:
+    files = {"prompts/a.j2": "Hello\n{% if today %}\nno end\n"}
+    assert error(tmp_path, "tasks:\n  a:\n    prompt: prompts/a.j2\n", files) == (
+        "prompts/a.j2:2: template syntax error: Unexpected end of template. Jinja was looking "
+        "for the following tags: 'elif' or 'else' or 'endif'. The innermost block that needs "
+        "to be closed is 'if'."
+    )
+
+
+def test_empty_prompt(tmp_path: Path) -> None:
+    assert error(tmp_path, "tasks:\n  a:\n    prompt: ''\n") == (
+        "clawfile.yaml:3: tasks.a.prompt: the prompt is empty"
+    )
+
+
+# --- schemas -------------------------------------------------------------------------------
+
+
+def test_invalid_json_schema(tmp_path: Path) -> None:
+    clawfile = """
+        tasks:
+          extract:
+            prompt: hi
+            schema:
+              type: object
+              properties:
+                n: {type: strin}
+    """
+    assert error(tmp_path, clawfile) == (
+        "clawfile.yaml:4: tasks.extract.schema: not a valid JSON Schema: "
+        "at schema.properties.n.type: 'strin' is not valid under any of the given schemas"
+    )
+
+
+def test_check_task_with_schema(tmp_path: Path) -> None:
+    clawfile = """
+        tasks:
+          review:
+            prompt: hi
+            check: true
+            schema: {type: object}
+    """
+    assert error(tmp_path, clawfile) == (
+        "clawfile.yaml:5: tasks.review.schema: a check task (check: true) cannot have a "
+        "schema: its verdict has a fixed one, {ok, summary, findings}"
+    )
+
+
+# --- all at once ---------------------------------------------------------------------------
+
+
+def test_several_errors_are_reported_together_in_line_order(tmp_path: Path) -> None:
+    clawfile = """
+        default: [summry]
+        defaults:
+          max_step: 10
+        tasks:
+          collect:
+            prompt: prompts/collect.md
+            tools: [read, bsh]
+          summary:
+            prompt: "Summarise {{ needs.collect.result }} of {{ todya }}"
+            needs: [collect, archive]
+            max_steps: 0
+          report:
+            prompt: prompts/missing.md
+    """
+    files = {"prompts/collect.md": "Collect {{ inputs }} as {{ whoami }}.\n"}
+    assert error(tmp_path, clawfile, files) == "\n".join(
+        [
+            "clawfile.yaml:1: default[0]: unknown task 'summry' (did you mean 'summary'?)",
+            "clawfile.yaml:3: defaults: unknown key 'max_step' (did you mean 'max_steps'?)",
+            f"clawfile.yaml:7: tasks.collect.tools[1]: unknown tool 'bsh' (known: {TOOLS})",
+            "clawfile.yaml:9: tasks.summary.prompt: undefined template variable 'todya' "
+            f"(known: {VARIABLES})",
+            "clawfile.yaml:10: tasks.summary.needs[1]: unknown task 'archive' "
+            "(known: collect, summary, report)",
+            "clawfile.yaml:11: tasks.summary.max_steps: must be greater than 0, got 0",
+            "clawfile.yaml:13: tasks.report.prompt: prompt file 'prompts/missing.md' not found",
+            f"prompts/collect.md:1: undefined template variable 'whoami' (known: {VARIABLES})",
+        ]
+    )
+
+
+def test_defaults_are_validated_with_their_own_path(tmp_path: Path) -> None:
+    clawfile = """
+        defaults:
+          prompt: prompts/shared.md
+          tools: [bsh]
+        tasks:
+          a: {prompt: hi}
+    """
+    assert error(tmp_path, clawfile) == "\n".join(
+        [
+            "clawfile.yaml:2: defaults: 'prompt' cannot have a default: each task sets its own",
+            f"clawfile.yaml:3: defaults.tools[0]: unknown tool 'bsh' (known: {TOOLS})",
+        ]
+    )
+
+
+# --- valid clawfiles -----------------------------------------------------------------------
+
+FULL = """
+    version: 1
+    model: local/qwen2.5:7b
+    providers:
+      local:
+        base_url: http://localhost:11434/v1
+        api_key_env: OLLAMA_API_KEY
+        max_concurrency: 4
+    defaults:
+      max_steps: 10
+      tools: [read, grep]
+      temperature: 0
+    default: [summary]
+    tasks:
+      collect:
+        prompt: |
+          Collect the notes of {{ today }}:
+          {% for path in inputs %}- {{ path }}
+          {% endfor %}
+        inputs: "workspace/notes/*.md"
+      summary:
+        description: Summarise today's notes
+        prompt: prompts/summary.md
+        needs: collect
+        output: "workspace/reports/{{ today }}.md"
+        tools: [read, grep, ls, write]
+        max_steps: 5
+        permissions:
+          write: ["workspace/reports/**"]
+          bash: ["git diff*"]
+        schedule: "0 23 * * *"
+        tz: Europe/Paris
+        budget: {max_tokens: 200000, max_usd: 0.5}
+      triage:
+        prompt: "Triage {{ item.path }} ({{ item.stem }})."
+        foreach: "workspace/inbox/*.txt"
+        schema: {type: object, required: [label]}
+"""
+
+
+def test_valid_clawfile_applies_defaults_where_tasks_are_silent(tmp_path: Path) -> None:
+    files = {"prompts/summary.md": "Summarise {{ needs.collect.result }}.\n"}
+    project = load(tmp_path, FULL, files)
+    assert project.root == tmp_path.resolve()
+    assert project.clawfile == tmp_path.resolve() / "clawfile.yaml"
+    tasks = project.config.tasks
+    assert list(tasks) == ["collect", "summary", "triage"]
+    assert (tasks["collect"].max_steps, tasks["summary"].max_steps) == (10, 5)
+    assert tasks["collect"].tool_names == ("read", "grep")
+    assert tasks["summary"].tool_names == ("read", "grep", "ls", "write")
+    assert tasks["triage"].temperature == 0
+    assert tasks["collect"].inputs == ["workspace/notes/*.md"]  # one string = one glob
+    assert tasks["summary"].needs == ["collect"]
+    assert tasks["summary"].permissions.bash == ["git diff*"]
+    assert tasks["triage"].json_schema == {"type": "object", "required": ["label"]}
+    assert tasks["summary"].budget is not None and tasks["summary"].budget.max_usd == 0.5
+    assert project.config.default == ["summary"]
+
+
+def test_task_defaults_without_defaults(tmp_path: Path) -> None:
+    task = load(tmp_path, "tasks:\n  a: {prompt: hi}\n").config.tasks["a"]
+    assert task.tool_names == ("read", "grep", "ls", "find")
+    assert (task.max_steps, task.timeout, task.catch_up, task.permissions.bash) == (
+        30,
+        600,
+        "once",
+        False,
+    )
+
+
+def test_prompt_source_inline_and_file(tmp_path: Path) -> None:
+    files = {"prompts/summary.md": "Summarise {{ needs.collect.result }}.\n"}
+    project = load(tmp_path, FULL, files)
+    assert project.prompt_source("summary") == (
+        "Summarise {{ needs.collect.result }}.\n",
+        "prompts/summary.md",
+    )
+    text, name = project.prompt_source("collect")
+    assert text.startswith("Collect the notes of {{ today }}:\n")
+    assert name == "clawfile.yaml:tasks.collect.prompt"
+    assert project.prompt_source("triage")[1] == "clawfile.yaml:tasks.triage.prompt"
+
+
+@pytest.mark.parametrize(
+    ("prompt", "is_file"),
+    [
+        ("prompts/summary.md", True),
+        ("summary.j2", True),
+        ("notes.txt", True),
+        ("templates/summary", True),
+        ("Summarise the notes.", False),
+        ("Summarise.", False),
+        ("Read notes.md and summarise", False),
+        ("Line one\nprompts/x.md\n", False),
+    ],
+)
+def test_which_prompts_are_files(prompt: str, is_file: bool) -> None:
+    from claw_batch.clawcheck import prompt_file
+
+    assert (prompt_file(prompt) is not None) == is_file
+
+
+def test_find_clawfile_from_a_subdirectory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    make_project(tmp_path, "tasks:\n  a: {prompt: hi}\n")
+    deep = tmp_path / "workspace" / "notes"
+    deep.mkdir(parents=True)
+    assert find_clawfile(deep) == tmp_path.resolve() / "clawfile.yaml"
+    monkeypatch.chdir(deep)
+    assert load_project().root == tmp_path.resolve()
+
+
+def test_no_clawfile_anywhere(tmp_path: Path) -> None:
+    with pytest.raises(ClawfileError) as caught:
+        find_clawfile(tmp_path)
+    assert str(caught.value) == (
+        f"no clawfile.yaml in {tmp_path.resolve()} or any parent directory; "
+        "create one with `claw init` or pass -f FILE / -C DIR"
+    )
+
+
+def test_clawfile_yml_and_explicit_file(tmp_path: Path) -> None:
+    (tmp_path / "clawfile.yml").write_text("tasks:\n  a: {prompt: hi}\n", encoding="utf-8")
+    assert find_clawfile(tmp_path) == tmp_path.resolve() / "clawfile.yml"
+    (tmp_path / "other.yaml").write_text("tasks:\n  b: {prompt: hi}\n", encoding="utf-8")
+    project = load_project(directory=tmp_path, file=Path("other.yaml"))
+    assert list(project.config.tasks) == ["b"]
+    with pytest.raises(ClawfileError, match=r"^nope.yaml: no such file$"):
+        load_project(directory=tmp_path, file=Path("nope.yaml"))
+
+
+def test_resolve_model(tmp_path: Path) -> None:
+    files = {"prompts/summary.md": "hi\n"}
+    config = load(tmp_path, FULL, files).config
+    local = config.providers["local"]
+    assert resolve_model(config, "local/qwen2.5:7b") == ("local", local, "qwen2.5:7b")
+    assert resolve_model(config, "gpt-4o-mini") == ("openai", None, "gpt-4o-mini")
+    # A prefix that is not a provider is part of the name (OpenRouter's qwen/qwen-2.5-72b).
+    assert resolve_model(config, "qwen/qwen-2.5-72b") == ("openai", None, "qwen/qwen-2.5-72b")
+
+
+def test_resolve_model_uses_a_declared_openai_provider(tmp_path: Path) -> None:
+    clawfile = "providers:\n  openai: {max_concurrency: 2}\ntasks:\n  a: {prompt: hi}\n"
+    config = load(tmp_path, clawfile).config
+    assert resolve_model(config, "gpt-4o") == ("openai", config.providers["openai"], "gpt-4o")
+
+
+def test_loading_does_not_import_openai_nor_unused_validators(tmp_path: Path) -> None:
+    make_project(tmp_path, "tasks:\n  a: {prompt: hi}\n")
+    code = (
+        "import sys; from claw_batch.clawfile import load_project; "
+        f"load_project(directory=__import__('pathlib').Path({str(tmp_path)!r})); "
+        "print(sorted(m for m in ('openai', 'jsonschema', 'croniter') if m in sys.modules))"
+    )
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == "[]"
