@@ -1,8 +1,115 @@
-"""Prompt templates: Jinja2 with StrictUndefined."""
+"""Prompt templates: Jinja2 with StrictUndefined, the SPEC §3 variables and helpers."""
 
 from __future__ import annotations
+
+import functools
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from claw_batch.errors import ClawfileError, TaskFailed, ToolError
 
 # Every name a prompt template may use (SPEC §3). `claw validate` refuses any other.
 TEMPLATE_VARIABLES = frozenset(
     {"task", "today", "now", "item", "inputs", "needs", "files", "git", "read", "glob"}
 )
+
+READ_HELPER_LIMIT = 200_000  # bytes a template may pull in with read()
+
+
+@dataclass(frozen=True)
+class Item:
+    """One fan-out file, as templates see it: `{{ item.path }}`, `{{ item.stem }}`…"""
+
+    path: str
+    name: str
+    stem: str
+    suffix: str
+    dir: str
+
+    @classmethod
+    def of(cls, relpath: str) -> Item:
+        p = Path(relpath)
+        return cls(relpath, p.name, p.stem, p.suffix, p.parent.as_posix())
+
+    def __str__(self) -> str:
+        return self.path
+
+
+@dataclass(frozen=True)
+class Upstream:
+    output: str | None
+    result: str
+
+
+class GitInfo:
+    """`{{ git.staged_diff }}` and friends, computed only when a template asks."""
+
+    def __init__(self, root: Path) -> None:
+        self._root = root
+
+    def _git(self, *args: str) -> str:
+        try:
+            done = subprocess.run(
+                ["git", *args], cwd=self._root, capture_output=True, text=True, timeout=30
+            )
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise TaskFailed(f"git {' '.join(args)}: {e}") from e
+        return done.stdout if done.returncode == 0 else ""
+
+    @functools.cached_property
+    def staged_diff(self) -> str:
+        return self._git("diff", "--cached", "--no-color", "--no-ext-diff")
+
+    @functools.cached_property
+    def staged_files(self) -> list[str]:
+        return self._git("diff", "--cached", "--name-only", "-z").split("\0")[:-1]
+
+    @functools.cached_property
+    def head(self) -> str:
+        return self._git("rev-parse", "HEAD").strip()
+
+
+def environment(root: Path) -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(root)),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+
+
+def helpers(root: Path) -> dict[str, Callable[..., Any]]:
+    from claw_batch.paths import Policy
+
+    policy = Policy(root)
+
+    def read(path: str) -> str:
+        data = policy.resolve_read(path).read_bytes()[:READ_HELPER_LIMIT]
+        return data.decode("utf-8", errors="replace")
+
+    def glob(pattern: str) -> list[str]:
+        return sorted(p.relative_to(root).as_posix() for p in root.glob(pattern) if p.is_file())
+
+    return {"read": read, "glob": glob}
+
+
+def render(source: str, name: str, variables: Mapping[str, Any], *, root: Path) -> str:
+    """Render one prompt template; any template problem is a ClawfileError naming the file."""
+    env = environment(root)
+    try:
+        return env.from_string(source).render({**helpers(root), **variables})
+    except jinja2.TemplateSyntaxError as e:
+        raise ClawfileError(f"{name}:{e.lineno}: {e.message}") from e
+    except jinja2.UndefinedError as e:
+        raise ClawfileError(f"{name}: {e.message}") from e
+    except (ToolError, OSError) as e:  # read() of a missing or refused file
+        raise ClawfileError(f"{name}: {e}") from e
+
+
+def needs_view(results: Mapping[str, Upstream], names: Sequence[str]) -> dict[str, Upstream]:
+    return {n: results[n] for n in names if n in results}

@@ -1,0 +1,71 @@
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+from claw_batch.errors import ClawError
+
+if TYPE_CHECKING:
+    from claw_batch.clawfile import Project
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def project_options(fn: F) -> F:
+    """-C / -f / -v / -q, on every command that works on a project."""
+    options = [
+        click.option(
+            "-C",
+            "directory",
+            type=click.Path(file_okay=False, path_type=Path),
+            help="Run as if claw was started in DIR.",
+        ),
+        click.option(
+            "-f",
+            "--file",
+            "file",
+            type=click.Path(dir_okay=False, path_type=Path),
+            help="Use this clawfile instead of looking for clawfile.yaml.",
+        ),
+        click.option("-v", "--verbose", is_flag=True, help="Also show each tool call."),
+        click.option("-q", "--quiet", is_flag=True, help="Only failures and errors."),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def load(directory: Path | None, file: Path | None) -> Project:
+    from claw_batch.clawfile import load_project
+
+    return load_project(directory=directory, file=file)
+
+
+def handle_errors(fn: Callable[..., int | None]) -> Callable[..., None]:
+    """The one place that turns claw's errors into a message and an exit code."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> None:
+        try:
+            code = fn(*args, **kwargs)
+        except ClawError as e:
+            click.echo(f"claw: {e}", err=True)
+            sys.exit(e.exit_code)
+        except KeyboardInterrupt:
+            click.echo("claw: interrupted", err=True)
+            sys.exit(130)
+        except Exception as e:  # the top boundary: anything else is a bug; keep its traceback
+            from claw_batch.crash import save_traceback
+
+            where = save_traceback(e)
+            click.echo(f"claw: unexpected error: {type(e).__name__}: {e}", err=True)
+            click.echo(f"claw: traceback saved to {where}; please report it", err=True)
+            sys.exit(1)
+        sys.exit(code or 0)
+
+    return wrapper

@@ -1,0 +1,79 @@
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from claw_batch.commands.common import handle_errors, load, project_options
+from claw_batch.errors import UsageError
+
+
+@click.command()
+@click.argument("targets", nargs=-1)
+@click.option("-k", "--keep-going", is_flag=True, help="Go on with other jobs after a failure.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+@click.option(
+    "--files",
+    multiple=True,
+    metavar="F",
+    help="Paths for the `files` template variable (repeatable).",
+)
+@click.option("--record", is_flag=True, help="Call the endpoint and record its replies.")
+@click.option("--replay", is_flag=True, help="Answer from recorded replies; no network.")
+@click.option(
+    "--cassettes",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where recorded replies live (default: cassettes/ in the project).",
+)
+@click.option("--model", help="Use this model for every task.")
+@project_options
+@handle_errors
+def run(
+    targets: tuple[str, ...],
+    keep_going: bool,
+    as_json: bool,
+    files: tuple[str, ...],
+    record: bool,
+    replay: bool,
+    cassettes: Path | None,
+    model: str | None,
+    directory: Path | None,
+    file: Path | None,
+    verbose: bool,
+    quiet: bool,
+) -> int:
+    """Run tasks (by name or glob; default: the clawfile's `default:`).
+
+    Each job's final answer goes to the task's `output`, an entry to today's daily note
+    and a transcript to .claw/runs/<run-id>/.
+    """
+    from claw_batch.llm.providers import Mode
+    from claw_batch.progress import Progress
+    from claw_batch.report import envelope
+    from claw_batch.runner import Runner, RunOptions
+
+    if record and replay:
+        raise UsageError("--record and --replay exclude each other")
+    project = load(directory, file)
+    mode = Mode(
+        replay=replay, record=record, cassettes=(cassettes or project.root / "cassettes").absolute()
+    )
+    options = RunOptions(
+        targets=targets,
+        keep_going=keep_going,
+        files=files,
+        model=model,
+        mode=mode,
+        argv=tuple(sys.argv),
+    )
+    progress = Progress(quiet=quiet, verbose=verbose)
+    runner = Runner(project, options, progress=progress)
+    if not runner.plan():
+        progress.message("claw: nothing to run")
+        return 0
+    summary = runner.run()
+    if as_json:
+        click.echo(json.dumps(envelope(summary), indent=2))
+    return summary.exit_code

@@ -1,0 +1,93 @@
+"""The system prompt: an identity line, the workspace files, the daily notes, a skills list,
+the date and the project root (SPEC §3). Short on purpose."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from claw_batch.skills import Skill
+
+WORKSPACE_FILES = ("AGENTS.md", "SOUL.md", "USER.md", "IDENTITY.md", "MEMORY.md")
+FILE_CAP = 6_000  # characters per workspace file
+NOTES_CAP = 3_000  # characters per daily note
+TOTAL_CAP = 20_000  # characters for all files and notes together
+
+
+@dataclass(frozen=True)
+class SystemPrompt:
+    text: str
+    # Parts that change from run to run (date, daily notes): replay keys mask them out.
+    volatile: tuple[str, ...]
+
+
+def daily_note_path(root: Path, workspace: str, day: dt.date) -> Path:
+    return root / workspace / "memory" / f"{day.isoformat()}.md"
+
+
+def truncate(text: str, cap: int, source: str) -> str:
+    if len(text) <= cap:
+        return text
+    head = int(cap * 0.8)
+    tail = cap - head
+    omitted = len(text) - head - tail
+    marker = f"\n[… {omitted} characters truncated; read {source} for the whole file …]\n"
+    return text[:head] + marker + text[len(text) - tail :]
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace").strip()
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        return None
+
+
+def _sections(root: Path, workspace: str, today: dt.date) -> tuple[list[str], str]:
+    """The workspace files, then one "Daily notes" section (always there, so that a run
+    with notes and one without differ only in its body, which replay keys mask)."""
+    sections: list[str] = []
+    budget = TOTAL_CAP
+    for name in WORKSPACE_FILES:
+        rel = f"{workspace}/{name}"
+        text = _read(root / rel)
+        if text and budget > 0:
+            body = truncate(text, min(FILE_CAP, budget), rel)
+            budget -= len(body)
+            sections.append(f"## {name}\n{body}")
+    notes = []
+    for day in (today - dt.timedelta(days=1), today):
+        rel = daily_note_path(root, workspace, day).relative_to(root).as_posix()
+        text = _read(root / rel)
+        if text and budget > 0:
+            body = truncate(text, min(NOTES_CAP, budget), rel)
+            budget -= len(body)
+            notes.append(f"### {rel}\n{body}")
+    notes_body = "\n\n".join(notes) or "(none yet)"
+    sections.append(f"## Daily notes\n{notes_body}")
+    return sections, notes_body
+
+
+def skills_section(skills: Sequence[Skill], root: Path) -> str:
+    lines = ["## Skills", "Read a skill's SKILL.md with `read` before you use it."]
+    for s in skills:
+        where = s.path.relative_to(root) if s.path.is_relative_to(root) else s.path
+        lines.append(f"- {s.name}: {s.description} ({where})")
+    return "\n".join(lines)
+
+
+def build_system_prompt(
+    *, root: Path, workspace: str, task: str, skills: Sequence[Skill], today: dt.date
+) -> SystemPrompt:
+    parts = [
+        f"You are claw, a headless agent running the task '{task}' of the project below. "
+        "Use the tools to do the work; your last message, without tool calls, is the result."
+    ]
+    sections, notes = _sections(root, workspace, today)
+    parts += sections
+    if skills:
+        parts.append(skills_section(skills, root))
+    date_line = f"Date: {today.isoformat()} ({today.strftime('%A')})"
+    parts.append(f"## Environment\n{date_line}\nProject root: {root}")
+    return SystemPrompt("\n\n".join(parts) + "\n", (notes, date_line, str(root)))

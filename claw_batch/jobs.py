@@ -1,0 +1,75 @@
+"""Which jobs a `claw run` means: targets, `default:`, `needs:` order, `foreach:` fan-out."""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from claw_batch.clawfile import Clawfile
+from claw_batch.errors import UsageError
+
+SKIP_DIRS = {".git", ".claw"}
+
+
+@dataclass(frozen=True)
+class Job:
+    task: str
+    item: str | None = None  # the fan-out file, project-relative
+
+    @property
+    def name(self) -> str:
+        return f"{self.task}[{self.item}]" if self.item else self.task
+
+
+def select_tasks(config: Clawfile, targets: Sequence[str]) -> list[str]:
+    """Task names for the targets (names or globs), or the default set when there are none."""
+    if not targets:
+        if config.default is not None:
+            return list(config.default)
+        return [n for n, t in config.tasks.items() if not (t.schedule or t.watch or t.hook)]
+    chosen: list[str] = []
+    for target in targets:
+        matches = [n for n in config.tasks if fnmatch.fnmatchcase(n, target)]
+        if not matches:
+            known = ", ".join(config.tasks)
+            raise UsageError(f"unknown task '{target}' (tasks: {known})")
+        chosen += [m for m in matches if m not in chosen]
+    return chosen
+
+
+def with_needs(config: Clawfile, names: Sequence[str]) -> list[str]:
+    """The tasks and everything they need, each after what it needs (cycles were refused
+    when the clawfile was loaded)."""
+    ordered: list[str] = []
+
+    def visit(name: str) -> None:
+        if name in ordered:
+            return
+        for upstream in config.tasks[name].needs:
+            visit(upstream)
+        ordered.append(name)
+
+    for name in names:
+        visit(name)
+    return ordered
+
+
+def glob_files(root: Path, pattern: str) -> list[str]:
+    """Project files matching a glob, project-relative and sorted; never inside .git/.claw."""
+    found = []
+    for path in root.glob(pattern):
+        rel = path.relative_to(root)
+        if rel.parts and rel.parts[0] in SKIP_DIRS:
+            continue
+        if path.is_file():
+            found.append(rel.as_posix())
+    return sorted(found)
+
+
+def expand(config: Clawfile, root: Path, task: str) -> list[Job]:
+    pattern = config.tasks[task].foreach
+    if pattern is None:
+        return [Job(task)]
+    return [Job(task, item) for item in glob_files(root, pattern)]

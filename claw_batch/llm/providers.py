@@ -1,0 +1,79 @@
+"""From a task's `model:` to an LLM: named providers, the default OpenAI environment,
+and record/replay wrapping. The OpenAI adapter (and the `openai` import) is loaded only
+when a model is really called."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from claw_batch.clawfile import Clawfile, resolve_model
+from claw_batch.errors import TaskFailed
+from claw_batch.llm.base import LLM
+
+DEFAULT_REQUEST_TIMEOUT = 300.0  # seconds per HTTP request; the job's timeout bounds the total
+
+
+@dataclass(frozen=True)
+class Mode:
+    replay: bool = False
+    record: bool = False
+    cassettes: Path = Path("cassettes")
+
+
+class Models:
+    def __init__(self, config: Clawfile, environ: Mapping[str, str], mode: Mode) -> None:
+        self.config = config
+        self.environ = environ
+        self.mode = mode
+        self._cache: dict[str, LLM] = {}
+        self._lock = threading.Lock()
+
+    def secrets(self) -> list[str]:
+        """The API keys this project can use: redacted from every sink."""
+        names = {"OPENAI_API_KEY"} | {
+            p.api_key_env for p in self.config.providers.values() if p.api_key_env
+        }
+        return [self.environ[n] for n in sorted(names) if self.environ.get(n)]
+
+    def get(self, model: str) -> tuple[LLM, str]:
+        """The LLM that serves `model` and the model name the endpoint expects."""
+        provider_name, _, name = resolve_model(self.config, model)
+        with self._lock:
+            if provider_name not in self._cache:
+                self._cache[provider_name] = self._make(provider_name)
+            return self._cache[provider_name], name
+
+    def _make(self, provider_name: str) -> LLM:
+        from claw_batch.llm.cassette import RecordingLLM, ReplayLLM
+
+        if self.mode.replay:
+            return ReplayLLM(self.mode.cassettes)
+        llm = self._endpoint(provider_name)
+        return RecordingLLM(llm, self.mode.cassettes) if self.mode.record else llm
+
+    def _endpoint(self, provider_name: str) -> LLM:
+        from claw_batch.llm.openai_compat import OpenAICompatLLM
+
+        provider = self.config.providers.get(provider_name)
+        if provider is None:
+            return OpenAICompatLLM(
+                base_url=self.environ.get("OPENAI_BASE_URL"),
+                api_key=self.environ.get("OPENAI_API_KEY"),
+            )
+        key = None
+        if provider.api_key_env:
+            key = self.environ.get(provider.api_key_env)
+            if not key:
+                raise TaskFailed(
+                    f"provider '{provider_name}': environment variable "
+                    f"{provider.api_key_env} is not set (it should hold the API key)"
+                )
+        return OpenAICompatLLM(
+            base_url=provider.base_url or self.environ.get("OPENAI_BASE_URL"),
+            api_key=key,
+            stream=provider.stream,
+            request_timeout=provider.timeout or DEFAULT_REQUEST_TIMEOUT,
+        )

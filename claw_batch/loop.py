@@ -1,0 +1,178 @@
+"""The tool loop: ask the model, run the tool calls it makes, repeat until it answers.
+
+Tool failures (unknown or disallowed tools, invalid arguments, refused paths) go back to the
+model as error results and are never executed; limits and interrupts propagate.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from claw_batch.errors import LimitExceeded, TaskFailed, ToolError
+from claw_batch.llm.base import LLM
+from claw_batch.messages import ChatRequest, Message, ToolCall, Usage
+from claw_batch.tools.base import ToolContext
+from claw_batch.tools.registry import Tool
+
+REPEAT_LIMIT = 3  # the same tool calls this many turns in a row is a loop
+
+EventSink = Callable[..., None]  # on_event(kind, **fields)
+AnswerCheck = Callable[[str], "str | None"]  # returns a correction to send, or None if fine
+
+
+@dataclass(frozen=True)
+class LoopSettings:
+    model: str
+    temperature: float | None
+    max_steps: int
+    deadline: float  # time.monotonic()
+    timeout: float  # for messages: the job's timeout in seconds
+    job: str = ""
+    volatile: tuple[str, ...] = ()
+    corrections: int = 1  # how often check_answer may send the model back
+
+
+@dataclass(frozen=True)
+class LoopResult:
+    text: str
+    usage: Usage
+    steps: int
+
+
+def _ignore(kind: str, **fields: Any) -> None:
+    pass
+
+
+class ToolLoop:
+    def __init__(
+        self,
+        llm: LLM,
+        tools: Mapping[str, Tool],
+        ctx: ToolContext,
+        settings: LoopSettings,
+        *,
+        on_event: EventSink = _ignore,
+        check_answer: AnswerCheck | None = None,
+    ) -> None:
+        self.llm = llm
+        self.tools = tools
+        self.ctx = ctx
+        self.settings = settings
+        self.on_event = on_event
+        self.check_answer = check_answer
+
+    def run(self, messages: list[Message]) -> LoopResult:
+        s = self.settings
+        usage = Usage()
+        corrections = s.corrections
+        repeats: list[tuple[tuple[str, str], ...]] = []
+        for step in range(1, s.max_steps + 1):
+            self._check_deadline()
+            reply = self._ask(messages, step)
+            usage += reply.usage
+            messages.append(reply.message)
+            calls = reply.message.tool_calls
+            if calls:
+                self._check_repeats(repeats, calls)
+                messages.extend(self._run_calls(calls))
+                continue
+            text = (reply.message.content or "").strip()
+            if not text:
+                raise TaskFailed("the model's final answer was empty")
+            correction = self.check_answer(text) if self.check_answer else None
+            if correction is None:
+                return LoopResult(text, usage, step)
+            if corrections == 0:
+                raise TaskFailed(correction)
+            corrections -= 1
+            self.on_event("correction", message=correction)
+            messages.append(Message("user", correction))
+        raise LimitExceeded(
+            f"max_steps: no final answer after {s.max_steps} model turns "
+            "(raise max_steps or simplify the task)"
+        )
+
+    def _ask(self, messages: list[Message], step: int) -> Any:
+        s = self.settings
+        request = ChatRequest(
+            model=s.model,
+            messages=tuple(messages),
+            tools=tuple(t.spec() for t in self.tools.values()),
+            temperature=s.temperature,
+            job=s.job,
+            volatile=s.volatile,
+        )
+        started = time.monotonic()
+        reply = self.llm.complete(request, deadline=s.deadline)
+        self.on_event(
+            "assistant",
+            step=step,
+            content=reply.message.content,
+            tool_calls=[
+                {"id": c.id, "name": c.name, "arguments": c.arguments}
+                for c in reply.message.tool_calls
+            ],
+            usage={
+                "prompt": reply.usage.prompt_tokens,
+                "completion": reply.usage.completion_tokens,
+                "cached": reply.usage.cached_tokens,
+            },
+            model=reply.model,
+            seconds=round(time.monotonic() - started, 3),
+        )
+        return reply
+
+    def _run_calls(self, calls: tuple[ToolCall, ...]) -> list[Message]:
+        results = []
+        for call in calls:
+            self._check_deadline()
+            output, ok = self._execute(call)
+            self.on_event("tool_result", id=call.id, name=call.name, ok=ok, content=output)
+            results.append(Message("tool", output, tool_call_id=call.id))
+        return results
+
+    def _execute(self, call: ToolCall) -> tuple[str, bool]:
+        tool = self.tools.get(call.name)
+        if tool is None:
+            allowed = ", ".join(self.tools) or "none"
+            return (
+                f"error: tool '{call.name}' is not available to this task (allowed: {allowed})",
+                False,
+            )
+        try:
+            return tool.invoke(self.ctx, call.arguments), True
+        except ToolError as e:
+            return f"error: {e}", False
+        except (LimitExceeded, KeyboardInterrupt):
+            raise
+        except Exception as e:  # the tool boundary: a bug in a tool must not end the run
+            self.on_event("tool_crash", name=call.name, error=repr(e))
+            return f"error: internal error in tool '{call.name}': {type(e).__name__}: {e}", False
+
+    def _check_repeats(
+        self, history: list[tuple[tuple[str, str], ...]], calls: tuple[ToolCall, ...]
+    ) -> None:
+        turn = tuple(sorted((c.name, _canonical_args(c.arguments)) for c in calls))
+        if history and history[-1] != turn:
+            history.clear()
+        history.append(turn)
+        if len(history) >= REPEAT_LIMIT:
+            shown = ", ".join(f"{name}({args})" for name, args in turn)[:200]
+            raise LimitExceeded(
+                f"loop: the model made the same tool calls {REPEAT_LIMIT} turns in a row: {shown}"
+            )
+
+    def _check_deadline(self) -> None:
+        if time.monotonic() >= self.settings.deadline:
+            raise LimitExceeded(f"timeout: the job ran longer than {self.settings.timeout:g} s")
+
+
+def _canonical_args(arguments: str) -> str:
+    try:
+        return json.dumps(json.loads(arguments), sort_keys=True, separators=(",", ":"))
+    except ValueError:
+        return arguments

@@ -1,0 +1,40 @@
+"""Daily notes: after each job the runner, not the model, appends one entry to
+workspace/memory/YYYY-MM-DD.md."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from pathlib import Path
+
+FIRST_LINES = 3
+LINE_WIDTH = 160
+
+
+def first_lines(text: str, n: int = FIRST_LINES) -> list[str]:
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    shown = [ln if len(ln) <= LINE_WIDTH else ln[: LINE_WIDTH - 1] + "…" for ln in lines[:n]]
+    if len(lines) > n:
+        shown.append(f"… ({len(lines) - n} more lines)")
+    return shown
+
+
+def format_entry(
+    *, when: dt.datetime, job: str, status: str, seconds: float, tokens: int, text: str
+) -> str:
+    head = f"### {when.strftime('%H:%M')} {job} · {status} · {seconds:.1f} s · {tokens:,} tokens"
+    body = "\n".join(f"> {ln}" for ln in first_lines(text))
+    return f"{head}\n{body}\n\n" if body else f"{head}\n\n"
+
+
+def append(path: Path, entry: str) -> None:
+    """Append with O_APPEND and fsync: concurrent writers never interleave inside an entry."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        if os.fstat(fd).st_size == 0:
+            entry = f"# {path.stem}\n\n{entry}"
+        os.write(fd, entry.encode("utf-8"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,41 @@
+"""The `--json` envelope (SPEC §6)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from claw_batch.runner import RunSummary
+
+
+def envelope(summary: RunSummary) -> dict[str, Any]:
+    jobs = [
+        {
+            "task": r.job.task,
+            "item": r.job.item,
+            "status": r.status,
+            "reason": r.reason,
+            "duration_s": r.duration_s,
+            "tokens": r.tokens,
+            "cost_usd": None,
+            "output": r.output,
+            "error": r.error,
+            "transcript": r.transcript,
+        }
+        for r in summary.results
+    ]
+    counts = {
+        s: sum(1 for r in summary.results if r.status == s)
+        for s in ("ok", "failed", "limit", "interrupted")
+    }
+    return {
+        "run_id": summary.run_id,
+        "exit_code": summary.exit_code,
+        "jobs": jobs,
+        "totals": {
+            "jobs": len(jobs),
+            **counts,
+            "tokens": sum(r.tokens for r in summary.results),
+            "cost_usd": None,
+            "duration_s": round(sum(r.duration_s for r in summary.results), 3),
+        },
+    }

@@ -1,0 +1,277 @@
+"""`claw run`: select the jobs, run each through the tool loop, record what happened."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import secrets as _secrets
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from claw_batch import notes
+from claw_batch.clawfile import Project
+from claw_batch.context import daily_note_path
+from claw_batch.errors import ClawError, Interrupted, LimitExceeded, ReplayMismatch, TaskFailed
+from claw_batch.execute import JobExecution, Outcome, RunContext
+from claw_batch.jobs import Job, expand, select_tasks, with_needs
+from claw_batch.llm.providers import Mode, Models
+from claw_batch.progress import Progress
+from claw_batch.redact import Redactor, secrets_from_env
+from claw_batch.render import Upstream
+from claw_batch.state import JobRecord, State
+from claw_batch.tools.bash import scrubbed_env
+from claw_batch.transcript import Transcript
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    targets: tuple[str, ...] = ()
+    keep_going: bool = False
+    files: tuple[str, ...] = ()
+    model: str | None = None
+    mode: Mode = field(default_factory=Mode)
+    argv: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class JobResult:
+    job: Job
+    status: str  # ok | failed | limit | interrupted
+    reason: str | None
+    duration_s: float
+    tokens: int
+    output: str | None
+    error: str | None
+    transcript: str
+    text: str = ""
+    findings: tuple[str, ...] = ()
+
+
+@dataclass
+class RunSummary:
+    run_id: str
+    results: list[JobResult] = field(default_factory=list)
+    exit_code: int = 0
+
+
+def now_for_run(environ: Mapping[str, str]) -> dt.datetime:
+    """The run's clock; CLAW_NOW (ISO 8601) pins it for reproducible demos and tests."""
+    pinned = environ.get("CLAW_NOW")
+    if pinned:
+        when = dt.datetime.fromisoformat(pinned)
+        return when if when.tzinfo else when.astimezone()
+    return dt.datetime.now().astimezone()
+
+
+def new_run_id(now: dt.datetime) -> str:
+    return now.strftime("%Y%m%d-%H%M%S-") + _secrets.token_hex(3)
+
+
+def exit_code(results: Sequence[JobResult]) -> int:
+    statuses = {r.status for r in results}
+    if "interrupted" in statuses:
+        return Interrupted.exit_code
+    if "failed" in statuses:
+        return TaskFailed.exit_code
+    if "limit" in statuses:
+        return LimitExceeded.exit_code
+    return 0
+
+
+class Runner:
+    def __init__(
+        self,
+        project: Project,
+        options: RunOptions,
+        *,
+        progress: Progress,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        self.project = project
+        self.options = options
+        self.progress = progress
+        self.environ = dict(os.environ if environ is None else environ)
+        self.models = Models(project.config, self.environ, options.mode)
+        self.redact = Redactor([*self.models.secrets(), *secrets_from_env(self.environ)])
+
+    def plan(self) -> list[Job]:
+        config = self.project.config
+        names = with_needs(config, select_tasks(config, self.options.targets))
+        return [job for name in names for job in expand(config, self.project.root, name)]
+
+    def run(self) -> RunSummary:
+        jobs = self.plan()
+        now = now_for_run(self.environ)
+        summary = RunSummary(new_run_id(now))
+        run_dir = self.project.root / ".claw" / "runs" / summary.run_id
+        state = State(self.project.root / ".claw" / "state.db")
+        state.begin_run(summary.run_id, now.isoformat(), " ".join(self.options.argv))
+        ctx = RunContext(
+            project=self.project,
+            models=self.models,
+            now=now,
+            env=scrubbed_env(),
+            files=self.options.files,
+            model_override=self.options.model,
+        )
+        try:
+            self._run_jobs(jobs, ctx, state, run_dir, summary)
+        finally:
+            summary.exit_code = exit_code(summary.results)
+            status = {0: "ok", 1: "failed", 3: "limit", 130: "interrupted"}.get(
+                summary.exit_code, "error"
+            )
+            state.end_run(
+                summary.run_id, now_for_run(self.environ).isoformat(), status, summary.exit_code
+            )
+            state.close()
+        return summary
+
+    def _run_jobs(
+        self, jobs: list[Job], ctx: RunContext, state: State, run_dir: Path, summary: RunSummary
+    ) -> None:
+        failed_tasks: set[str] = set()
+        for job in jobs:
+            blocked = [n for n in self.project.config.tasks[job.task].needs if n in failed_tasks]
+            if blocked:
+                failed_tasks.add(job.task)
+                continue
+            result = self._run_one(job, ctx, state, run_dir)
+            summary.results.append(result)
+            if result.status != "ok":
+                failed_tasks.add(job.task)
+                if not self.options.keep_going:
+                    return
+
+    def _run_one(self, job: Job, ctx: RunContext, state: State, run_dir: Path) -> JobResult:
+        started_wall = now_for_run(self.environ)
+        state.start_job(_run_id(run_dir), job.task, job.item or "", started_wall.isoformat())
+        transcript = Transcript(run_dir / f"{_safe(job.name)}.jsonl", self.redact)
+        transcript.event("start", job=job.name, task=job.task, item=job.item)
+        self.progress.job_started(job)
+        started = time.monotonic()
+        outcome: Outcome | None = None
+        status, reason, error = "ok", None, None
+
+        def on_event(kind: str, **fields: Any) -> None:
+            transcript.event(kind, **fields)
+            if kind == "assistant":
+                state.record_call(
+                    _run_id(run_dir),
+                    job.task,
+                    job.item or "",
+                    fields["step"],
+                    fields["model"],
+                    fields["usage"],
+                    fields["seconds"],
+                )
+            self.progress.job_event(job, kind, fields)
+
+        try:
+            outcome = JobExecution(ctx, job, on_event).execute()
+            ctx.upstream[job.task] = _upstream(ctx.upstream.get(job.task), outcome)
+            if outcome.verdict is not None and not outcome.verdict.get("ok"):
+                status, reason = "failed", "check failed"
+                error = str(outcome.verdict.get("summary", ""))
+        except ReplayMismatch:
+            transcript.event("end", status="error")
+            transcript.close()
+            raise
+        except KeyboardInterrupt:
+            status, reason, error = "interrupted", "interrupted", "interrupted (Ctrl-C)"
+        except LimitExceeded as e:
+            status, reason, error = "limit", str(e).split(":")[0], str(e)
+        except ClawError as e:
+            status, reason, error = "failed", "error", str(e)
+        result = self._result(job, outcome, status, reason, error, started, transcript)
+        transcript.event(
+            "end", status=status, reason=reason, error=error, seconds=result.duration_s
+        )
+        transcript.close()
+        self._record(state, run_dir, result, outcome, started_wall)
+        self.progress.job_finished(result)
+        if status == "interrupted":
+            raise Interrupted("interrupted")
+        return result
+
+    def _result(
+        self,
+        job: Job,
+        outcome: Outcome | None,
+        status: str,
+        reason: str | None,
+        error: str | None,
+        started: float,
+        transcript: Transcript,
+    ) -> JobResult:
+        from claw_batch.answers import findings_text
+
+        verdict = outcome.verdict if outcome else None
+        return JobResult(
+            job=job,
+            status=status,
+            reason=reason,
+            duration_s=round(time.monotonic() - started, 3),
+            tokens=outcome.loop.usage.total_tokens if outcome else 0,
+            output=outcome.output if outcome else None,
+            error=self.redact(error) if error else None,
+            transcript=transcript.path.relative_to(self.project.root).as_posix(),
+            text=outcome.text if outcome else "",
+            findings=tuple(findings_text(verdict)) if verdict else (),
+        )
+
+    def _record(
+        self,
+        state: State,
+        run_dir: Path,
+        r: JobResult,
+        outcome: Outcome | None,
+        started: dt.datetime,
+    ) -> None:
+        usage = outcome.loop.usage if outcome else None
+        state.finish_job(
+            JobRecord(
+                run_id=_run_id(run_dir),
+                task=r.job.task,
+                item=r.job.item or "",
+                status=r.status,
+                reason=r.reason,
+                started=started.isoformat(),
+                duration_s=r.duration_s,
+                prompt_tokens=usage.prompt_tokens if usage else 0,
+                completion_tokens=usage.completion_tokens if usage else 0,
+                cached_tokens=usage.cached_tokens if usage else 0,
+                cost_usd=None,
+                output=r.output,
+                error=r.error,
+                transcript=r.transcript,
+            )
+        )
+        note = notes.format_entry(
+            when=started,
+            job=r.job.name,
+            status=r.status,
+            seconds=r.duration_s,
+            tokens=r.tokens,
+            text=self.redact(r.text or r.error or ""),
+        )
+        ws = self.project.config.workspace
+        notes.append(daily_note_path(self.project.root, ws, started.date()), note)
+
+
+def _run_id(run_dir: Path) -> str:
+    return run_dir.name
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_.[]" else "_" for c in name)[:150]
+
+
+def _upstream(previous: Upstream | None, outcome: Outcome) -> Upstream:
+    """What `needs.X` shows: the output path and result; fan-out items' results joined."""
+    if previous is None:
+        return Upstream(outcome.output, outcome.text)
+    return Upstream(outcome.output, previous.result + "\n" + outcome.text)

@@ -1,0 +1,97 @@
+"""`claw show`: a transcript, readable."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from claw_batch.errors import UsageError
+from claw_batch.transcript import read_events
+
+RESULT_LINES = 12
+RESULT_CHARS = 1_500
+
+
+def run_dir(root: Path, run_id: str) -> Path:
+    runs = root / ".claw" / "runs"
+    if run_id == "last":
+        found = sorted(p.name for p in runs.iterdir()) if runs.is_dir() else []
+        if not found:
+            raise UsageError("no runs yet: .claw/runs/ is empty")
+        run_id = found[-1]
+    path = runs / run_id
+    if not path.is_dir():
+        raise UsageError(f"no run '{run_id}' in {runs} (try `claw show last`)")
+    return path
+
+
+def transcripts(directory: Path, task: str | None) -> list[Path]:
+    paths = sorted(directory.glob("*.jsonl"))
+    if task is not None:
+        paths = [p for p in paths if p.stem == task or p.stem.startswith(task + "[")]
+        if not paths:
+            raise UsageError(f"task '{task}' did not run in {directory.name}")
+    return paths
+
+
+def clip(text: str) -> str:
+    lines = text.splitlines()
+    shown = "\n".join(lines[:RESULT_LINES])[:RESULT_CHARS]
+    hidden = len(text) - len(shown)
+    return shown + (f"\n… ({hidden} more characters)" if hidden > 0 else "")
+
+
+def indent(text: str, prefix: str = "    ") -> str:
+    return "\n".join(prefix + line for line in text.splitlines())
+
+
+def render_event(e: Mapping[str, Any]) -> Iterator[str]:
+    kind = e.get("type")
+    if kind == "start":
+        yield f"== {e.get('job')}"
+    elif kind == "system":
+        yield f"[system prompt: {len(e.get('content', ''))} characters]"
+    elif kind == "user":
+        yield "user:\n" + indent(str(e.get("content", "")).strip())
+    elif kind == "assistant":
+        yield from _assistant(e)
+    elif kind == "tool_result":
+        mark = "→" if e.get("ok") else "✗"
+        yield indent(f"{mark} " + clip(str(e.get("content", ""))), "      ")
+    elif kind == "correction":
+        yield "claw: " + str(e.get("message", ""))
+    elif kind == "end":
+        status = e.get("status")
+        error = f": {e['error']}" if e.get("error") else ""
+        yield f"== {status} ({e.get('seconds', 0)} s){error}\n"
+
+
+def _assistant(e: Mapping[str, Any]) -> Iterator[str]:
+    usage = e.get("usage", {})
+    tokens = usage.get("prompt", 0) + usage.get("completion", 0)
+    yield f"assistant (step {e.get('step')}, {tokens} tokens):"
+    if e.get("content"):
+        yield indent(str(e["content"]).strip())
+    for call in e.get("tool_calls", []):
+        yield f"  {call['name']}({_args(call['arguments'])})"
+
+
+def _args(raw: str) -> str:
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        return raw
+    if not isinstance(parsed, dict):
+        return raw
+    return ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)[:80]}" for k, v in parsed.items())
+
+
+def show(root: Path, run_id: str, task: str | None) -> str:
+    directory = run_dir(root, run_id)
+    out = [f"run {directory.name}"]
+    for path in transcripts(directory, task):
+        for event in read_events(path):
+            out.extend(render_event(event))
+    return "\n".join(out)

@@ -1,0 +1,74 @@
+"""Agent Skills discovery: skills/<name>/SKILL.md with YAML front matter (name, description).
+
+Precedence: workspace/skills > project skills/ > user skills (~/.config/claw/skills); a skill
+shadows same-named ones below it. Only name, description and path reach the system prompt;
+the model reads SKILL.md itself when it needs it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+FRONT_MATTER = re.compile(r"\A---\s*\n(.*?)\n---\s*(\n|\Z)", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class Skill:
+    name: str
+    description: str
+    path: Path  # the SKILL.md file
+
+
+def user_skills_dir() -> Path:
+    config = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(config) / "claw" / "skills"
+
+
+def skill_dirs(root: Path, workspace: str) -> list[Path]:
+    return [root / workspace / "skills", root / "skills", user_skills_dir()]
+
+
+def parse_skill(skill_md: Path) -> Skill | None:
+    """The skill in SKILL.md, or None when its front matter lacks a name or description."""
+    try:
+        text = skill_md.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    m = FRONT_MATTER.match(text)
+    if not m:
+        return None
+    try:
+        meta = yaml.safe_load(m.group(1))
+    except yaml.YAMLError:
+        return None
+    if not isinstance(meta, dict):
+        return None
+    name, description = meta.get("name"), meta.get("description")
+    if not isinstance(name, str) or not isinstance(description, str):
+        return None
+    return Skill(name.strip(), " ".join(description.split()), skill_md)
+
+
+def discover(dirs: Iterable[Path]) -> list[Skill]:
+    found: dict[str, Skill] = {}
+    for base in dirs:
+        if not base.is_dir():
+            continue
+        for skill_md in sorted(base.glob("*/SKILL.md")):
+            skill = parse_skill(skill_md)
+            if skill is not None and skill.name not in found:
+                found[skill.name] = skill
+    return sorted(found.values(), key=lambda s: s.name)
+
+
+def select(skills: Sequence[Skill], names: Sequence[str] | None) -> list[Skill]:
+    if names is None:
+        return list(skills)
+    wanted = set(names)
+    return [s for s in skills if s.name in wanted]

@@ -1,0 +1,173 @@
+"""`.claw/state.db`: the run ledger (runs, jobs, model calls) in SQLite with WAL."""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY,
+    started TEXT NOT NULL,
+    finished TEXT,
+    status TEXT NOT NULL,          -- running | ok | failed | limit | interrupted | error
+    exit_code INTEGER,
+    argv TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS jobs (
+    run_id TEXT NOT NULL REFERENCES runs(id),
+    task TEXT NOT NULL,
+    item TEXT NOT NULL DEFAULT '',
+    status TEXT NOT NULL,          -- running | ok | failed | limit | interrupted
+    reason TEXT,
+    started TEXT NOT NULL,
+    duration_s REAL,
+    prompt_tokens INTEGER NOT NULL DEFAULT 0,
+    completion_tokens INTEGER NOT NULL DEFAULT 0,
+    cached_tokens INTEGER NOT NULL DEFAULT 0,
+    cost_usd REAL,
+    output TEXT,
+    error TEXT,
+    transcript TEXT,
+    PRIMARY KEY (run_id, task, item)
+);
+CREATE TABLE IF NOT EXISTS calls (
+    run_id TEXT NOT NULL,
+    task TEXT NOT NULL,
+    item TEXT NOT NULL DEFAULT '',
+    step INTEGER NOT NULL,
+    model TEXT,
+    prompt_tokens INTEGER NOT NULL,
+    completion_tokens INTEGER NOT NULL,
+    cached_tokens INTEGER NOT NULL,
+    seconds REAL
+);
+"""
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    run_id: str
+    task: str
+    item: str
+    status: str
+    reason: str | None
+    started: str
+    duration_s: float
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+    cost_usd: float | None
+    output: str | None
+    error: str | None
+    transcript: str | None
+
+
+class State:
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
+        self.db.row_factory = sqlite3.Row
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=NORMAL")
+        self.db.executescript(SCHEMA)
+
+    def close(self) -> None:
+        self.db.close()
+
+    def begin_run(self, run_id: str, started: str, argv: str) -> None:
+        self.db.execute(
+            "INSERT INTO runs (id, started, status, argv) VALUES (?, ?, 'running', ?)",
+            (run_id, started, argv),
+        )
+
+    def end_run(self, run_id: str, finished: str, status: str, exit_code: int) -> None:
+        self.db.execute(
+            "UPDATE runs SET finished = ?, status = ?, exit_code = ? WHERE id = ?",
+            (finished, status, exit_code, run_id),
+        )
+
+    def start_job(self, run_id: str, task: str, item: str, started: str) -> None:
+        self.db.execute(
+            "INSERT OR REPLACE INTO jobs (run_id, task, item, status, started) "
+            "VALUES (?, ?, ?, 'running', ?)",
+            (run_id, task, item, started),
+        )
+
+    def finish_job(self, r: JobRecord) -> None:
+        self.db.execute(
+            "UPDATE jobs SET status=?, reason=?, duration_s=?, prompt_tokens=?, "
+            "completion_tokens=?, cached_tokens=?, cost_usd=?, output=?, error=?, transcript=? "
+            "WHERE run_id=? AND task=? AND item=?",
+            (
+                r.status,
+                r.reason,
+                r.duration_s,
+                r.prompt_tokens,
+                r.completion_tokens,
+                r.cached_tokens,
+                r.cost_usd,
+                r.output,
+                r.error,
+                r.transcript,
+                r.run_id,
+                r.task,
+                r.item,
+            ),
+        )
+
+    def record_call(
+        self,
+        run_id: str,
+        task: str,
+        item: str,
+        step: int,
+        model: str,
+        usage: dict[str, int],
+        seconds: float,
+    ) -> None:
+        self.db.execute(
+            "INSERT INTO calls VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                run_id,
+                task,
+                item,
+                step,
+                model,
+                usage.get("prompt", 0),
+                usage.get("completion", 0),
+                usage.get("cached", 0),
+                seconds,
+            ),
+        )
+
+    def last_run_id(self) -> str | None:
+        row = self.db.execute(
+            "SELECT id FROM runs ORDER BY started DESC, id DESC LIMIT 1"
+        ).fetchone()
+        return str(row["id"]) if row else None
+
+    def jobs(self, run_id: str) -> list[dict[str, Any]]:
+        rows = self.db.execute(
+            "SELECT * FROM jobs WHERE run_id = ? ORDER BY started, task, item", (run_id,)
+        )
+        return [dict(r) for r in rows]
+
+
+def last_statuses(path: Path) -> dict[str, str]:
+    """Each task's most recent job status, read-only; {} when claw never ran here."""
+    if not path.exists():
+        return {}
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        rows = db.execute(
+            "SELECT task, status FROM jobs j WHERE started = "
+            "(SELECT MAX(started) FROM jobs WHERE task = j.task)"
+        ).fetchall()
+    except sqlite3.DatabaseError:
+        return {}
+    finally:
+        db.close()
+    return {str(task): str(status) for task, status in rows}

@@ -1,0 +1,153 @@
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from scripted import ScriptedLLM, calls, say
+
+from claw_batch.errors import LimitExceeded, TaskFailed
+from claw_batch.loop import LoopSettings, ToolLoop
+from claw_batch.messages import Message
+from claw_batch.paths import Policy
+from claw_batch.tools.base import ToolContext
+from claw_batch.tools.registry import TOOLS
+
+
+def make_loop(
+    root: Path, llm: ScriptedLLM, tools: tuple[str, ...] = ("read", "ls"), **settings: object
+) -> tuple[ToolLoop, list[tuple[str, dict[str, object]]]]:
+    events: list[tuple[str, dict[str, object]]] = []
+    deadline = time.monotonic() + float(settings.pop("timeout", 30))  # type: ignore[arg-type]
+    ctx = ToolContext(
+        root=root, policy=Policy(root, write_globs=("out/**",)), env={}, deadline=deadline
+    )
+    base = LoopSettings(model="m", temperature=None, max_steps=10, deadline=deadline, timeout=30)
+    loop = ToolLoop(
+        llm,
+        {n: TOOLS[n] for n in tools},
+        ctx,
+        LoopSettings(**{**base.__dict__, **settings}),
+        on_event=lambda kind, **f: events.append((kind, f)),
+    )
+    return loop, events
+
+
+def start() -> list[Message]:
+    return [Message("system", "sys"), Message("user", "go")]
+
+
+def tool_results(llm: ScriptedLLM, turn: int) -> list[str]:
+    return [m.content or "" for m in llm.requests[turn].messages if m.role == "tool"]
+
+
+def test_several_calls_in_one_turn(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("alpha\n")
+    llm = ScriptedLLM(calls(("read", {"path": "a.txt"}), ("ls", {})), say("done"))
+    loop, _ = make_loop(tmp_path, llm)
+    result = loop.run(start())
+    assert result.text == "done"
+    assert result.steps == 2
+    assert result.usage.total_tokens == 30
+    read_result, ls_result = tool_results(llm, 1)
+    assert "alpha" in read_result
+    assert "a.txt" in ls_result
+
+
+@pytest.mark.parametrize(
+    ("call", "expected"),
+    [
+        (
+            ("write", {"path": "out/x.txt", "content": "x"}),
+            "error: tool 'write' is not available to this task (allowed: read, ls)",
+        ),
+        (
+            ("rm_rf", {"path": "."}),
+            "error: tool 'rm_rf' is not available to this task (allowed: read, ls)",
+        ),
+        (("read", "{not json"), "error: invalid JSON arguments"),
+        (("read", {"path": "a.txt", "offset": "many"}), "error: invalid arguments for read"),
+        (("read", {"path": "a.txt", "bogus": 1}), "error: invalid arguments for read"),
+        (("read", {"path": "../outside.txt"}), "error: "),
+    ],
+)
+def test_bad_calls_go_back_as_errors_and_never_run(
+    tmp_path: Path, call: tuple[str, object], expected: str
+) -> None:
+    (tmp_path / "a.txt").write_text("alpha\n")
+    llm = ScriptedLLM(calls(call), say("ok"))
+    loop, events = make_loop(tmp_path, llm)
+    assert loop.run(start()).text == "ok"
+    (result,) = tool_results(llm, 1)
+    assert result.startswith(expected), result
+    assert not (tmp_path / "out").exists()
+    assert [f["ok"] for k, f in events if k == "tool_result"] == [False]
+
+
+def test_max_steps_is_a_limit(tmp_path: Path) -> None:
+    llm = ScriptedLLM(*[calls(("ls", {"path": str(i)})) for i in range(3)])
+    loop, _ = make_loop(tmp_path, llm, max_steps=3)
+    with pytest.raises(LimitExceeded, match=r"^max_steps: no final answer after 3 model turns"):
+        loop.run(start())
+
+
+def test_timeout_is_a_limit(tmp_path: Path) -> None:
+    llm = ScriptedLLM(calls(("ls", {})), say("late"))
+    loop, _ = make_loop(tmp_path, llm, timeout=0)
+    with pytest.raises(LimitExceeded, match=r"^timeout: the job ran longer than 30 s$"):
+        loop.run(start())
+    assert llm.requests == []
+
+
+def test_identical_calls_in_a_row_are_a_loop(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("alpha\n")
+    same = calls(("read", {"path": "a.txt"}))
+    llm = ScriptedLLM(same, same, same, say("never"))
+    loop, _ = make_loop(tmp_path, llm)
+    with pytest.raises(LimitExceeded) as e:
+        loop.run(start())
+    assert str(e.value) == (
+        'loop: the model made the same tool calls 3 turns in a row: read({"path":"a.txt"})'
+    )
+    assert len(llm.requests) == 3
+
+
+def test_different_calls_are_not_a_loop(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("alpha\n")
+    a, b = calls(("read", {"path": "a.txt"})), calls(("ls", {}))
+    llm = ScriptedLLM(a, a, b, a, a, say("fine"))
+    loop, _ = make_loop(tmp_path, llm)
+    assert loop.run(start()).text == "fine"
+
+
+@pytest.mark.parametrize("text", ["", "   \n"])
+def test_empty_final_answer_fails(tmp_path: Path, text: str) -> None:
+    loop, _ = make_loop(tmp_path, ScriptedLLM(say(text)))
+    with pytest.raises(TaskFailed, match=r"^the model's final answer was empty$"):
+        loop.run(start())
+
+
+def test_one_corrective_retry(tmp_path: Path) -> None:
+    llm = ScriptedLLM(say("not json"), say('{"a": 1}'))
+    loop, events = make_loop(tmp_path, llm)
+    loop.check_answer = lambda text: None if text.startswith("{") else "send JSON"
+    assert loop.run(start()).text == '{"a": 1}'
+    assert llm.requests[1].messages[-1] == Message("user", "send JSON")
+    assert ("correction", {"message": "send JSON"}) in events
+
+
+def test_second_bad_answer_fails(tmp_path: Path) -> None:
+    llm = ScriptedLLM(say("nope"), say("still nope"))
+    loop, _ = make_loop(tmp_path, llm)
+    loop.check_answer = lambda text: "send JSON"
+    with pytest.raises(TaskFailed, match=r"^send JSON$"):
+        loop.run(start())
+
+
+def test_requests_carry_tools_and_settings(tmp_path: Path) -> None:
+    llm = ScriptedLLM(say("hi"))
+    loop, _ = make_loop(tmp_path, llm, model="qwen", temperature=0.2, job="t[x]")
+    loop.run(start())
+    (request,) = llm.requests
+    assert (request.model, request.temperature, request.job) == ("qwen", 0.2, "t[x]")
+    assert [t.name for t in request.tools] == ["read", "ls"]
