@@ -19,8 +19,9 @@ TOTAL_CAP = 20_000  # characters for all files and notes together
 @dataclass(frozen=True)
 class SystemPrompt:
     text: str
-    # Parts that change from run to run (date, daily notes): replay keys mask them out.
-    volatile: tuple[str, ...]
+    # The same prompt with placeholders for what changes from run to run (the date, the
+    # daily notes, the project's location): what replay keys are computed from.
+    key_text: str
 
 
 def daily_note_path(root: Path, workspace: str, day: dt.date) -> Path:
@@ -45,8 +46,7 @@ def _read(path: Path) -> str | None:
 
 
 def _sections(root: Path, workspace: str, today: dt.date) -> tuple[list[str], str]:
-    """The workspace files, then one "Daily notes" section (always there, so that a run
-    with notes and one without differ only in its body, which replay keys mask)."""
+    """The workspace file sections and the body of the daily notes section."""
     sections: list[str] = []
     budget = TOTAL_CAP
     for name in WORKSPACE_FILES:
@@ -64,9 +64,7 @@ def _sections(root: Path, workspace: str, today: dt.date) -> tuple[list[str], st
             body = truncate(text, min(NOTES_CAP, budget), rel)
             budget -= len(body)
             notes.append(f"### {rel}\n{body}")
-    notes_body = "\n\n".join(notes) or "(none yet)"
-    sections.append(f"## Daily notes\n{notes_body}")
-    return sections, notes_body
+    return sections, "\n\n".join(notes) or "(none yet)"
 
 
 def skills_section(skills: Sequence[Skill], root: Path) -> str:
@@ -80,14 +78,22 @@ def skills_section(skills: Sequence[Skill], root: Path) -> str:
 def build_system_prompt(
     *, root: Path, workspace: str, task: str, skills: Sequence[Skill], today: dt.date
 ) -> SystemPrompt:
-    parts = [
-        f"You are claw, a headless agent running the task '{task}' of the project below. "
-        "Use the tools to do the work; your last message, without tool calls, is the result."
-    ]
     sections, notes = _sections(root, workspace, today)
-    parts += sections
-    if skills:
-        parts.append(skills_section(skills, root))
-    date_line = f"Date: {today.isoformat()} ({today.strftime('%A')})"
-    parts.append(f"## Environment\n{date_line}\nProject root: {root}")
-    return SystemPrompt("\n\n".join(parts) + "\n", (notes, date_line, str(root)))
+    skills_text = skills_section(skills, root) if skills else ""
+
+    def compose(notes: str, date: str, where: str) -> str:
+        parts = [
+            f"You are claw, a headless agent running the task '{task}' of the project below. "
+            "Use the tools to do the work; your last message, without tool calls, is the "
+            "result.",
+            *sections,
+            f"## Daily notes\n{notes}",
+            *([skills_text] if skills_text else []),
+            f"## Environment\nDate: {date}\nProject root: {where}",
+        ]
+        return "\n\n".join(parts) + "\n"
+
+    date = f"{today.isoformat()} ({today.strftime('%A')})"
+    return SystemPrompt(
+        compose(notes, date, str(root)), compose("<daily notes>", "<today>", "<project root>")
+    )

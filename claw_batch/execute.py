@@ -8,12 +8,13 @@ import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from claw_batch import answers, context, render, skills
 from claw_batch.atomic import write_atomic
 from claw_batch.clawfile import Project, Task
-from claw_batch.errors import TaskFailed
+from claw_batch.errors import TaskFailed, ToolError
 from claw_batch.jobs import Job, glob_files
 from claw_batch.llm.providers import Models
 from claw_batch.loop import EventSink, LoopResult, LoopSettings, ToolLoop
@@ -21,6 +22,10 @@ from claw_batch.messages import Message
 from claw_batch.paths import Policy
 from claw_batch.tools.base import ToolContext
 from claw_batch.tools.registry import TOOLS, Tool
+
+
+# What `today` and `now` read as in the prompt that replay keys are computed from.
+PLACEHOLDERS = {"today": "<today>", "now": "<now>"}
 
 
 @dataclass(frozen=True)
@@ -97,19 +102,27 @@ class JobExecution:
     def execute(self) -> Outcome:
         started = time.monotonic()
         variables = template_variables(self.run, self.job.task, self.job)
-        source, name = self.run.project.prompt_source(self.job.task)
-        prompt = render_text(self.run, source, name, variables)
         output = self._render_path(self.task.output, variables)
         outputs = [self._render_path(p, variables) or "" for p in self.task.outputs]
         schema = answers.VERDICT_SCHEMA if self.task.check else self.task.json_schema
-        if schema is not None:
-            prompt += answers.instructions(schema, check=self.task.check)
+        prompt = self._prompt(variables, schema)
+        key_prompt = self._prompt({**variables, **PLACEHOLDERS}, schema)
         system = self._system_prompt()
-        loop = self._loop(started, output, outputs, system, variables, schema)
+        keys = (Message("system", system.key_text), Message("user", key_prompt))
+        self.policy = policy_for(self.run, self.task, output, outputs)
+        output_path = self._output_path(output)  # refuse a bad output before paying a model
+        loop = self._loop(started, keys, schema)
         self.on_event("system", content=system.text)
         self.on_event("user", content=prompt)
         result = loop.run([Message("system", system.text), Message("user", prompt)])
-        return self._finish(result, output, outputs, schema)
+        return self._finish(result, output, output_path, outputs, schema)
+
+    def _prompt(self, variables: Mapping[str, Any], schema: Mapping[str, Any] | None) -> str:
+        source, name = self.run.project.prompt_source(self.job.task)
+        prompt = render_text(self.run, source, name, variables)
+        if schema is not None:
+            prompt += answers.instructions(schema, check=self.task.check)
+        return prompt
 
     def _render_path(self, template: str | None, variables: Mapping[str, Any]) -> str | None:
         if template is None:
@@ -131,10 +144,7 @@ class JobExecution:
     def _loop(
         self,
         started: float,
-        output: str | None,
-        outputs: list[str],
-        system: context.SystemPrompt,
-        variables: Mapping[str, Any],
+        key_messages: tuple[Message, ...],
         schema: Mapping[str, Any] | None,
     ) -> ToolLoop:
         model = self.run.model_override or self.task.model or self.run.project.config.model
@@ -142,7 +152,7 @@ class JobExecution:
         deadline = started + self.task.timeout
         ctx = ToolContext(
             root=self.run.project.root,
-            policy=policy_for(self.run, self.task, output, outputs),
+            policy=self.policy,
             env=self.run.env,
             deadline=deadline,
             bash_allow=_bash_allow(self.task),
@@ -154,7 +164,7 @@ class JobExecution:
             deadline=deadline,
             timeout=self.task.timeout,
             job=self.job.name,
-            volatile=(*system.volatile, variables["now"], variables["today"]),
+            key_messages=key_messages,
         )
         return ToolLoop(
             llm,
@@ -165,20 +175,28 @@ class JobExecution:
             check_answer=answers.checker(schema) if schema is not None else None,
         )
 
+    def _output_path(self, output: str | None) -> Path | None:
+        if not output:
+            return None
+        try:
+            return self.policy.resolve_write(output)
+        except ToolError as e:
+            raise TaskFailed(f"output {output}: {e}") from e
+
     def _finish(
         self,
         result: LoopResult,
         output: str | None,
+        output_path: Path | None,
         outputs: list[str],
         schema: Mapping[str, Any] | None,
     ) -> Outcome:
         text = answers.normalise(result.text) if schema is not None else result.text + "\n"
-        if output:
-            path = self.run.project.root / output
-            write_atomic(path, text)
         missing = [p for p in outputs if not (self.run.project.root / p).is_file()]
         if missing:
             raise TaskFailed(f"declared output(s) not created: {', '.join(missing)}")
+        if output_path is not None:
+            write_atomic(output_path, text)
         verdict = json.loads(text) if self.task.check else None
         return Outcome(text, result, output, verdict)
 

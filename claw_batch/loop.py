@@ -32,7 +32,7 @@ class LoopSettings:
     deadline: float  # time.monotonic()
     timeout: float  # for messages: the job's timeout in seconds
     job: str = ""
-    volatile: tuple[str, ...] = ()
+    key_messages: tuple[Message, ...] = ()  # see ChatRequest.key_messages
     corrections: int = 1  # how often check_answer may send the model back
 
 
@@ -104,7 +104,7 @@ class ToolLoop:
             tools=tuple(t.spec() for t in self.tools.values()),
             temperature=s.temperature,
             job=s.job,
-            volatile=s.volatile,
+            key_messages=s.key_messages,
         )
         started = time.monotonic()
         reply = self.llm.complete(request, deadline=s.deadline)

@@ -57,10 +57,11 @@ class ChatRequest:
     messages: tuple[Message, ...]
     tools: tuple[ToolSpec, ...] = ()
     temperature: float | None = None
-    # Not sent, not part of the canonical request: who asks (for cassette files and error
-    # messages), and run-specific strings (date, time, daily notes) that replay keys mask out.
+    # Not sent: who asks (for cassette files and error messages), and the first messages as
+    # they read with placeholders for the date, time, daily notes and project location —
+    # what replay keys use in their place, so that a recording replays on any day, anywhere.
     job: str = ""
-    volatile: tuple[str, ...] = field(default=(), compare=False)
+    key_messages: tuple[Message, ...] = field(default=(), compare=False)
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ def envelope(summary: RunSummary) -> dict[str, Any]:
     ]
     counts = {
         s: sum(1 for r in summary.results if r.status == s)
-        for s in ("ok", "failed", "limit", "interrupted")
+        for s in ("ok", "failed", "limit", "interrupted", "skipped")
     }
     return {
         "run_id": summary.run_id,

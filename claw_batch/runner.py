@@ -18,6 +18,7 @@ from claw_batch.errors import ClawError, Interrupted, LimitExceeded, ReplayMisma
 from claw_batch.execute import JobExecution, Outcome, RunContext
 from claw_batch.jobs import Job, expand, select_tasks, with_needs
 from claw_batch.llm.providers import Mode, Models
+from claw_batch.messages import Usage
 from claw_batch.progress import Progress
 from claw_batch.redact import Redactor, secrets_from_env
 from claw_batch.render import Upstream
@@ -39,15 +40,19 @@ class RunOptions:
 @dataclass(frozen=True)
 class JobResult:
     job: Job
-    status: str  # ok | failed | limit | interrupted
+    status: str  # ok | failed | limit | interrupted | skipped
     reason: str | None
     duration_s: float
-    tokens: int
+    usage: Usage
     output: str | None
     error: str | None
     transcript: str
     text: str = ""
     findings: tuple[str, ...] = ()
+
+    @property
+    def tokens(self) -> int:
+        return self.usage.total_tokens
 
 
 @dataclass
@@ -137,9 +142,10 @@ class Runner:
         for job in jobs:
             blocked = [n for n in self.project.config.tasks[job.task].needs if n in failed_tasks]
             if blocked:
-                failed_tasks.add(job.task)
-                continue
-            result = self._run_one(job, ctx, state, run_dir)
+                result = skipped(job, f"needs {', '.join(blocked)}, which failed")
+                self.progress.job_finished(result)
+            else:
+                result = self._run_one(job, ctx, state, run_dir)
             summary.results.append(result)
             if result.status != "ok":
                 failed_tasks.add(job.task)
@@ -147,29 +153,33 @@ class Runner:
                     return
 
     def _run_one(self, job: Job, ctx: RunContext, state: State, run_dir: Path) -> JobResult:
+        run_id = run_dir.name
         started_wall = now_for_run(self.environ)
-        state.start_job(_run_id(run_dir), job.task, job.item or "", started_wall.isoformat())
+        state.start_job(run_id, job.task, job.item or "", started_wall.isoformat())
         transcript = Transcript(run_dir / f"{_safe(job.name)}.jsonl", self.redact)
         transcript.event("start", job=job.name, task=job.task, item=job.item)
         self.progress.job_started(job)
         started = time.monotonic()
-        outcome: Outcome | None = None
-        status, reason, error = "ok", None, None
+        usage = [Usage()]  # summed from the events, so that failed jobs count their tokens too
 
         def on_event(kind: str, **fields: Any) -> None:
             transcript.event(kind, **fields)
             if kind == "assistant":
+                u = fields["usage"]
+                usage[0] += Usage(u["prompt"], u["completion"], u["cached"])
                 state.record_call(
-                    _run_id(run_dir),
+                    run_id,
                     job.task,
                     job.item or "",
                     fields["step"],
                     fields["model"],
-                    fields["usage"],
+                    u,
                     fields["seconds"],
                 )
             self.progress.job_event(job, kind, fields)
 
+        outcome: Outcome | None = None
+        status, reason, error = "ok", None, None
         try:
             outcome = JobExecution(ctx, job, on_event).execute()
             ctx.upstream[job.task] = _upstream(ctx.upstream.get(job.task), outcome)
@@ -185,65 +195,42 @@ class Runner:
         except LimitExceeded as e:
             status, reason, error = "limit", str(e).split(":")[0], str(e)
         except ClawError as e:
-            status, reason, error = "failed", "error", str(e)
-        result = self._result(job, outcome, status, reason, error, started, transcript)
+            status, reason, error = "failed", type(e).__name__, str(e)
+        result = JobResult(
+            job=job,
+            status=status,
+            reason=reason,
+            duration_s=round(time.monotonic() - started, 3),
+            usage=usage[0],
+            output=outcome.output if outcome else None,
+            error=self.redact(error) if error else None,
+            transcript=transcript.path.relative_to(self.project.root).as_posix(),
+            text=outcome.text if outcome else "",
+            findings=_findings(outcome),
+        )
         transcript.event(
-            "end", status=status, reason=reason, error=error, seconds=result.duration_s
+            "end", status=status, reason=reason, error=result.error, seconds=result.duration_s
         )
         transcript.close()
-        self._record(state, run_dir, result, outcome, started_wall)
+        self._record(state, run_id, result, started_wall)
         self.progress.job_finished(result)
         if status == "interrupted":
             raise Interrupted("interrupted")
         return result
 
-    def _result(
-        self,
-        job: Job,
-        outcome: Outcome | None,
-        status: str,
-        reason: str | None,
-        error: str | None,
-        started: float,
-        transcript: Transcript,
-    ) -> JobResult:
-        from claw_batch.answers import findings_text
-
-        verdict = outcome.verdict if outcome else None
-        return JobResult(
-            job=job,
-            status=status,
-            reason=reason,
-            duration_s=round(time.monotonic() - started, 3),
-            tokens=outcome.loop.usage.total_tokens if outcome else 0,
-            output=outcome.output if outcome else None,
-            error=self.redact(error) if error else None,
-            transcript=transcript.path.relative_to(self.project.root).as_posix(),
-            text=outcome.text if outcome else "",
-            findings=tuple(findings_text(verdict)) if verdict else (),
-        )
-
-    def _record(
-        self,
-        state: State,
-        run_dir: Path,
-        r: JobResult,
-        outcome: Outcome | None,
-        started: dt.datetime,
-    ) -> None:
-        usage = outcome.loop.usage if outcome else None
+    def _record(self, state: State, run_id: str, r: JobResult, started: dt.datetime) -> None:
         state.finish_job(
             JobRecord(
-                run_id=_run_id(run_dir),
+                run_id=run_id,
                 task=r.job.task,
                 item=r.job.item or "",
                 status=r.status,
                 reason=r.reason,
                 started=started.isoformat(),
                 duration_s=r.duration_s,
-                prompt_tokens=usage.prompt_tokens if usage else 0,
-                completion_tokens=usage.completion_tokens if usage else 0,
-                cached_tokens=usage.cached_tokens if usage else 0,
+                prompt_tokens=r.usage.prompt_tokens,
+                completion_tokens=r.usage.completion_tokens,
+                cached_tokens=r.usage.cached_tokens,
                 cost_usd=None,
                 output=r.output,
                 error=r.error,
@@ -256,14 +243,22 @@ class Runner:
             status=r.status,
             seconds=r.duration_s,
             tokens=r.tokens,
-            text=self.redact(r.text or r.error or ""),
+            text=self.redact(r.text if r.status == "ok" else r.error or ""),
         )
         ws = self.project.config.workspace
         notes.append(daily_note_path(self.project.root, ws, started.date()), note)
 
 
-def _run_id(run_dir: Path) -> str:
-    return run_dir.name
+def skipped(job: Job, reason: str) -> JobResult:
+    return JobResult(job, "skipped", reason, 0.0, Usage(), None, reason, "")
+
+
+def _findings(outcome: Outcome | None) -> tuple[str, ...]:
+    from claw_batch.answers import findings_text
+
+    if outcome is None or outcome.verdict is None:
+        return ()
+    return tuple(findings_text(outcome.verdict))
 
 
 def _safe(name: str) -> str:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import sys
 from pathlib import Path
 
@@ -73,7 +74,12 @@ def run(
     if not runner.plan():
         progress.message("claw: nothing to run")
         return 0
+    signal.signal(signal.SIGTERM, _interrupt)  # a service manager's stop is a Ctrl-C
     summary = runner.run()
     if as_json:
         click.echo(json.dumps(envelope(summary), indent=2))
     return summary.exit_code
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt

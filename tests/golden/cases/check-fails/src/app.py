@@ -1,0 +1,7 @@
+import db
+
+PASSWORD = "hunter2"
+
+
+def login(user):
+    return db.connect(user, PASSWORD)
