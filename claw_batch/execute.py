@@ -23,7 +23,6 @@ from claw_batch.paths import Policy
 from claw_batch.tools.base import ToolContext
 from claw_batch.tools.registry import TOOLS, Tool
 
-
 # What `today` and `now` read as in the prompt that replay keys are computed from.
 PLACEHOLDERS = {"today": "<today>", "now": "<now>"}
 

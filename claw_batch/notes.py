@@ -3,6 +3,7 @@ workspace/memory/YYYY-MM-DD.md."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
@@ -15,10 +16,8 @@ LINE_WIDTH = 160
 def first_lines(text: str, n: int = FIRST_LINES) -> list[str]:
     """The first non-blank lines, shortened; a JSON result is shown on one line."""
     if text.lstrip().startswith(("{", "[")):
-        try:
+        with contextlib.suppress(ValueError):
             text = json.dumps(json.loads(text), ensure_ascii=False)
-        except ValueError:
-            pass
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
     shown = [ln if len(ln) <= LINE_WIDTH else ln[: LINE_WIDTH - 1] + "…" for ln in lines[:n]]
     if len(lines) > n:
