@@ -35,7 +35,9 @@ def check(config: Clawfile, source: YamlSource, root: Path, *, names: list[str])
     file declares, valid or not, so that a broken task is not also reported as unknown."""
     problems = _references(config, source, names)
     problems += _cycle(config, source)
+    problems += _skills(config, source, root)
     for name, task in config.tasks.items():
+        problems += _bash(name, task, source)
         problems += _task(name, task, source, root)
     return problems
 
@@ -83,6 +85,41 @@ def _references(config: Clawfile, source: YamlSource, names: list[str]) -> list[
             if need not in names
         ]
     return problems
+
+
+def _skills(config: Clawfile, source: YamlSource, root: Path) -> list[Problem]:
+    """Every skill a task asks for must be one that discovery finds."""
+    if not any(task.skills for task in config.tasks.values()):
+        return []
+    from claw_batch import skills
+
+    found = [s.name for s in skills.discover(skills.skill_dirs(root, config.workspace))]
+    problems = []
+    for task_name, task in config.tasks.items():
+        at = _where(source, task_name, "skills")
+        for index, name in enumerate(task.skills or []):
+            if name not in found:
+                close = difflib.get_close_matches(name, found, n=1)
+                hint = (
+                    f"did you mean {close[0]!r}?"
+                    if close
+                    else f"found: {', '.join(found)}"
+                    if found
+                    else "no skills found"
+                )
+                problems.append(source.problem((*at, index), f"unknown skill {name!r} ({hint})"))
+    return problems
+
+
+def _bash(name: str, task: Task, source: YamlSource) -> list[Problem]:
+    if "bash" not in task.tool_names or task.permissions.bash:
+        return []
+    return [
+        source.problem(
+            (*_where(source, name, "tools"),),
+            "bash needs permissions.bash: a list of command patterns, or true",
+        )
+    ]
 
 
 def _unknown_task(name: str, names: list[str]) -> str:

@@ -155,6 +155,7 @@ class JobExecution:
             env=self.run.env,
             deadline=deadline,
             bash_allow=_bash_allow(self.task),
+            workspace=self.run.workspace,
         )
         settings = LoopSettings(
             model=model_name,

@@ -64,6 +64,7 @@ class ToolLoop:
         self.settings = settings
         self.on_event = on_event
         self.check_answer = check_answer
+        self.specs = tuple(t.spec() for t in tools.values())
 
     def run(self, messages: list[Message]) -> LoopResult:
         s = self.settings
@@ -101,7 +102,7 @@ class ToolLoop:
         request = ChatRequest(
             model=s.model,
             messages=tuple(messages),
-            tools=tuple(t.spec() for t in self.tools.values()),
+            tools=self.specs,
             temperature=s.temperature,
             job=s.job,
             key_messages=s.key_messages,

@@ -43,16 +43,24 @@ def parse_skill(skill_md: Path) -> Skill | None:
     m = FRONT_MATTER.match(text)
     if not m:
         return None
-    try:
-        meta = yaml.safe_load(m.group(1))
-    except yaml.YAMLError:
-        return None
-    if not isinstance(meta, dict):
+    meta = _front_matter(m.group(1))
+    if meta is None:
         return None
     name, description = meta.get("name"), meta.get("description")
     if not isinstance(name, str) or not isinstance(description, str):
         return None
     return Skill(name.strip(), " ".join(description.split()), skill_md)
+
+
+def _front_matter(text: str) -> dict[str, object] | None:
+    """YAML front matter; skills written by hand often have an unquoted `: ` in their
+    description, which strict YAML refuses, so fall back to reading `key: value` lines."""
+    try:
+        meta = yaml.safe_load(text)
+    except yaml.YAMLError:
+        pairs = (line.split(":", 1) for line in text.splitlines() if ":" in line)
+        meta = {k.strip(): v.strip() for k, v in pairs if k and not k[0].isspace()}
+    return meta if isinstance(meta, dict) else None
 
 
 def discover(dirs: Iterable[Path]) -> list[Skill]:
@@ -72,3 +80,14 @@ def select(skills: Sequence[Skill], names: Sequence[str] | None) -> list[Skill]:
         return list(skills)
     wanted = set(names)
     return [s for s in skills if s.name in wanted]
+
+
+def invalid(dirs: Iterable[Path]) -> list[Path]:
+    """SKILL.md files that discovery skips: no front matter, or no name or description."""
+    return [
+        skill_md
+        for base in dirs
+        if base.is_dir()
+        for skill_md in sorted(base.glob("*/SKILL.md"))
+        if parse_skill(skill_md) is None
+    ]

@@ -5,6 +5,7 @@ from pathlib import Path
 import click
 
 from claw_batch.commands.common import handle_errors, load, project_options
+from claw_batch.errors import ClawfileError
 
 
 @click.command()
@@ -15,7 +16,17 @@ def validate(directory: Path | None, file: Path | None, verbose: bool, quiet: bo
     from claw_batch import skills
 
     project = load(directory, file)
-    found = skills.discover(skills.skill_dirs(project.root, project.config.workspace))
+    dirs = skills.skill_dirs(project.root, project.config.workspace)
+    bad = skills.invalid(dirs)
+    if bad:
+        raise ClawfileError(
+            "\n".join(
+                f"{_shown(p, project.root)}: not a valid skill: it needs YAML front matter "
+                "with a name and a description"
+                for p in bad
+            )
+        )
+    found = skills.discover(dirs)
     if not quiet:
         n = len(project.config.tasks)
         click.echo(
@@ -24,3 +35,7 @@ def validate(directory: Path | None, file: Path | None, verbose: bool, quiet: bo
             err=True,
         )
     return 0
+
+
+def _shown(path: Path, root: Path) -> str:
+    return path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)

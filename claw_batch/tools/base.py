@@ -29,6 +29,7 @@ class ToolContext:
     deadline: float  # time.monotonic() by which the job must end
     bash_allow: tuple[str, ...] | bool = False  # permissions.bash: patterns, True, or off
     sandbox: Sandbox | None = None
+    workspace: str = "workspace"  # project-relative: where MEMORY.md and memory/ live
 
 
 ToolFn = Callable[..., str]
