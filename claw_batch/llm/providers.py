@@ -13,6 +13,7 @@ from claw_batch.clawfile import Clawfile, resolve_model
 from claw_batch.errors import TaskFailed
 from claw_batch.llm.base import LLM
 
+NO_KEY = "sk-no-key"  # what keyless local servers (Ollama, llama.cpp) are sent
 DEFAULT_REQUEST_TIMEOUT = 300.0  # seconds per HTTP request; the job's timeout bounds the total
 
 
@@ -63,7 +64,7 @@ class Models:
                 base_url=self.environ.get("OPENAI_BASE_URL"),
                 api_key=self.environ.get("OPENAI_API_KEY"),
             )
-        key = None
+        key = NO_KEY  # never fall back to OPENAI_API_KEY: it would go to another host
         if provider.api_key_env:
             key = self.environ.get(provider.api_key_env)
             if not key:

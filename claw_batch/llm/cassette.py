@@ -1,0 +1,262 @@
+"""Record model replies to JSON cassettes and replay them offline (`--record`, `--replay`).
+
+One file per task, `<dir>/<task>.json`, pretty-printed so that a re-recording reads as a
+diff. A request is looked up by the sha256 of its canonical form: model, messages, tools and
+temperature, where the first messages read as `request.key_messages` (with placeholders for
+the date, time, daily notes and project location), so that a recording replays on any day.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from claw_batch.atomic import write_atomic
+from claw_batch.errors import ReplayMismatch
+from claw_batch.llm.base import LLM
+from claw_batch.messages import ChatRequest, Completion, Message, ToolCall, Usage
+
+VERSION = 1
+EXCERPT = 60  # characters of recorded / current text shown around a difference
+_ABSENT = object()
+
+
+def task_of(job: str) -> str:
+    """The cassette a job records to: `triage[workspace/inbox/a.txt]` -> `triage`."""
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", job.split("[", 1)[0]).lstrip(".")
+    return name or "default"
+
+
+def canonical_request(request: ChatRequest) -> dict[str, Any]:
+    messages = request.key_messages + request.messages[len(request.key_messages) :]
+    return {
+        "model": request.model,
+        "messages": [message_json(m) for m in messages],
+        "tools": [
+            {"name": t.name, "description": t.description, "parameters": _plain(t.parameters)}
+            for t in request.tools
+        ],
+        # 0 from YAML and 0.0 from elsewhere are the same setting.
+        "temperature": None if request.temperature is None else float(request.temperature),
+    }
+
+
+def request_key(request: ChatRequest) -> str:
+    return _key_of(canonical_request(request))
+
+
+def message_json(message: Message) -> dict[str, Any]:
+    data: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.tool_calls:
+        data["tool_calls"] = [
+            {"id": c.id, "name": c.name, "arguments": c.arguments} for c in message.tool_calls
+        ]
+    if message.tool_call_id is not None:
+        data["tool_call_id"] = message.tool_call_id
+    return data
+
+
+def completion_json(completion: Completion) -> dict[str, Any]:
+    usage = completion.usage
+    return {
+        "message": message_json(completion.message),
+        "usage": {
+            "prompt_tokens": usage.prompt_tokens,
+            "completion_tokens": usage.completion_tokens,
+            "cached_tokens": usage.cached_tokens,
+        },
+        "finish_reason": completion.finish_reason,
+        "model": completion.model,
+    }
+
+
+def completion_from_json(data: dict[str, Any]) -> Completion:
+    wire = data["message"]
+    calls = tuple(ToolCall(c["id"], c["name"], c["arguments"]) for c in wire.get("tool_calls", []))
+    message = Message(wire["role"], wire["content"], calls, wire.get("tool_call_id"))
+    usage = Usage(**data["usage"])
+    return Completion(message, usage, data["finish_reason"], data["model"])
+
+
+@dataclass(frozen=True)
+class Recording:
+    task: str
+    key: str
+    request: dict[str, Any]  # canonical, as stored
+    completion: Completion
+
+
+class ReplayLLM:
+    """Answers from recordings; never touches the network."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self._lock = threading.Lock()
+        self._recordings: dict[str, list[Recording]] | None = None  # by task
+        self._by_key: dict[str, Completion] = {}
+
+    def complete(self, request: ChatRequest, *, deadline: float) -> Completion:
+        recordings = self._load()
+        canonical = canonical_request(request)
+        key = _key_of(canonical)
+        task = task_of(request.job)
+        for recording in recordings.get(task, ()):
+            if recording.key == key:
+                return recording.completion
+        if key in self._by_key:  # the same request recorded under another task
+            return self._by_key[key]
+        raise ReplayMismatch(miss_message(request, canonical, recordings, self.directory))
+
+    def _load(self) -> dict[str, list[Recording]]:
+        with self._lock:
+            if self._recordings is None:
+                recordings: dict[str, list[Recording]] = {}
+                for path in sorted(self.directory.glob("*.json")):
+                    recordings[path.stem] = [
+                        Recording(path.stem, key, i["request"], completion_from_json(i["response"]))
+                        for key, i in read_cassette(path).items()
+                    ]
+                self._by_key = {r.key: r.completion for rs in recordings.values() for r in rs}
+                self._recordings = recordings
+            return self._recordings
+
+
+class RecordingLLM:
+    """Calls `inner` and stores every interaction, replacing an earlier one of the same key."""
+
+    def __init__(self, inner: LLM, directory: Path) -> None:
+        self.inner = inner
+        self.directory = directory
+        self._lock = threading.Lock()
+        self._files: dict[Path, dict[str, dict[str, Any]]] = {}  # interactions by key
+
+    def complete(self, request: ChatRequest, *, deadline: float) -> Completion:
+        completion = self.inner.complete(request, deadline=deadline)
+        canonical = canonical_request(request)
+        key = _key_of(canonical)
+        interaction = {
+            "key": key,
+            "job": request.job,
+            "request": canonical,
+            "response": completion_json(completion),
+        }
+        path = self.directory / f"{task_of(request.job)}.json"
+        with self._lock:
+            if path not in self._files:
+                self._files[path] = read_cassette(path) if path.exists() else {}
+            self._files[path][key] = interaction
+            write_cassette(path, list(self._files[path].values()))
+        return completion
+
+
+def read_cassette(path: Path) -> dict[str, dict[str, Any]]:
+    """The interactions of a cassette by key, recomputed so that a hand-edited request counts."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data.get("version") != VERSION:
+            raise ValueError(f"version {data.get('version')!r}, expected {VERSION}")
+        interactions = {_key_of(i["request"]): i for i in data["interactions"]}
+        for interaction in interactions.values():
+            completion_from_json(interaction["response"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        detail = f"missing key {exc}" if isinstance(exc, KeyError) else str(exc)
+        raise ReplayMismatch(
+            f"cassette {path} is unreadable ({detail}); fix it, or delete it and record again "
+            "with --record"
+        ) from None
+    return interactions
+
+
+def write_cassette(path: Path, interactions: list[dict[str, Any]]) -> None:
+    document = {"version": VERSION, "interactions": interactions}
+    write_atomic(path, json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+
+
+def miss_message(
+    request: ChatRequest,
+    canonical: dict[str, Any],
+    recordings: dict[str, list[Recording]],
+    directory: Path,
+) -> str:
+    task = task_of(request.job)
+    turn = sum(m.role == "assistant" for m in request.messages) + 1
+    head = f"no recorded reply for job {request.job!r}, turn {turn}"
+    candidates = recordings.get(task) or [r for rs in recordings.values() for r in rs]
+    if not candidates:
+        return f"{head}: no recordings for task {task!r} in {directory}; record them with --record"
+    closest = max(candidates, key=lambda r: _likeness(r.request, canonical))
+    lead = "closest" if recordings.get(task) else f"no recordings for task {task!r}; closest"
+    where, recorded, now = _first_difference(closest.request, canonical)
+    return "\n".join(
+        [
+            f"{head}, in {directory}",
+            f"  {lead} recording (task {closest.task!r}) differs at {where}:",
+            f"    recorded: {recorded}",
+            f"    now:      {now}",
+            "  if the change is intended, record again with --record",
+        ]
+    )
+
+
+def _likeness(recorded: dict[str, Any], now: dict[str, Any]) -> tuple[int, int]:
+    common = _common_prefix(_compact(recorded), _compact(now))
+    return common, -abs(len(recorded.get("messages", [])) - len(now["messages"]))
+
+
+def _first_difference(recorded: Any, now: Any, path: str = "") -> tuple[str, str, str]:
+    if isinstance(recorded, dict) and isinstance(now, dict):
+        for key in [*now, *(k for k in recorded if k not in now)]:
+            a, b = recorded.get(key, _ABSENT), now.get(key, _ABSENT)
+            if a != b:
+                return _first_difference(a, b, f"{path}.{key}" if path else key)
+    elif isinstance(recorded, list) and isinstance(now, list):
+        for i in range(max(len(recorded), len(now))):
+            a = recorded[i] if i < len(recorded) else _ABSENT
+            b = now[i] if i < len(now) else _ABSENT
+            if a != b:
+                return _first_difference(a, b, f"{path}[{i}]")
+    elif isinstance(recorded, str) and isinstance(now, str):
+        i = _common_prefix(recorded, now)
+        return f"{path}, character {i + 1}", _excerpt(recorded, i), _excerpt(now, i)
+    return path or "the request", _show(recorded), _show(now)
+
+
+def _common_prefix(a: str, b: str) -> int:
+    return next(
+        (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
+    )
+
+
+def _excerpt(text: str, at: int) -> str:
+    start = max(0, at - EXCERPT // 3)  # the same for both sides, so that they line up
+    piece = json.dumps(text[start : start + EXCERPT], ensure_ascii=False)
+    return ("..." if start > 0 else "") + piece + ("..." if start + EXCERPT < len(text) else "")
+
+
+def _show(value: Any) -> str:
+    if value is _ABSENT:
+        return "(absent)"
+    text = json.dumps(value, ensure_ascii=False, sort_keys=True)
+    return text if len(text) <= EXCERPT else text[:EXCERPT] + "..."
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _compact(data: dict[str, Any]) -> str:
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _key_of(canonical: dict[str, Any]) -> str:
+    return hashlib.sha256(_compact(canonical).encode("utf-8")).hexdigest()

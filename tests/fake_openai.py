@@ -1,0 +1,230 @@
+"""A fake OpenAI-compatible endpoint: a real HTTP server in a thread, speaking the wire format.
+
+Use it as `with FakeOpenAI() as srv:`, script it with `srv.enqueue(text("hi"), error(429))`
+or `srv.handler = fn`, point a client at `srv.base_url`, and assert on `srv.requests`.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+CREATED = 1_700_000_000
+
+
+@dataclass(frozen=True)
+class Reply:
+    status: int = 200
+    message: dict[str, Any] | None = None  # choices[0].message of a successful reply
+    usage: tuple[int, int, int] = (10, 5, 0)  # prompt, completion, cached
+    body: dict[str, Any] | None = None  # sent as is (errors, deliberately odd replies)
+    headers: dict[str, str] = field(default_factory=dict)
+    stall: float = 0.0  # seconds to stall before answering (after the first chunk if streaming)
+
+
+def text(content: str | None, *, usage: tuple[int, int] = (10, 5), cached: int = 0) -> Reply:
+    return Reply(message={"role": "assistant", "content": content}, usage=(*usage, cached))
+
+
+def call(name: str, args: dict[str, Any] | str, id: str | None = None) -> dict[str, Any]:
+    arguments = args if isinstance(args, str) else json.dumps(args)
+    return {"id": id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def tool_calls(
+    *calls: dict[str, Any], content: str | None = None, usage: tuple[int, int] = (10, 5)
+) -> Reply:
+    numbered = [{**c, "id": c["id"] or f"call_fake_{n}"} for n, c in enumerate(calls)]
+    message = {"role": "assistant", "content": content, "tool_calls": numbered}
+    return Reply(message=message, usage=(*usage, 0))
+
+
+def error(
+    status: int,
+    message: str = "fake error",
+    *,
+    code: str | None = None,
+    type: str | None = None,
+    retry_after: float | str | None = None,
+) -> Reply:
+    body = {"error": {"message": message, "type": type, "code": code, "param": None}}
+    headers = {} if retry_after is None else {"Retry-After": str(retry_after)}
+    return Reply(status=status, body=body, headers=headers)
+
+
+def raw(body: dict[str, Any], *, status: int = 200) -> Reply:
+    return Reply(status=status, body=body)
+
+
+def hang(seconds: float, then: Reply | None = None) -> Reply:
+    """Stall `seconds` (after the first chunk when streaming), then answer `then`."""
+    return replace(then or text("(late reply)"), stall=seconds)
+
+
+def completion_body(reply: Reply, model: str, n: int) -> dict[str, Any]:
+    if reply.body is not None:
+        return reply.body
+    message = reply.message or {}
+    finish = "tool_calls" if message.get("tool_calls") else "stop"
+    choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish}
+    return {**_envelope(model, n, "chat.completion"), "choices": [choice], "usage": _usage(reply)}
+
+
+def stream_chunks(
+    reply: Reply, model: str, n: int, include_usage: bool
+) -> Iterator[dict[str, Any]]:
+    message = reply.message or {}
+    envelope = _envelope(model, n, "chat.completion.chunk")
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {**envelope, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    yield chunk({"role": "assistant", "content": ""})
+    for piece in _pieces(message.get("content") or ""):
+        yield chunk({"content": piece})
+    for index, tc in enumerate(message.get("tool_calls") or []):
+        head = {"index": index, "id": tc["id"], "type": "function"}
+        function = {"name": tc["function"]["name"], "arguments": ""}
+        yield chunk({"tool_calls": [{**head, "function": function}]})
+        for piece in _pieces(tc["function"]["arguments"]):
+            yield chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+    yield chunk({}, "tool_calls" if message.get("tool_calls") else "stop")
+    if include_usage:
+        yield {**envelope, "choices": [], "usage": _usage(reply)}
+
+
+def _envelope(model: str, n: int, obj: str) -> dict[str, Any]:
+    return {"id": f"chatcmpl-fake{n}", "object": obj, "created": CREATED, "model": model}
+
+
+def _usage(reply: Reply) -> dict[str, Any]:
+    prompt, completion, cached = reply.usage
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "prompt_tokens_details": {"cached_tokens": cached},
+    }
+
+
+def _pieces(s: str, n: int = 3) -> list[str]:
+    size = max(1, -(-len(s) // n))
+    return [s[i : i + size] for i in range(0, len(s), size)]
+
+
+class FakeOpenAI:
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
+        self.handler: Callable[[dict[str, Any]], Reply] | None = None
+        self.latency = 0.0
+        self._queue: deque[Reply] = deque()
+        self._lock = threading.Lock()
+        self._closing = threading.Event()
+        self._server = _Server(("127.0.0.1", 0), _Handler)
+        self._server.fake = self
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    def enqueue(self, *replies: Reply) -> None:
+        with self._lock:
+            self._queue.extend(replies)
+
+    def start(self) -> FakeOpenAI:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._closing.set()  # wakes stalled replies
+        if self._thread.is_alive():
+            self._server.shutdown()
+        self._server.server_close()
+
+    def __enter__(self) -> FakeOpenAI:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def next_reply(self, body: dict[str, Any], headers: dict[str, str]) -> tuple[int, Reply]:
+        with self._lock:
+            self.requests.append(body)
+            self.headers.append(headers)
+            n = len(self.requests)
+            if self._queue:
+                return n, self._queue.popleft()
+        if self.handler is not None:
+            return n, self.handler(body)
+        return n, error(500, "FakeOpenAI: the script ran out of replies", type="fake_script")
+
+    def wait(self, seconds: float) -> bool:
+        """Sleep unless the server is closing; True if it is."""
+        return self._closing.wait(seconds) if seconds > 0 else self._closing.is_set()
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    fake: FakeOpenAI
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # keep test output clean
+
+    def do_POST(self) -> None:
+        raw_body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if self.path.rstrip("/") != "/v1/chat/completions":
+            return self._json(404, {"error": {"message": f"no route {self.path}"}})
+        body = json.loads(raw_body or b"{}")
+        fake = self.server.fake
+        n, reply = fake.next_reply(body, {k.lower(): v for k, v in self.headers.items()})
+        if fake.wait(fake.latency):
+            return
+        try:
+            if body.get("stream") and reply.status == 200 and reply.body is None:
+                return self._stream(body, reply, n)
+            if not fake.wait(reply.stall):
+                model = body.get("model", "")
+                self._json(reply.status, completion_body(reply, model, n), reply.headers)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up (its deadline): what some tests want
+
+    def do_GET(self) -> None:
+        self._json(404, {"error": {"message": f"no route GET {self.path}"}})
+
+    def _json(
+        self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None
+    ) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _stream(self, body: dict[str, Any], reply: Reply, n: int) -> None:
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        chunks = stream_chunks(reply, body.get("model", ""), n, include_usage)
+        for i, chunk in enumerate(chunks):
+            if i == 1 and self.server.fake.wait(reply.stall):
+                return  # a stalled stream: headers and the first chunk, then nothing
+            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            self.wfile.flush()
+        self.wfile.write(b"data: [DONE]\n\n")

@@ -1,0 +1,358 @@
+from __future__ import annotations
+
+import email.utils
+import socket
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+from fake_openai import FakeOpenAI, Reply, call, error, hang, raw, text, tool_calls
+
+from claw_batch.errors import LimitExceeded, ModelError
+from claw_batch.llm.openai_compat import OpenAICompatLLM, backoff, retry_after
+from claw_batch.messages import ChatRequest, Completion, Message, ToolCall, ToolSpec, Usage
+
+READ = ToolSpec(
+    "read",
+    "Read a file",
+    {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+)
+REQUEST = ChatRequest(
+    model="gpt-test",
+    messages=(Message("system", "You are claw."), Message("user", "Summarise a.txt")),
+    tools=(READ,),
+    job="summary",
+)
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: object) -> None:
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("OPENAI_ADMIN_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_CUSTOM_HEADERS", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+
+
+@pytest.fixture
+def srv() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI() as server:
+        yield server
+
+
+class Sleeps(list[float]):
+    """An injected `sleep` that records the waits instead of waiting."""
+
+    def __call__(self, seconds: float) -> None:
+        self.append(seconds)
+
+
+def make_llm(srv: FakeOpenAI, api_key: str = "sk-test", **kw: Any) -> OpenAICompatLLM:
+    return OpenAICompatLLM(base_url=srv.base_url, api_key=api_key, **kw)
+
+
+def ask(llm: OpenAICompatLLM, request: ChatRequest = REQUEST, within: float = 10) -> Completion:
+    return llm.complete(request, deadline=time.monotonic() + within)
+
+
+def test_plain_text(srv: FakeOpenAI) -> None:
+    srv.enqueue(text("Hello there.", usage=(12, 3)))
+    completion = ask(make_llm(srv))
+    assert completion == Completion(
+        Message("assistant", "Hello there."), Usage(12, 3, 0), "stop", "gpt-test"
+    )
+    assert srv.headers[0]["authorization"] == "Bearer sk-test"
+    assert srv.headers[0]["x-stainless-retry-count"] == "0"
+
+
+def test_request_in_wire_format(srv: FakeOpenAI) -> None:
+    request = ChatRequest(
+        model="gpt-test",
+        messages=(
+            Message("user", "go"),
+            Message("assistant", None, (ToolCall("c1", "read", '{"path": "a.txt"}'),)),
+            Message("tool", "file text", tool_call_id="c1"),
+        ),
+        tools=(READ,),
+        temperature=0,
+        job="not sent",
+        key_messages=(Message("user", "not sent either"),),
+    )
+    srv.enqueue(text("done"))
+    ask(make_llm(srv), request)
+    assert srv.requests[0] == {
+        "model": "gpt-test",
+        "messages": [
+            {"role": "user", "content": "go"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "c1",
+                        "type": "function",
+                        "function": {"name": "read", "arguments": '{"path": "a.txt"}'},
+                    }
+                ],
+            },
+            {"role": "tool", "content": "file text", "tool_call_id": "c1"},
+        ],
+        "tools": [
+            {
+                "type": "function",
+                "function": {
+                    "name": "read",
+                    "description": "Read a file",
+                    "parameters": dict(READ.parameters),
+                },
+            }
+        ],
+        "temperature": 0,
+    }
+
+
+def test_no_tools_and_no_temperature_are_not_sent(srv: FakeOpenAI) -> None:
+    srv.enqueue(text("hi"))
+    ask(make_llm(srv), ChatRequest(model="m", messages=(Message("user", "hi"),)))
+    assert srv.requests[0] == {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+
+
+def test_several_tool_calls_in_one_turn(srv: FakeOpenAI) -> None:
+    srv.enqueue(
+        tool_calls(
+            call("read", {"path": "a.txt"}, id="call_a"),
+            call("grep", {"pattern": "TODO"}, id="call_b"),
+            call("ls", "{not json", id="call_c"),
+        )
+    )
+    completion = ask(make_llm(srv))
+    assert completion.message.tool_calls == (
+        ToolCall("call_a", "read", '{"path": "a.txt"}'),
+        ToolCall("call_b", "grep", '{"pattern": "TODO"}'),
+        ToolCall("call_c", "ls", "{not json"),
+    )
+    assert completion.message.content is None
+    assert completion.finish_reason == "tool_calls"
+
+
+REPLIES = {
+    "text": text("A longer answer that arrives in several pieces.", usage=(40, 9), cached=32),
+    "tool_calls": tool_calls(
+        call("read", {"path": "workspace/notes/2024-05-01.md"}, id="call_1"),
+        call("grep", {"pattern": "deadline", "ignore_case": True}, id="call_2"),
+    ),
+    "text_and_tool_call": tool_calls(call("ls", {}, id="call_9"), content="Let me look."),
+}
+
+
+@pytest.mark.parametrize("reply", REPLIES.values(), ids=REPLIES.keys())
+def test_streaming_gives_the_same_completion(srv: FakeOpenAI, reply: Reply) -> None:
+    srv.enqueue(reply, reply)
+    plain = ask(make_llm(srv))
+    streamed = ask(make_llm(srv, stream=True))
+    assert streamed == plain
+    assert srv.requests[1]["stream"] is True
+    assert srv.requests[1]["stream_options"] == {"include_usage": True}
+    assert "stream" not in srv.requests[0]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_usage_with_cached_tokens(srv: FakeOpenAI, stream: bool) -> None:
+    srv.enqueue(text("ok", usage=(1200, 35), cached=1024))
+    assert ask(make_llm(srv, stream=stream)).usage == Usage(1200, 35, 1024)
+
+
+def test_tolerates_missing_content_usage_and_tool_call_ids(srv: FakeOpenAI) -> None:
+    message = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"type": "function", "function": {"name": "read", "arguments": '{"path": "a"}'}},
+            {"type": "function", "function": {"name": "ls", "arguments": "{}"}},
+        ],
+    }
+    srv.enqueue(raw({"model": "local", "choices": [{"index": 0, "message": message}]}))
+    assert ask(make_llm(srv)) == Completion(
+        Message(
+            "assistant",
+            None,
+            (ToolCall("call_0", "read", '{"path": "a"}'), ToolCall("call_1", "ls", "{}")),
+        ),
+        Usage(),
+        None,
+        "local",
+    )
+
+
+def test_429_waits_as_long_as_retry_after_says(srv: FakeOpenAI) -> None:
+    sleeps = Sleeps()
+    srv.enqueue(error(429, "Rate limit reached", retry_after=7), text("ok"))
+    assert ask(make_llm(srv, sleep=sleeps), within=60).message.content == "ok"
+    assert sleeps == [7.0]
+    assert len(srv.requests) == 2
+
+
+def test_500_twice_then_success_backs_off_exponentially(srv: FakeOpenAI) -> None:
+    sleeps = Sleeps()
+    srv.enqueue(error(500, "boom"), error(502, "bad gateway"), text("ok"))
+    assert ask(make_llm(srv, sleep=sleeps), within=60).message.content == "ok"
+    assert len(srv.requests) == 3
+    assert len(sleeps) == 2
+    assert 0.5 <= sleeps[0] <= 1.0
+    assert 1.0 <= sleeps[1] <= 2.0
+
+
+def test_gives_up_after_max_attempts(srv: FakeOpenAI) -> None:
+    sleeps = Sleeps()
+    srv.enqueue(*[error(503, "The engine is currently overloaded")] * 3)
+    with pytest.raises(ModelError) as exc:
+        ask(make_llm(srv, sleep=sleeps, max_attempts=3), within=60)
+    assert str(exc.value) == (
+        f"model 'gpt-test' at {srv.base_url}: HTTP 503: The engine is currently overloaded "
+        "after 3 attempts; the endpoint is down or overloaded, try again later"
+    )
+    assert len(srv.requests) == 3
+    assert len(sleeps) == 2
+
+
+def test_401_fails_at_once_and_never_shows_the_key(srv: FakeOpenAI) -> None:
+    srv.enqueue(error(401, "Incorrect API key provided: sk-secret-123.", code="invalid_api_key"))
+    llm = make_llm(srv, api_key="sk-secret-123", sleep=Sleeps())
+    with pytest.raises(ModelError) as exc:
+        ask(llm)
+    assert str(exc.value) == (
+        f"model 'gpt-test' at {srv.base_url}: HTTP 401: Incorrect API key provided: ***.; "
+        "check the API key in $OPENAI_API_KEY / the provider's api_key_env"
+    )
+    assert "sk-secret-123" not in str(exc.value)
+    assert len(srv.requests) == 1
+
+
+@pytest.mark.parametrize(
+    ("status", "advice"),
+    [
+        (400, "the endpoint refused the request; check that the model supports tool calls"),
+        (403, "the API key has no access to this model; check its permissions with the provider"),
+        (404, "check the model name and the provider's base_url"),
+        (
+            422,
+            "the endpoint could not process the request; check that the model supports tool calls",
+        ),
+    ],
+)
+def test_client_errors_fail_at_once(srv: FakeOpenAI, status: int, advice: str) -> None:
+    srv.enqueue(error(status, "nope"))
+    with pytest.raises(ModelError) as exc:
+        ask(make_llm(srv, sleep=Sleeps()))
+    assert str(exc.value) == f"model 'gpt-test' at {srv.base_url}: HTTP {status}: nope; {advice}"
+    assert len(srv.requests) == 1
+
+
+def test_insufficient_quota_is_not_retried(srv: FakeOpenAI) -> None:
+    sleeps = Sleeps()
+    quota = error(429, "You exceeded your current quota.", code="insufficient_quota")
+    srv.enqueue(quota, text("never"))
+    with pytest.raises(
+        ModelError,
+        match=r"HTTP 429: You exceeded your current quota\.; the account is out of quota",
+    ):
+        ask(make_llm(srv, sleep=sleeps))
+    assert len(srv.requests) == 1
+    assert sleeps == []
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_hung_endpoint_cannot_outlive_the_deadline(srv: FakeOpenAI, stream: bool) -> None:
+    srv.enqueue(hang(30))
+    started = time.monotonic()
+    with pytest.raises(LimitExceeded) as exc:
+        ask(make_llm(srv, stream=stream), within=1.0)
+    assert time.monotonic() - started < 1.5
+    assert str(exc.value) == "timeout: the model call did not finish before the job's deadline"
+
+
+def test_request_timeout_is_retried_like_a_connection_error(srv: FakeOpenAI) -> None:
+    sleeps = Sleeps()
+    srv.enqueue(hang(30), hang(30))
+    llm = make_llm(srv, request_timeout=0.2, max_attempts=2, sleep=sleeps)
+    with pytest.raises(ModelError) as exc:
+        ask(llm)
+    assert str(exc.value) == (
+        f"model 'gpt-test' at {srv.base_url}: connection error: Request timed out. after 2 "
+        "attempts; the endpoint is down or overloaded, try again later"
+    )
+    assert len(sleeps) == 1
+
+
+def test_retry_after_beyond_the_deadline_fails_at_once(srv: FakeOpenAI) -> None:
+    sleeps = Sleeps()
+    srv.enqueue(error(429, "Rate limit reached", retry_after=120))
+    llm = make_llm(srv, sleep=sleeps, clock=lambda: 100.0)
+    with pytest.raises(LimitExceeded) as exc:
+        llm.complete(REQUEST, deadline=105.0)
+    assert str(exc.value) == (
+        "timeout: the model endpoint asked to retry after 120 s (HTTP 429: Rate limit reached), "
+        "which exceeds the 5.0 s left before the job's deadline"
+    )
+    assert sleeps == []
+
+
+def test_connection_errors_are_retried_then_reported() -> None:
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    sleeps = Sleeps()
+    llm = OpenAICompatLLM(
+        base_url=f"http://127.0.0.1:{port}/v1", api_key="k", max_attempts=2, sleep=sleeps
+    )
+    with pytest.raises(ModelError) as exc:
+        ask(llm)
+    assert str(exc.value) == (
+        f"model 'gpt-test' at http://127.0.0.1:{port}/v1: connection error: Connection error. "
+        "after 2 attempts; the endpoint is down or overloaded, try again later"
+    )
+    assert len(sleeps) == 1
+
+
+def test_falls_back_to_the_environment_and_a_placeholder_key(
+    srv: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
+    srv.enqueue(text("one"), text("two"))
+    ask(OpenAICompatLLM(base_url=None, api_key=None))
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
+    ask(OpenAICompatLLM(base_url=None, api_key=None))
+    assert [h["authorization"] for h in srv.headers] == ["Bearer sk-no-key", "Bearer sk-from-env"]
+
+
+def test_the_fake_says_when_its_script_ran_out(srv: FakeOpenAI) -> None:
+    with pytest.raises(ModelError, match="FakeOpenAI: the script ran out of replies"):
+        ask(make_llm(srv, max_attempts=1))
+
+
+def test_the_fake_serves_concurrent_requests_in_parallel(srv: FakeOpenAI) -> None:
+    srv.latency = 0.3
+    srv.handler = lambda body: text(body["messages"][0]["content"])
+    llm = make_llm(srv)
+    requests = [ChatRequest("m", (Message("user", f"q{n}"),)) for n in range(4)]
+    started = time.monotonic()
+    with ThreadPoolExecutor(4) as pool:
+        answers = list(pool.map(lambda r: ask(llm, r).message.content, requests))
+    assert answers == ["q0", "q1", "q2", "q3"]
+    assert time.monotonic() - started < 1.0
+
+
+def test_retry_after_headers() -> None:
+    in_30s = email.utils.formatdate(time.time() + 30, usegmt=True)
+    assert retry_after({"retry-after": "12"}) == 12.0
+    assert retry_after({"retry-after-ms": "1500", "retry-after": "9"}) == 1.5
+    assert 28 <= (retry_after({"retry-after": in_30s}) or 0) <= 30
+    assert retry_after({"retry-after": "soon"}) is None
+    assert retry_after({}) is None
+
+
+def test_backoff_is_capped() -> None:
+    assert 30 <= backoff(7) <= 60
+    assert 30 <= backoff(30) <= 60
