@@ -64,14 +64,13 @@ class Models:
                 base_url=self.environ.get("OPENAI_BASE_URL"),
                 api_key=self.environ.get("OPENAI_API_KEY"),
             )
-        key = NO_KEY  # never fall back to OPENAI_API_KEY: it would go to another host
-        if provider.api_key_env:
-            key = self.environ.get(provider.api_key_env)
-            if not key:
-                raise TaskFailed(
-                    f"provider '{provider_name}': environment variable "
-                    f"{provider.api_key_env} is not set (it should hold the API key)"
-                )
+        # Never fall back to OPENAI_API_KEY here: it would be sent to another host.
+        key = self.environ.get(provider.api_key_env) if provider.api_key_env else NO_KEY
+        if not key:
+            raise TaskFailed(
+                f"provider '{provider_name}': environment variable "
+                f"{provider.api_key_env} is not set (it should hold the API key)"
+            )
         return OpenAICompatLLM(
             base_url=provider.base_url or self.environ.get("OPENAI_BASE_URL"),
             api_key=key,

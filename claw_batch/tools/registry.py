@@ -18,7 +18,7 @@ import pydantic
 
 from claw_batch.errors import ToolError
 from claw_batch.messages import ToolSpec
-from claw_batch.tools import bash, files, grep
+from claw_batch.tools import bash, files, grep, memory
 from claw_batch.tools.base import ToolContext, ToolFn
 
 # Schema keys whose values are data, not subschemas: "title" inside them is not noise.
@@ -127,5 +127,7 @@ _FUNCTIONS: tuple[ToolFn, ...] = (
     grep.grep,
     files.ls,
     files.find,
+    memory.remember,
+    memory.memory_search,
 )
 TOOLS: dict[str, Tool] = {t.name: t for t in map(tool(), _FUNCTIONS)}
