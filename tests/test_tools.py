@@ -67,7 +67,7 @@ def numbered(first: int, last: int) -> str:
 
 
 def test_the_family() -> None:
-    assert set(TOOLS) == set(TOOL_NAMES) - {"remember", "memory_search"}
+    assert set(TOOLS) == set(TOOL_NAMES)
     assert all(name == t.name == t.spec().name for name, t in TOOLS.items())
 
 

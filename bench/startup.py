@@ -1,0 +1,181 @@
+"""Start-up time of `claw --version`, `claw list` and `claw validate` against `python -c pass`.
+
+Each command runs as a real child process with this interpreter, in the repository (its own
+example project), `--runs` times, interleaved so that background noise hits them alike.
+`claw` is run as `python -m claw_batch`, which is what the `claw` console script does.
+
+Then, as a check: `claw --version`, `claw list` and `claw validate` must not import `openai`
+(STYLE.md: only a model call pays for it); the script exits 1 if one of them does. Last, the
+ten imports with the largest cumulative time under `python -X importtime -m claw_batch list`.
+
+    python bench/startup.py [--runs 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from _common import REPO, machine, median, ms, p90, table
+
+CLAW = [sys.executable, "-m", "claw_batch"]
+COMMANDS: dict[str, list[str]] = {
+    "python -c pass": [sys.executable, "-c", "pass"],
+    "claw --version": [*CLAW, "--version"],
+    "claw list": [*CLAW, "list"],
+    "claw validate": [*CLAW, "validate"],
+}
+# What the lazy import of the OpenAI adapter saves, for scale; slow, so fewer runs.
+REFERENCE = ("python -c 'import openai'", [sys.executable, "-c", "import openai"])
+REFERENCE_RUNS = 3
+MUST_NOT_IMPORT = "openai"
+HEAVY = ("openai", "httpx", "pydantic", "jinja2", "jsonschema", "yaml", "croniter")
+
+# Runs the CLI in-process, then reports which heavy modules that loaded, on its last line.
+PROBE = f"""
+import json, sys
+from claw_batch.cli import main
+try:
+    main(sys.argv[1:], prog_name="claw")
+except SystemExit:
+    pass
+loaded = [m for m in {HEAVY!r} if m in sys.modules]
+print("\\n" + json.dumps(loaded))
+"""
+
+
+def run_once(argv: Sequence[str]) -> float:
+    started = time.perf_counter()
+    done = subprocess.run(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    elapsed = time.perf_counter() - started
+    if done.returncode != 0:
+        sys.exit(f"{' '.join(argv)} failed ({done.returncode}): {done.stderr.decode()}")
+    return elapsed
+
+
+def measure(commands: dict[str, list[str]], runs: int) -> dict[str, list[float]]:
+    for argv in commands.values():  # warm the bytecode caches and the page cache
+        run_once(argv)
+    times: dict[str, list[float]] = {name: [] for name in commands}
+    for _ in range(runs):
+        for name, argv in commands.items():
+            times[name].append(run_once(argv))
+    return times
+
+
+def timing_table(times: dict[str, list[float]]) -> str:
+    base = median(times["python -c pass"])
+    rows = [
+        (
+            f"`{name}`",
+            len(values),
+            ms(min(values)),
+            ms(median(values)),
+            ms(p90(values)),
+            f"{median(values) / base:.1f}×",
+            ms(median(values) - base),
+        )
+        for name, values in times.items()
+    ]
+    header = ("command", "runs", "min ms", "median ms", "p90 ms", "× python", "+ ms")
+    return table(header, rows)
+
+
+def heavy_imports(args: Sequence[str]) -> list[str]:
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, *args], cwd=REPO, capture_output=True, text=True
+    )
+    return list(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def import_check() -> tuple[str, bool]:
+    rows, ok = [], True
+    for args in (["--version"], ["list"], ["validate"]):
+        loaded = heavy_imports(args)
+        imports = MUST_NOT_IMPORT in loaded
+        ok = ok and not imports
+        shown = ", ".join(m for m in loaded if m != MUST_NOT_IMPORT) or "none of them"
+        rows.append((f"`claw {' '.join(args)}`", "**yes**" if imports else "no", shown))
+    header = ("command", f"imports {MUST_NOT_IMPORT}", f"loads (of {', '.join(HEAVY[1:])})")
+    return table(header, rows), ok
+
+
+@dataclass(frozen=True)
+class Import:
+    module: str
+    depth: int  # 0: imported by claw's own code at run time or by the interpreter
+    self_us: int
+    cumulative_us: int
+
+
+def import_times(args: Sequence[str]) -> list[Import]:
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", *CLAW[1:], *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    found = []
+    for line in done.stderr.splitlines():
+        if not line.startswith("import time:") or "imported package" in line:
+            continue
+        self_us, cumulative_us, name = line.removeprefix("import time:").split("|")
+        depth = (len(name) - len(name.lstrip(" ")) - 1) // 2
+        found.append(Import(name.strip(), depth, int(self_us), int(cumulative_us)))
+    return found
+
+
+def import_table(imports: list[Import], top: int = 10) -> str:
+    slowest = sorted(imports, key=lambda i: i.cumulative_us, reverse=True)[:top]
+    rows = [
+        (f"`{i.module}`", i.depth, ms(i.cumulative_us / 1e6), ms(i.self_us / 1e6)) for i in slowest
+    ]
+    return table(("module", "depth", "cumulative ms", "self ms"), rows)
+
+
+def package_table(imports: list[Import], top: int = 8) -> str:
+    """Self times summed by top-level package: what each dependency costs, without overlap."""
+    cost: dict[str, int] = {}
+    for i in imports:
+        package = i.module.split(".")[0]
+        cost[package] = cost.get(package, 0) + i.self_us
+    slowest = sorted(cost.items(), key=lambda kv: kv[1], reverse=True)[:top]
+    return table(
+        ("package", "self ms, all its modules"), [(f"`{p}`", ms(us / 1e6)) for p, us in slowest]
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=20)
+    runs = parser.parse_args().runs
+
+    print(f"machine: {machine()}")
+    print(f"project: {REPO / 'clawfile.yaml'}\n")
+    times = measure(COMMANDS, runs)
+    name, argv = REFERENCE
+    times.update(measure({name: argv}, min(runs, REFERENCE_RUNS)))
+    print(timing_table(times), end="\n\n")
+
+    check, ok = import_check()
+    print(check, end="\n\n")
+
+    imports = import_times(["list"])
+    total = sum(i.cumulative_us for i in imports if i.depth == 0)
+    print(f"`claw list` under -X importtime: {len(imports)} modules, {ms(total / 1e6)} ms ", end="")
+    print("(importtime's own overhead included); the 10 slowest by cumulative time:\n")
+    print(import_table(imports), end="\n\n")
+    print(package_table(imports))
+    if not ok:
+        print(f"\nFAIL: a command that calls no model imported {MUST_NOT_IMPORT}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
