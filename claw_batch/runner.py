@@ -147,6 +147,8 @@ class Runner:
             else:
                 result = self._run_one(job, ctx, state, run_dir)
             summary.results.append(result)
+            if result.status == "interrupted":
+                raise Interrupted("interrupted")
             if result.status != "ok":
                 failed_tasks.add(job.task)
                 if not self.options.keep_going:
@@ -214,8 +216,6 @@ class Runner:
         transcript.close()
         self._record(state, run_id, result, started_wall)
         self.progress.job_finished(result)
-        if status == "interrupted":
-            raise Interrupted("interrupted")
         return result
 
     def _record(self, state: State, run_id: str, r: JobResult, started: dt.datetime) -> None:

@@ -15,9 +15,10 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 import openai
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from claw_batch.errors import LimitExceeded, ModelError
 from claw_batch.messages import ChatRequest, Completion, Message, ToolCall, ToolSpec, Usage
@@ -107,30 +108,31 @@ class OpenAICompatLLM:
         timeout = openai.Timeout(
             min(self._request_timeout, remaining), connect=min(self._connect_timeout, remaining)
         )
-        temperature = openai.omit if request.temperature is None else request.temperature
-        # Our dicts are the wire format; the SDK's TypedDicts add nothing to check here.
-        messages = cast(Any, [wire_message(m) for m in request.messages])
-        tools = cast(Any, [wire_tool(t) for t in request.tools]) if request.tools else openai.omit
-        create = self._client.chat.completions.create
+        # Post the wire body ourselves: `chat.completions.create` re-walks every message with
+        # the SDK's TypedDict transformer on each call, which grows with the conversation.
+        body: dict[str, Any] = {
+            "model": request.model,
+            "messages": [wire_message(m) for m in request.messages],
+        }
+        if request.tools:
+            body["tools"] = [wire_tool(t) for t in request.tools]
+        if request.temperature is not None:
+            body["temperature"] = request.temperature
+        options: openai.RequestOptions = {"timeout": timeout, "security": {"bearer_auth": True}}
+        post = self._client.post
         if not self._stream:
-            response = create(
-                model=request.model,
-                messages=messages,
-                tools=tools,
-                temperature=temperature,
-                timeout=timeout,
-            )
+            response = post("/chat/completions", cast_to=ChatCompletion, body=body, options=options)
             if not isinstance(response, openai.BaseModel):  # the SDK's answer to non-JSON
                 raise ModelError(f"{self._where(request)}: not a chat completion: {response:.200}")
             return completion_from_dict(response.to_dict())
-        chunks = create(
-            model=request.model,
-            messages=messages,
-            tools=tools,
-            temperature=temperature,
-            timeout=timeout,
+        body |= {"stream": True, "stream_options": {"include_usage": True}}
+        chunks = post(
+            "/chat/completions",
+            cast_to=ChatCompletion,
+            body=body,
+            options=options,
             stream=True,
-            stream_options={"include_usage": True},
+            stream_cls=openai.Stream[ChatCompletionChunk],
         )
         with chunks:
             return completion_from_chunks(self._until(deadline, (c.to_dict() for c in chunks)))
