@@ -17,8 +17,8 @@ def main() -> None:
     against any OpenAI-compatible endpoint, writes their results and a daily note, and
     keeps a transcript of every job under .claw/runs/.
 
-    Exit codes: 0 ok, 1 a job failed, 2 usage or clawfile error, 3 a limit was hit,
-    75 another run holds the lock, 130 interrupted.
+    Exit codes: 0 ok, 1 a job failed, 2 usage or clawfile error, 3 a limit was hit
+    (max_steps, timeout, a loop of identical calls), 130 interrupted.
     """
 
 

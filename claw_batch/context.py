@@ -14,6 +14,7 @@ WORKSPACE_FILES = ("AGENTS.md", "SOUL.md", "USER.md", "IDENTITY.md", "MEMORY.md"
 FILE_CAP = 6_000  # characters per workspace file
 NOTES_CAP = 3_000  # characters per daily note
 TOTAL_CAP = 20_000  # characters for all files and notes together
+MIN_SHOWN = 200  # below this much budget a file is named, not cut to a stub
 
 
 @dataclass(frozen=True)
@@ -29,13 +30,17 @@ def daily_note_path(root: Path, workspace: str, day: dt.date) -> Path:
 
 
 def truncate(text: str, cap: int, source: str) -> str:
+    """At most `cap` characters: the head and the tail, with a marker saying what is missing."""
     if len(text) <= cap:
         return text
-    head = int(cap * 0.8)
-    tail = cap - head
-    omitted = len(text) - head - tail
-    marker = f"\n[… {omitted} characters truncated; read {source} for the whole file …]\n"
-    return text[:head] + marker + text[len(text) - tail :]
+
+    def marker(omitted: int) -> str:
+        return f"\n[… {omitted} characters truncated; read {source} for the whole file …]\n"
+
+    room = max(cap - len(marker(len(text))), 0)
+    head = int(room * 0.8)
+    omitted = len(text) - room
+    return text[:head] + marker(omitted) + text[len(text) - (room - head) :]
 
 
 def _read(path: Path) -> str | None:
@@ -45,25 +50,30 @@ def _read(path: Path) -> str | None:
         return None
 
 
+def _capped(text: str, cap: int, budget: int, rel: str) -> str:
+    if budget < MIN_SHOWN:
+        return f"[… {len(text)} characters omitted: the context budget is spent; read {rel} …]"
+    return truncate(text, min(cap, budget), rel)
+
+
 def _sections(root: Path, workspace: str, today: dt.date) -> tuple[list[str], str]:
     """The workspace file sections and the body of the daily notes section."""
     sections: list[str] = []
+    notes: list[str] = []
     budget = TOTAL_CAP
-    for name in WORKSPACE_FILES:
-        rel = f"{workspace}/{name}"
-        text = _read(root / rel)
-        if text and budget > 0:
-            body = truncate(text, min(FILE_CAP, budget), rel)
-            budget -= len(body)
-            sections.append(f"## {name}\n{body}")
-    notes = []
-    for day in (today - dt.timedelta(days=1), today):
+    days = (today - dt.timedelta(days=1), today)
+    sources = [
+        (f"{workspace}/{name}", FILE_CAP, sections, f"## {name}") for name in WORKSPACE_FILES
+    ]
+    for day in days:
         rel = daily_note_path(root, workspace, day).relative_to(root).as_posix()
+        sources.append((rel, NOTES_CAP, notes, f"### {rel}"))
+    for rel, cap, into, header in sources:
         text = _read(root / rel)
-        if text and budget > 0:
-            body = truncate(text, min(NOTES_CAP, budget), rel)
+        if text:
+            body = _capped(text, cap, budget, rel)
             budget -= len(body)
-            notes.append(f"### {rel}\n{body}")
+            into.append(f"{header}\n{body}")
     return sections, "\n\n".join(notes) or "(none yet)"
 
 

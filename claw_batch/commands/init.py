@@ -11,7 +11,10 @@ from claw_batch.commands.common import handle_errors
 @click.argument("directory", default=".", type=click.Path(file_okay=False, path_type=Path))
 @handle_errors
 def init(directory: Path) -> int:
-    """Scaffold a project: clawfile.yaml, prompts/, skills/, workspace/. Keeps existing files."""
+    """Scaffold a project in DIR (never overwrites a file).
+
+    Writes clawfile.yaml, prompts/, skills/ and workspace/, and adds .claw/ to .gitignore.
+    """
     from claw_batch.init_project import scaffold
 
     created, kept = scaffold(directory)

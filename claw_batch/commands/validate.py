@@ -12,7 +12,7 @@ from claw_batch.errors import ClawfileError
 @project_options
 @handle_errors
 def validate(directory: Path | None, file: Path | None, verbose: bool, quiet: bool) -> int:
-    """Check the clawfile, its prompt templates and the skills; exit 2 on error."""
+    """Check the clawfile, its templates and the skills (exit 2 on error)."""
     from claw_batch import skills
 
     project = load(directory, file)

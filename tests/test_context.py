@@ -1,0 +1,74 @@
+"""The system prompt: workspace files with caps, daily notes, skills, date and root."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+from claw_batch.context import FILE_CAP, TOTAL_CAP, build_system_prompt
+from claw_batch.skills import Skill
+
+TODAY = dt.date(2026, 11, 22)
+
+
+def write(root: Path, rel: str, text: str) -> None:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def test_layout(tmp_path: Path) -> None:
+    write(tmp_path, "workspace/AGENTS.md", "Be brief.\n")
+    write(tmp_path, "workspace/IDENTITY.md", "Name: Claw\n")
+    write(tmp_path, "workspace/memory/2026-11-21.md", "yesterday's entry\n")
+    write(tmp_path, "workspace/memory/2026-11-22.md", "today's entry\n")
+    write(tmp_path, "workspace/memory/2026-11-20.md", "too old\n")
+    skill = Skill("tidy", "Keep it tidy.", tmp_path / "skills/tidy/SKILL.md")
+    prompt = build_system_prompt(
+        root=tmp_path, workspace="workspace", task="t", skills=[skill], today=TODAY
+    )
+    assert prompt.text == (
+        "You are claw, a headless agent running the task 't' of the project below. Use the "
+        "tools to do the work; your last message, without tool calls, is the result.\n\n"
+        "## AGENTS.md\nBe brief.\n\n"
+        "## IDENTITY.md\nName: Claw\n\n"
+        "## Daily notes\n"
+        "### workspace/memory/2026-11-21.md\nyesterday's entry\n\n"
+        "### workspace/memory/2026-11-22.md\ntoday's entry\n\n"
+        "## Skills\nRead a skill's SKILL.md with `read` before you use it.\n"
+        "- tidy: Keep it tidy. (skills/tidy/SKILL.md)\n\n"
+        f"## Environment\nDate: 2026-11-22 (Sunday)\nProject root: {tmp_path}\n"
+    )
+    assert "2026-11-2" not in prompt.key_text.replace("2026-11-21.md", "").replace(
+        "2026-11-22.md", ""
+    )
+    assert "## Daily notes\n<daily notes>" in prompt.key_text
+    assert "Date: <today>\nProject root: <project root>" in prompt.key_text
+
+
+def test_no_notes_and_no_files(tmp_path: Path) -> None:
+    prompt = build_system_prompt(
+        root=tmp_path, workspace="workspace", task="t", skills=[], today=TODAY
+    )
+    assert "## Daily notes\n(none yet)\n\n## Environment" in prompt.text
+    assert "## Skills" not in prompt.text
+
+
+def test_per_file_and_total_caps_are_marked(tmp_path: Path) -> None:
+    for name in ("AGENTS.md", "SOUL.md", "USER.md", "IDENTITY.md", "MEMORY.md"):
+        write(tmp_path, f"workspace/{name}", f"{name} " + "x" * 10_000)
+    text = build_system_prompt(
+        root=tmp_path, workspace="workspace", task="t", skills=[], today=TODAY
+    ).text
+    assert "characters truncated; read workspace/AGENTS.md for the whole file" in text
+    sections = text.split("\n## ")
+    agents = next(s for s in sections if s.startswith("AGENTS.md"))
+    assert len(agents) < FILE_CAP + 200
+    assert len(text) < TOTAL_CAP + 1_000
+    # three files take 6,000 characters each, IDENTITY.md the 2,000 left, MEMORY.md none
+    identity = next(s for s in sections if s.startswith("IDENTITY.md"))
+    assert 2_000 <= len(identity) < 2_200
+    assert (
+        "## MEMORY.md\n[… 10010 characters omitted: the context budget is spent; "
+        "read workspace/MEMORY.md …]" in text
+    )
