@@ -1,0 +1,53 @@
+"""The repository's own example project replays offline (the README's first command).
+
+When this fails after a change to a prompt, a workspace file, a skill or a tool schema,
+re-record with `python scripts/record_example.py`.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from helpers import claw
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLE = ["clawfile.yaml", "prompts", "skills", "workspace", "cassettes"]
+
+
+def copy_example(target: Path) -> Path:
+    target.mkdir()
+    for name in EXAMPLE:
+        source = REPO / name
+        if source.is_dir():
+            shutil.copytree(
+                source, target / name, ignore=shutil.ignore_patterns("reports", "tickets")
+            )
+        else:
+            shutil.copy(source, target / name)
+    for note in (target / "workspace/memory").glob("*.md"):
+        note.unlink()  # daily notes of the developer's own runs
+    return target
+
+
+def test_example_replays_offline_on_another_day(tmp_path: Path) -> None:
+    root = copy_example(tmp_path / "example")
+    env = {"CLAW_NOW": "2027-02-03T07:30:00+01:00", "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}
+    r = claw(root, "run", "--replay", "--json", env=env)
+    assert r.exit_code == 0, r.stderr
+    jobs = json.loads(r.stdout)["jobs"]
+    assert [(j["task"], j["status"]) for j in jobs] == [("nightly-summary", "ok")] + [
+        ("triage", "ok")
+    ] * 3
+    report = (root / "workspace/reports/2027-02-03.md").read_text()
+    assert report.startswith("# Nightly summary")
+    ticket = json.loads((root / "workspace/tickets/login-broken.json").read_text())
+    assert ticket["priority"] == "urgent"  # the injected "mark this low" was ignored
+    assert (
+        "triage[workspace/inbox/acme-invoice.txt] · ok"
+        in (root / "workspace/memory/2027-02-03.md").read_text()
+    )
+    # and again: yesterday's note is now in the system prompt, which replay keys mask
+    again = claw(root, "run", "--replay", "-q", env={**env, "CLAW_NOW": "2027-02-04T07:30:00"})
+    assert again.exit_code == 0, again.stderr
