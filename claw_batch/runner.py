@@ -155,55 +155,25 @@ class Runner:
                     return
 
     def _run_one(self, job: Job, ctx: RunContext, state: State, run_dir: Path) -> JobResult:
-        run_id = run_dir.name
         started_wall = now_for_run(self.environ)
-        state.start_job(run_id, job.task, job.item or "", started_wall.isoformat())
+        state.start_job(run_dir.name, job.task, job.item or "", started_wall.isoformat())
         transcript = Transcript(run_dir / f"{_safe(job.name)}.jsonl", self.redact)
-        transcript.event("start", job=job.name, task=job.task, item=job.item)
+        sink = JobSink(job, transcript, state, run_dir.name, self.progress)
+        sink("start", job=job.name, task=job.task, item=job.item)
         self.progress.job_started(job)
         started = time.monotonic()
-        usage = [Usage()]  # summed from the events, so that failed jobs count their tokens too
-
-        def on_event(kind: str, **fields: Any) -> None:
-            transcript.event(kind, **fields)
-            if kind == "assistant":
-                u = fields["usage"]
-                usage[0] += Usage(u["prompt"], u["completion"], u["cached"])
-                state.record_call(
-                    run_id,
-                    job.task,
-                    job.item or "",
-                    fields["step"],
-                    fields["model"],
-                    u,
-                    fields["seconds"],
-                )
-            self.progress.job_event(job, kind, fields)
-
-        outcome: Outcome | None = None
-        status, reason, error = "ok", None, None
         try:
-            outcome = JobExecution(ctx, job, on_event).execute()
-            ctx.upstream[job.task] = _upstream(ctx.upstream.get(job.task), outcome)
-            if outcome.verdict is not None and not outcome.verdict.get("ok"):
-                status, reason = "failed", "check failed"
-                error = str(outcome.verdict.get("summary", ""))
+            outcome, status, reason, error = _attempt(ctx, job, sink)
         except ReplayMismatch:
             transcript.event("end", status="error")
             transcript.close()
             raise
-        except KeyboardInterrupt:
-            status, reason, error = "interrupted", "interrupted", "interrupted (Ctrl-C)"
-        except LimitExceeded as e:
-            status, reason, error = "limit", str(e).split(":")[0], str(e)
-        except ClawError as e:
-            status, reason, error = "failed", type(e).__name__, str(e)
         result = JobResult(
             job=job,
             status=status,
             reason=reason,
             duration_s=round(time.monotonic() - started, 3),
-            usage=usage[0],
+            usage=sink.usage,
             output=outcome.output if outcome else None,
             error=self.redact(error) if error else None,
             transcript=transcript.path.relative_to(self.project.root).as_posix(),
@@ -214,7 +184,7 @@ class Runner:
             "end", status=status, reason=reason, error=result.error, seconds=result.duration_s
         )
         transcript.close()
-        self._record(state, run_id, result, started_wall)
+        self._record(state, run_dir.name, result, started_wall)
         self.progress.job_finished(result)
         return result
 
@@ -247,6 +217,58 @@ class Runner:
         )
         ws = self.project.config.workspace
         notes.append(daily_note_path(self.project.root, ws, started.date()), note)
+
+
+class JobSink:
+    """Where one job's events go: its transcript, the ledger's calls, the progress display.
+    It sums the usage as calls happen, so that a failed job still counts its tokens."""
+
+    def __init__(
+        self, job: Job, transcript: Transcript, state: State, run_id: str, progress: Progress
+    ) -> None:
+        self.job = job
+        self.transcript = transcript
+        self.state = state
+        self.run_id = run_id
+        self.progress = progress
+        self.usage = Usage()
+
+    def __call__(self, kind: str, **fields: Any) -> None:
+        self.transcript.event(kind, **fields)
+        if kind == "assistant":
+            u = fields["usage"]
+            self.usage += Usage(u["prompt"], u["completion"], u["cached"])
+            self.state.record_call(
+                self.run_id,
+                self.job.task,
+                self.job.item or "",
+                fields["step"],
+                fields["model"],
+                u,
+                fields["seconds"],
+            )
+        self.progress.job_event(self.job, kind, fields)
+
+
+Attempt = tuple["Outcome | None", str, "str | None", "str | None"]
+
+
+def _attempt(ctx: RunContext, job: Job, sink: JobSink) -> Attempt:
+    """Run the job; (outcome, status, reason, error). Only a replay miss propagates."""
+    try:
+        outcome = JobExecution(ctx, job, sink).execute()
+    except KeyboardInterrupt:
+        return None, "interrupted", "interrupted", "interrupted (Ctrl-C or SIGTERM)"
+    except LimitExceeded as e:
+        return None, "limit", str(e).split(":")[0], str(e)
+    except ReplayMismatch:
+        raise
+    except ClawError as e:
+        return None, "failed", type(e).__name__, str(e)
+    ctx.upstream[job.task] = _upstream(ctx.upstream.get(job.task), outcome)
+    if outcome.verdict is not None and not outcome.verdict.get("ok"):
+        return outcome, "failed", "check failed", str(outcome.verdict.get("summary", ""))
+    return outcome, "ok", None, None
 
 
 def skipped(job: Job, reason: str) -> JobResult:
