@@ -187,7 +187,7 @@ def _timed(fn: Callable[[], object]) -> float:
 
 
 def encoding_table(requests: Sequence[ChatRequest], turns: int) -> str:
-    from claw_batch.llm.openai_compat import wire_message, wire_tool
+    from claw_batch.llm.wire import wire_message, wire_tool
 
     try:  # private to the SDK, hence optional: what `create` does to its arguments first
         from openai._utils import maybe_transform

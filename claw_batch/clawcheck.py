@@ -1,7 +1,7 @@
 """The clawfile checks that pydantic cannot make field by field: references between tasks,
-dependency cycles, and the templates (prompts, which may live in their own files, and output
-paths). Templates are checked statically: every variable they read must be one that
-rendering provides (SPEC §3)."""
+dependency cycles, providers' endpoints, settings not supported yet, and the templates
+(prompts, which may live in their own files, and output paths). Templates are checked
+statically: every variable they read must be one that rendering provides (SPEC §3)."""
 
 from __future__ import annotations
 
@@ -13,13 +13,28 @@ from typing import TYPE_CHECKING
 import jinja2
 from jinja2 import meta, nodes
 
+from claw_batch.clawfields import path_problem
 from claw_batch.yamlsource import KeyPath, Problem, YamlSource
 
 if TYPE_CHECKING:
-    from claw_batch.clawfile import Clawfile, Task
+    from claw_batch.clawfile import Budget, Clawfile, Task
 
 PROMPT_SUFFIXES = (".md", ".j2", ".txt")
 _ITEM = "template variable 'item' is only defined for tasks with foreach"
+_NO_BASE_URL = (
+    "missing required key 'base_url': the URL of this provider's OpenAI-compatible API, "
+    "e.g. base_url: http://localhost:11434/v1 (only a provider named 'openai' may leave it out, "
+    "to use OPENAI_BASE_URL or api.openai.com)"
+)
+# Settings the models validate but nothing enforces yet. They are refused, never ignored: nobody
+# may believe spending is capped when it is not. Enforcing one = deleting its entry here.
+_NOT_YET_BUDGET = ("max_usd", "per_day", "per_week")
+_NOT_YET = {
+    "budget": "not supported yet: budgets in USD come with cost accounting, which claw does not "
+    "do yet, so this would cap nothing; to cap a run today, use budget.max_tokens",
+    "prices": "not supported yet: prices come with cost accounting, which claw does not do yet; "
+    "to cap a run today, use budget.max_tokens",
+}
 
 
 def prompt_file(prompt: str) -> str | None:
@@ -36,6 +51,8 @@ def check(config: Clawfile, source: YamlSource, root: Path, *, names: list[str])
     problems = _references(config, source, names)
     problems += _cycle(config, source)
     problems += _skills(config, source, root)
+    problems += _providers(config, source)
+    problems += _not_yet(config, source)
     for name, task in config.tasks.items():
         problems += _bash(name, task, source)
         problems += _task(name, task, source, root)
@@ -111,6 +128,35 @@ def _skills(config: Clawfile, source: YamlSource, root: Path) -> list[Problem]:
     return problems
 
 
+def _providers(config: Clawfile, source: YamlSource) -> list[Problem]:
+    """Only "openai" may go without a base_url: any other provider's key would be sent to
+    OPENAI_BASE_URL or api.openai.com. (A base_url that failed validation is reported already.)"""
+    return [
+        source.problem(("providers", name), _NO_BASE_URL)
+        for name, provider in config.providers.items()
+        if name != "openai" and source.data["providers"][name].get("base_url") is None
+    ]
+
+
+def _not_yet(config: Clawfile, source: YamlSource) -> list[Problem]:
+    problems = [source.problem(("prices",), _NOT_YET["prices"])] if config.prices else []
+    budgets: list[tuple[KeyPath, Budget | None]] = [
+        (("defaults", "budget"), config.defaults.budget)
+    ]
+    budgets += [
+        (("tasks", name, "budget"), task.budget)
+        for name, task in config.tasks.items()
+        if "budget" in source.data["tasks"][name]  # not the one copied from defaults
+    ]
+    for at, budget in budgets:
+        problems += [
+            source.problem((*at, key), _NOT_YET["budget"])
+            for key in _NOT_YET_BUDGET
+            if budget is not None and getattr(budget, key) is not None
+        ]
+    return problems
+
+
 def _bash(name: str, task: Task, source: YamlSource) -> list[Problem]:
     if "bash" not in task.tool_names or task.permissions.bash:
         return []
@@ -183,6 +229,9 @@ def _prompt(name: str, task: Task, source: YamlSource, root: Path) -> list[Probl
     file = prompt_file(task.prompt)
     if file is None:
         return _inline(task.prompt, path, source, foreach)
+    outside = path_problem(file)
+    if outside:
+        return [source.problem(path, outside)]
     if not (root / file).is_file():
         return [source.problem(path, f"prompt file {file!r} not found")]
     try:

@@ -1,5 +1,5 @@
 """The value types of clawfile.yaml that need more than a type check: names, tools, globs,
-cron expressions, time zones, JSON Schemas, environment variable names.
+project paths, cron expressions, time zones, JSON Schemas, environment variable names, URLs.
 
 Each refusal is a `PydanticCustomError` of type "claw" whose message is final: `modelerrors`
 shows it as is, after the file, line and key path.
@@ -9,17 +9,27 @@ from __future__ import annotations
 
 import importlib
 import re
+import urllib.parse
+from pathlib import PurePosixPath
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BeforeValidator
 from pydantic_core import PydanticCustomError
 
 from claw_batch.modelerrors import describe
+from claw_batch.paths import STATE_DIR
 from claw_batch.tools import TOOL_NAMES
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _KEY_PREFIXES = ("sk-", "sk_", "gsk_", "xai-", "hf_", "ghp_", "github_pat_", "AIza", "pplx-")
+# `{a,b}` alternatives are split too: `{..,notes}` would match `..` in a write glob.
+_SEGMENT_BREAK = re.compile(r"[/{},]")
+_TEMPLATE_CODE = re.compile(r"\{\{.*?\}\}|\{%.*?%\}|\{#.*?#\}", re.DOTALL)
+KEY_ADVICE = (
+    "put the key in an environment variable and name that variable with api_key_env "
+    "(e.g. api_key_env: MY_API_KEY)"
+)
 
 
 def refuse(message: str) -> PydanticCustomError:
@@ -99,6 +109,69 @@ def _json_schema(schema: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
+def path_problem(path: str, *, template: bool = False) -> str | None:
+    """Why `path` (a glob, or with `template` an output path template) is not a path inside the
+    project, or None. Only the text is checked: a template's expressions, and symlinks, are
+    checked when the path is used (`paths.Policy`, `jobs.glob_files`)."""
+    literal = _TEMPLATE_CODE.split(path) if template else [path]
+    if literal[0].startswith("/"):
+        return (
+            f"{path!r} is an absolute path; paths are relative to the project root "
+            "and may not start with '/'"
+        )
+    if literal[0].startswith("~"):
+        return (
+            f"{path!r} starts with '~'; paths are relative to the project root "
+            "and '~' is not expanded"
+        )
+    if any(".." in _SEGMENT_BREAK.split(part) for part in literal):
+        return (
+            f"{path!r} leaves the project; paths are relative to the project root "
+            "and may not contain '..'"
+        )
+    return None
+
+
+def _in_project(path: str) -> str:
+    problem = path_problem(path)
+    if problem:
+        raise refuse(problem)
+    return path
+
+
+def _template_in_project(path: str) -> str:
+    problem = path_problem(path, template=True)
+    if problem:
+        raise refuse(problem)
+    return path
+
+
+def _workspace(path: str) -> str:
+    top = PurePosixPath(_in_project(path)).parts[:1]
+    if top and top[0] in (STATE_DIR, ".git"):
+        raise refuse(
+            f"{path!r} is in {top[0]}/, which tools may never write; "
+            "use a directory of its own, such as 'workspace'"
+        )
+    return path
+
+
+def _url(url: str) -> str:
+    if "@" in url:  # never echo it: `https://user:KEY@host` carries a secret
+        raise refuse(f"credentials in the URL are refused: {KEY_ADVICE}")
+    try:
+        parts = urllib.parse.urlsplit(url)
+        valid = parts.scheme in ("http", "https") and bool(parts.hostname)
+    except ValueError:  # e.g. an unclosed '[' of an IPv6 address
+        valid = False
+    if not valid:
+        raise refuse(
+            f"expected an http:// or https:// URL such as 'http://localhost:11434/v1', "
+            f"got {describe(url)}"
+        )
+    return url
+
+
 def _env_name(value: str) -> str:
     if not _ENV_NAME.match(value) or value.startswith(_KEY_PREFIXES) or _random_looking(value):
         # Never echo the value: it is most likely a secret.
@@ -122,9 +195,15 @@ def _mask(secret: str) -> str:
 Name = Annotated[str, AfterValidator(_name)]
 ToolName = Annotated[str, AfterValidator(_tool)]
 Globs = Annotated[list[str], BeforeValidator(_one_or_many)]
+ProjectGlob = Annotated[str, AfterValidator(_in_project)]
+ProjectGlobs = Annotated[list[ProjectGlob], BeforeValidator(_one_or_many)]
+PathTemplate = Annotated[str, AfterValidator(_template_in_project)]
+PathTemplates = Annotated[list[PathTemplate], BeforeValidator(_one_or_many)]
+Workspace = Annotated[str, AfterValidator(_workspace)]
 BashPolicy = Annotated[list[str] | bool, BeforeValidator(_bash)]
 CronExpr = Annotated[str, AfterValidator(_cron)]
 TimeZone = Annotated[str, AfterValidator(_zone)]
 JsonSchema = Annotated[dict[str, Any], AfterValidator(_json_schema)]
 EnvName = Annotated[str, AfterValidator(_env_name)]
+HttpUrl = Annotated[str, AfterValidator(_url)]
 OrEmpty = BeforeValidator(_none_as_empty)

@@ -25,15 +25,22 @@ from pydantic_core import ErrorDetails
 
 from claw_batch import clawcheck, modelerrors
 from claw_batch.clawfields import (
+    KEY_ADVICE,
     BashPolicy,
     CronExpr,
     EnvName,
     Globs,
+    HttpUrl,
     JsonSchema,
     Name,
     OrEmpty,
+    PathTemplate,
+    PathTemplates,
+    ProjectGlob,
+    ProjectGlobs,
     TimeZone,
     ToolName,
+    Workspace,
 )
 from claw_batch.errors import ClawfileError
 from claw_batch.modelerrors import describe
@@ -48,25 +55,25 @@ class _Strict(BaseModel):
 
 
 class Provider(_Strict):
-    base_url: str | None = None
+    base_url: HttpUrl | None = None  # required but for "openai" (clawcheck)
     api_key_env: EnvName | None = None
     max_concurrency: PositiveInt | None = None
     stream: bool = False
     timeout: PositiveFloat | None = None
 
     refused_keys: ClassVar[dict[str, str]] = {
-        "api_key": "literal API keys are refused: put the key in an environment variable "
-        "and name that variable with api_key_env (e.g. api_key_env: MY_API_KEY)"
+        "api_key": f"literal API keys are refused: {KEY_ADVICE}"
     }
 
 
 class Permissions(_Strict):
-    write: Globs = []
+    write: ProjectGlobs = []
     bash: BashPolicy = False
     network: bool = False
 
 
 class Budget(_Strict):
+    # The USD limits (and `prices:`) are refused by clawcheck until cost accounting exists.
     max_tokens: PositiveInt | None = None  # per job run
     max_usd: PositiveFloat | None = None  # per job run
     per_day: PositiveFloat | None = None  # USD, all runs of the task in a day
@@ -84,18 +91,18 @@ class TaskSettings(_Strict):
     """Every task key but `prompt`; also what `defaults:` holds."""
 
     description: str = ""
-    inputs: Globs = []
-    output: str | None = None
-    outputs: Globs = []
+    inputs: ProjectGlobs = []
+    output: PathTemplate | None = None
+    outputs: PathTemplates = []
     needs: Globs = []
-    foreach: str | None = None
+    foreach: ProjectGlob | None = None
     tools: list[ToolName] | None = None
     permissions: Permissions = Permissions()
     json_schema: JsonSchema | None = Field(default=None, alias="schema")
     schedule: CronExpr | None = None
     tz: TimeZone | None = None
     catch_up: Literal["once", "skip"] = "once"
-    watch: Globs = []
+    watch: ProjectGlobs = []
     hook: Literal["pre-commit", "commit-msg", "pre-push"] | None = None
     check: bool = False
     model: str | None = None
@@ -122,7 +129,7 @@ class Task(TaskSettings):
 class Clawfile(_Strict):
     version: Literal[1] = 1
     model: str = "gpt-4o-mini"
-    workspace: str = "workspace"
+    workspace: Workspace = "workspace"
     providers: Annotated[dict[Name, Provider], OrEmpty] = {}
     defaults: Annotated[TaskSettings, OrEmpty] = TaskSettings()
     default: Globs | None = None

@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
+import os
 import tempfile
 import time
 import traceback
 from pathlib import Path
 
-from claw_batch.redact import Redactor, secrets_from_env
+from claw_batch.redact import redact_environment
 
 
 def save_traceback(error: BaseException) -> Path:
-    import os
-
     text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
-    text = Redactor(secrets_from_env(os.environ))(text)
-    directory = Path(tempfile.gettempdir())
-    path = directory / f"claw-crash-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
-    path.write_text(text, encoding="utf-8")
-    return path
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    fd, name = tempfile.mkstemp(prefix=f"claw-crash-{stamp}-", suffix=".log")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(redact_environment(text))
+    return Path(name)

@@ -14,9 +14,9 @@ from typing import Any
 from claw_batch import answers, context, render, skills
 from claw_batch.atomic import write_atomic
 from claw_batch.clawfile import Project, Task
+from claw_batch.endpoints import Models
 from claw_batch.errors import TaskFailed, ToolError
 from claw_batch.jobs import Job, glob_files
-from claw_batch.llm.providers import Models
 from claw_batch.loop import EventSink, LoopResult, LoopSettings, ToolLoop
 from claw_batch.messages import Message
 from claw_batch.paths import Policy
@@ -165,6 +165,7 @@ class JobExecution:
             timeout=self.task.timeout,
             job=self.job.name,
             key_messages=key_messages,
+            max_tokens=self.task.budget.max_tokens if self.task.budget else None,
         )
         return ToolLoop(
             llm,
@@ -196,7 +197,10 @@ class JobExecution:
         if missing:
             raise TaskFailed(f"declared output(s) not created: {', '.join(missing)}")
         if output_path is not None:
-            write_atomic(output_path, text)
+            try:
+                write_atomic(output_path, text)
+            except OSError as e:  # a directory in the way, a full disk: the old file stays
+                raise TaskFailed(f"output {output}: {e.strerror or e}") from e
         verdict = json.loads(text) if self.task.check else None
         return Outcome(text, result, output, verdict)
 

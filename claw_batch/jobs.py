@@ -8,9 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from claw_batch.clawfile import Clawfile
-from claw_batch.errors import UsageError
-
-SKIP_DIRS = {".git", ".claw"}
+from claw_batch.errors import ClawfileError, UsageError
+from claw_batch.paths import NEVER_SEARCHED
 
 
 @dataclass(frozen=True)
@@ -57,13 +56,17 @@ def with_needs(config: Clawfile, names: Sequence[str]) -> list[str]:
 
 
 def glob_files(root: Path, pattern: str) -> list[str]:
-    """Project files matching a glob, project-relative and sorted; never inside .git/.claw."""
+    """Project files matching a glob, project-relative and sorted; never inside .git/.claw,
+    never outside the project (after resolving symlinks)."""
+    if pattern.startswith(("/", "~")) or ".." in Path(pattern).parts:
+        raise ClawfileError(f"glob '{pattern}' leaves the project; use a path relative to it")
+    real_root = root.resolve()
     found = []
     for path in root.glob(pattern):
         rel = path.relative_to(root)
-        if rel.parts and rel.parts[0] in SKIP_DIRS:
+        if rel.parts and rel.parts[0] in NEVER_SEARCHED:
             continue
-        if path.is_file():
+        if path.is_file() and path.resolve().is_relative_to(real_root):
             found.append(rel.as_posix())
     return sorted(found)
 

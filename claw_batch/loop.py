@@ -34,6 +34,7 @@ class LoopSettings:
     job: str = ""
     key_messages: tuple[Message, ...] = ()  # see ChatRequest.key_messages
     corrections: int = 1  # how often check_answer may send the model back
+    max_tokens: int | None = None  # budget.max_tokens: the job stops before crossing it
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,7 @@ class ToolLoop:
         repeats: list[tuple[tuple[str, str], ...]] = []
         for step in range(1, s.max_steps + 1):
             self._check_deadline()
+            self._check_budget(usage, messages)
             reply = self._ask(messages, step)
             usage += reply.usage
             messages.append(reply.message)
@@ -165,6 +167,23 @@ class ToolLoop:
             shown = ", ".join(f"{name}({args})" for name, args in turn)[:200]
             raise LimitExceeded(
                 f"loop: the model made the same tool calls {REPEAT_LIMIT} turns in a row: {shown}"
+            )
+
+    def _check_budget(self, used: Usage, messages: list[Message]) -> None:
+        """Stop before a call that would cross budget.max_tokens; the prompt is estimated at
+        4 characters a token (what a call costs is only known after it)."""
+        budget = self.settings.max_tokens
+        if budget is None:
+            return
+        chars = sum(
+            len(m.content or "") + sum(len(c.arguments) for c in m.tool_calls) for m in messages
+        )
+        chars += sum(len(json.dumps(t.parameters)) + len(t.description) for t in self.specs)
+        estimate = chars // 4
+        if used.total_tokens + estimate > budget:
+            raise LimitExceeded(
+                f"budget: the next model call (~{estimate:,} prompt tokens) would take the job "
+                f"past its budget of {budget:,} tokens ({used.total_tokens:,} used)"
             )
 
     def _check_deadline(self) -> None:

@@ -15,6 +15,7 @@ from claw_batch import globs
 from claw_batch.errors import ToolError
 
 STATE_DIR = ".claw"
+NEVER_SEARCHED = (".git", STATE_DIR)  # not matched by globs, inputs or fan-out
 
 
 @dataclass(frozen=True)

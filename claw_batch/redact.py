@@ -8,7 +8,12 @@ from collections.abc import Iterable, Mapping
 
 MASK = "[REDACTED]"
 MIN_SECRET_LEN = 8  # shorter values would redact ordinary words
-SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.IGNORECASE)
+# A variable holds a secret when a part of its name (between underscores) says so:
+# OPENAI_API_KEY, GITHUB_TOKEN, DB_PASSWORD — but not GIT_AUTHOR_NAME or KEYBOARD_LAYOUT.
+SECRET_NAME = re.compile(
+    r"(?:^|_)(?:API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASS|CREDENTIALS?|AUTH)(?:_|$)",
+    re.IGNORECASE,
+)
 KEY_PATTERNS = re.compile(
     r"\bsk-[A-Za-z0-9_\-]{16,}"  # OpenAI and compatible
     r"|\bgh[pousr]_[A-Za-z0-9]{30,}"  # GitHub tokens
@@ -44,3 +49,10 @@ class Redactor:
         if self._exact is not None:
             text = self._exact.sub(MASK, text)
         return KEY_PATTERNS.sub(MASK, text)
+
+
+def redact_environment(text: str) -> str:
+    """For messages printed outside a run: the secrets of this process's environment."""
+    import os
+
+    return Redactor(secrets_from_env(os.environ))(text)

@@ -12,6 +12,7 @@ from typing import Any
 import jinja2
 
 from claw_batch.errors import ClawfileError, TaskFailed, ToolError
+from claw_batch.untrusted import fence
 
 # Every name a prompt template may use (SPEC §3). `claw validate` refuses any other.
 TEMPLATE_VARIABLES = frozenset(
@@ -63,7 +64,9 @@ class GitInfo:
 
     @functools.cached_property
     def staged_diff(self) -> str:
-        return self._git("diff", "--cached", "--no-color", "--no-ext-diff")
+        """The staged changes, fenced: a diff is content from outside (SPEC §3)."""
+        diff = self._git("diff", "--cached", "--no-color", "--no-ext-diff")
+        return fence(diff, "git diff --cached")
 
     @functools.cached_property
     def staged_files(self) -> list[str]:
@@ -93,7 +96,9 @@ def helpers(root: Path) -> dict[str, Callable[..., Any]]:
         return data.decode("utf-8", errors="replace")
 
     def glob(pattern: str) -> list[str]:
-        return sorted(p.relative_to(root).as_posix() for p in root.glob(pattern) if p.is_file())
+        from claw_batch.jobs import glob_files
+
+        return glob_files(root, pattern)
 
     return {"read": read, "glob": glob}
 
@@ -109,6 +114,8 @@ def render(source: str, name: str, variables: Mapping[str, Any], *, root: Path) 
         raise ClawfileError(f"{name}: {e.message}") from e
     except (ToolError, OSError) as e:  # read() of a missing or refused file
         raise ClawfileError(f"{name}: {e}") from e
+    except (ArithmeticError, LookupError, TypeError, ValueError) as e:  # {{ 1/0 }}, {{ x[9] }}
+        raise ClawfileError(f"{name}: {type(e).__name__}: {e}") from e
 
 
 def needs_view(results: Mapping[str, Upstream], names: Sequence[str]) -> dict[str, Upstream]:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from claw_batch.runner import RunSummary
+if TYPE_CHECKING:
+    from claw_batch.runner import RunSummary
 
 
 def envelope(summary: RunSummary) -> dict[str, Any]:
@@ -30,6 +31,7 @@ def envelope(summary: RunSummary) -> dict[str, Any]:
     return {
         "run_id": summary.run_id,
         "exit_code": summary.exit_code,
+        "error": summary.error,
         "jobs": jobs,
         "totals": {
             "jobs": len(jobs),

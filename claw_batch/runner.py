@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import json
 import os
 import secrets as _secrets
 import time
@@ -12,18 +14,20 @@ from pathlib import Path
 from typing import Any
 
 from claw_batch import notes
+from claw_batch.atomic import write_atomic
+from claw_batch.childenv import scrubbed_env
 from claw_batch.clawfile import Project
 from claw_batch.context import daily_note_path
-from claw_batch.errors import ClawError, Interrupted, LimitExceeded, ReplayMismatch, TaskFailed
+from claw_batch.endpoints import Mode, Models, api_keys
+from claw_batch.errors import ClawError, Interrupted, LimitExceeded, TaskFailed, UsageError
 from claw_batch.execute import JobExecution, Outcome, RunContext
 from claw_batch.jobs import Job, expand, select_tasks, with_needs
-from claw_batch.llm.providers import Mode, Models
 from claw_batch.messages import Usage
 from claw_batch.progress import Progress
 from claw_batch.redact import Redactor, secrets_from_env
 from claw_batch.render import Upstream
+from claw_batch.report import envelope
 from claw_batch.state import JobRecord, State
-from claw_batch.tools.bash import scrubbed_env
 from claw_batch.transcript import Transcript
 
 
@@ -60,13 +64,23 @@ class RunSummary:
     run_id: str
     results: list[JobResult] = field(default_factory=list)
     exit_code: int = 0
+    error: str | None = None  # what stopped the run early (a replay miss, a template error)
+
+
+# The ledger's word for each exit code.
+RUN_STATUS = {0: "ok", 1: "failed", 2: "error", 3: "limit", 130: "interrupted"}
 
 
 def now_for_run(environ: Mapping[str, str]) -> dt.datetime:
     """The run's clock; CLAW_NOW (ISO 8601) pins it for reproducible demos and tests."""
     pinned = environ.get("CLAW_NOW")
     if pinned:
-        when = dt.datetime.fromisoformat(pinned)
+        try:
+            when = dt.datetime.fromisoformat(pinned)
+        except ValueError:
+            raise UsageError(
+                f"CLAW_NOW={pinned!r} is not an ISO 8601 time (e.g. 2026-11-22T23:00:00+01:00)"
+            ) from None
         return when if when.tzinfo else when.astimezone()
     return dt.datetime.now().astimezone()
 
@@ -99,8 +113,9 @@ class Runner:
         self.options = options
         self.progress = progress
         self.environ = dict(os.environ if environ is None else environ)
-        self.models = Models(project.config, self.environ, options.mode)
-        self.redact = Redactor([*self.models.secrets(), *secrets_from_env(self.environ)])
+        secrets = [*api_keys(project.config, self.environ), *secrets_from_env(self.environ)]
+        self.redact = Redactor(secrets)
+        self.models = Models(project.config, self.environ, options.mode, redact=self.redact)
 
     def plan(self) -> list[Job]:
         config = self.project.config
@@ -108,6 +123,8 @@ class Runner:
         return [job for name in names for job in expand(config, self.project.root, name)]
 
     def run(self) -> RunSummary:
+        """Run the planned jobs. Errors that stop the run (a replay miss, a template error,
+        Ctrl-C) end up in the summary; only a bug propagates."""
         jobs = self.plan()
         now = now_for_run(self.environ)
         summary = RunSummary(new_run_id(now))
@@ -122,17 +139,19 @@ class Runner:
             files=self.options.files,
             model_override=self.options.model,
         )
+        summary.exit_code = 1  # what the ledger says if a bug ends the run
         try:
             self._run_jobs(jobs, ctx, state, run_dir, summary)
-        finally:
             summary.exit_code = exit_code(summary.results)
-            status = {0: "ok", 1: "failed", 3: "limit", 130: "interrupted"}.get(
-                summary.exit_code, "error"
-            )
-            state.end_run(
-                summary.run_id, now_for_run(self.environ).isoformat(), status, summary.exit_code
-            )
+        except ClawError as e:
+            summary.exit_code, summary.error = e.exit_code, self.redact(str(e))
+        finally:
+            finished = now_for_run(self.environ).isoformat()
+            status = RUN_STATUS.get(summary.exit_code, "error")
+            state.end_run(summary.run_id, finished, status, summary.exit_code)
             state.close()
+            if run_dir.is_dir():
+                write_atomic(run_dir / "summary.json", json.dumps(envelope(summary), indent=2))
         return summary
 
     def _run_jobs(
@@ -157,16 +176,35 @@ class Runner:
     def _run_one(self, job: Job, ctx: RunContext, state: State, run_dir: Path) -> JobResult:
         started_wall = now_for_run(self.environ)
         state.start_job(run_dir.name, job.task, job.item or "", started_wall.isoformat())
-        transcript = Transcript(run_dir / f"{_safe(job.name)}.jsonl", self.redact)
+        transcript = Transcript(run_dir / transcript_name(job), self.redact)
         sink = JobSink(job, transcript, state, run_dir.name, self.progress)
         sink("start", job=job.name, task=job.task, item=job.item)
         self.progress.job_started(job)
         started = time.monotonic()
         try:
             outcome, status, reason, error = _attempt(ctx, job, sink)
-        except ReplayMismatch:
-            transcript.event("end", status="error")
+        except Exception as e:  # it stops the run: close the job's records first
+            message = self.redact(str(e))
+            transcript.event("end", status="error", error=message)
             transcript.close()
+            state.finish_job(
+                JobRecord(
+                    run_dir.name,
+                    job.task,
+                    job.item or "",
+                    "error",
+                    type(e).__name__,
+                    started_wall.isoformat(),
+                    round(time.monotonic() - started, 3),
+                    sink.usage.prompt_tokens,
+                    sink.usage.completion_tokens,
+                    sink.usage.cached_tokens,
+                    None,
+                    None,
+                    message,
+                    transcript.path.relative_to(self.project.root).as_posix(),
+                )
+            )
             raise
         result = JobResult(
             job=job,
@@ -178,7 +216,7 @@ class Runner:
             error=self.redact(error) if error else None,
             transcript=transcript.path.relative_to(self.project.root).as_posix(),
             text=outcome.text if outcome else "",
-            findings=_findings(outcome),
+            findings=tuple(self.redact(f) for f in _findings(outcome)),
         )
         transcript.event(
             "end", status=status, reason=reason, error=result.error, seconds=result.duration_s
@@ -254,16 +292,15 @@ Attempt = tuple["Outcome | None", str, "str | None", "str | None"]
 
 
 def _attempt(ctx: RunContext, job: Job, sink: JobSink) -> Attempt:
-    """Run the job; (outcome, status, reason, error). Only a replay miss propagates."""
+    """Run the job; (outcome, status, reason, error). What ends a job is caught here; what
+    ends the run (a clawfile or template error, a replay miss) propagates."""
     try:
         outcome = JobExecution(ctx, job, sink).execute()
     except KeyboardInterrupt:
         return None, "interrupted", "interrupted", "interrupted (Ctrl-C or SIGTERM)"
     except LimitExceeded as e:
         return None, "limit", str(e).split(":")[0], str(e)
-    except ReplayMismatch:
-        raise
-    except ClawError as e:
+    except TaskFailed as e:
         return None, "failed", type(e).__name__, str(e)
     ctx.upstream[job.task] = _upstream(ctx.upstream.get(job.task), outcome)
     if outcome.verdict is not None and not outcome.verdict.get("ok"):
@@ -283,8 +320,13 @@ def _findings(outcome: Outcome | None) -> tuple[str, ...]:
     return tuple(findings_text(outcome.verdict))
 
 
-def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_.[]" else "_" for c in name)[:150]
+def transcript_name(job: Job) -> str:
+    """A file name per job; fan-out items get a hash so that similar names never collide."""
+    safe = "".join(c if c.isalnum() or c in "-_.[]" else "_" for c in job.name)[:120]
+    if job.item is None:
+        return f"{safe}.jsonl"
+    digest = hashlib.sha256(job.item.encode()).hexdigest()[:8]
+    return f"{safe}-{digest}.jsonl"
 
 
 def _upstream(previous: Upstream | None, outcome: Outcome) -> Upstream:

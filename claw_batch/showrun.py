@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from claw_batch.errors import UsageError
+from claw_batch.state import State
 from claw_batch.transcript import read_events
 
 RESULT_LINES = 12
@@ -16,15 +17,25 @@ RESULT_CHARS = 1_500
 
 def run_dir(root: Path, run_id: str) -> Path:
     runs = root / ".claw" / "runs"
+    known = {p.name for p in runs.iterdir() if p.is_dir()} if runs.is_dir() else set()
     if run_id == "last":
-        found = sorted(p.name for p in runs.iterdir()) if runs.is_dir() else []
-        if not found:
-            raise UsageError("no runs yet: .claw/runs/ is empty")
-        run_id = found[-1]
-    path = runs / run_id
-    if not path.is_dir():
-        raise UsageError(f"no run '{run_id}' in {runs} (try `claw show last`)")
-    return path
+        run_id = _last_run(root) or ""
+        if run_id not in known:
+            raise UsageError("no runs yet in .claw/runs/")
+    if run_id not in known:  # a name, never a path: `show ../../x` reads nothing
+        raise UsageError(f"no run '{run_id}' in .claw/runs/ (try `claw show last`)")
+    return runs / run_id
+
+
+def _last_run(root: Path) -> str | None:
+    db = root / ".claw" / "state.db"
+    if not db.exists():
+        return None
+    state = State(db)
+    try:
+        return state.last_run_id()
+    finally:
+        state.close()
 
 
 def transcripts(directory: Path, task: str | None) -> list[Path]:

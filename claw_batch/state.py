@@ -5,7 +5,6 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -144,16 +143,9 @@ class State:
         )
 
     def last_run_id(self) -> str | None:
-        row = self.db.execute(
-            "SELECT id FROM runs ORDER BY started DESC, id DESC LIMIT 1"
-        ).fetchone()
+        """The run that started last (in this database's order: a pinned clock may lie)."""
+        row = self.db.execute("SELECT id FROM runs ORDER BY rowid DESC LIMIT 1").fetchone()
         return str(row["id"]) if row else None
-
-    def jobs(self, run_id: str) -> list[dict[str, Any]]:
-        rows = self.db.execute(
-            "SELECT * FROM jobs WHERE run_id = ? ORDER BY started, task, item", (run_id,)
-        )
-        return [dict(r) for r in rows]
 
 
 def last_statuses(path: Path) -> dict[str, str]:

@@ -22,7 +22,8 @@ class Reply:
     status: int = 200
     message: dict[str, Any] | None = None  # choices[0].message of a successful reply
     usage: tuple[int, int, int] = (10, 5, 0)  # prompt, completion, cached
-    body: dict[str, Any] | None = None  # sent as is (errors, deliberately odd replies)
+    body: object = None  # sent as is (errors, deliberately odd replies); bytes verbatim
+    chunks: tuple[object, ...] | None = None  # streamed as is; bytes verbatim
     headers: dict[str, str] = field(default_factory=dict)
     stall: float = 0.0  # seconds to stall before answering (after the first chunk if streaming)
 
@@ -57,8 +58,14 @@ def error(
     return Reply(status=status, body=body, headers=headers)
 
 
-def raw(body: dict[str, Any], *, status: int = 200) -> Reply:
-    return Reply(status=status, body=body)
+def raw(body: object, *, status: int = 200, content_type: str | None = None) -> Reply:
+    headers = {} if content_type is None else {"Content-Type": content_type}
+    return Reply(status=status, body=body, headers=headers)
+
+
+def raw_stream(*chunks: object) -> Reply:
+    """A streamed reply of exactly these chunks (then `[DONE]`)."""
+    return Reply(chunks=chunks)
 
 
 def hang(seconds: float, then: Reply | None = None) -> Reply:
@@ -66,7 +73,7 @@ def hang(seconds: float, then: Reply | None = None) -> Reply:
     return replace(then or text("(late reply)"), stall=seconds)
 
 
-def completion_body(reply: Reply, model: str, n: int) -> dict[str, Any]:
+def completion_body(reply: Reply, model: str, n: int) -> object:
     if reply.body is not None:
         return reply.body
     message = reply.message or {}
@@ -75,9 +82,10 @@ def completion_body(reply: Reply, model: str, n: int) -> dict[str, Any]:
     return {**_envelope(model, n, "chat.completion"), "choices": [choice], "usage": _usage(reply)}
 
 
-def stream_chunks(
-    reply: Reply, model: str, n: int, include_usage: bool
-) -> Iterator[dict[str, Any]]:
+def stream_chunks(reply: Reply, model: str, n: int, include_usage: bool) -> Iterator[object]:
+    if reply.chunks is not None:
+        yield from reply.chunks
+        return
     message = reply.message or {}
     envelope = _envelope(model, n, "chat.completion.chunk")
 
@@ -204,14 +212,11 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         self._json(404, {"error": {"message": f"no route GET {self.path}"}})
 
-    def _json(
-        self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None
-    ) -> None:
-        data = json.dumps(body).encode()
+    def _json(self, status: int, body: object, headers: dict[str, str] | None = None) -> None:
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
-        for name, value in (headers or {}).items():
+        for name, value in {"Content-Type": "application/json", **(headers or {})}.items():
             self.send_header(name, value)
         self.end_headers()
         self.wfile.write(data)
@@ -225,6 +230,7 @@ class _Handler(BaseHTTPRequestHandler):
         for i, chunk in enumerate(chunks):
             if i == 1 and self.server.fake.wait(reply.stall):
                 return  # a stalled stream: headers and the first chunk, then nothing
-            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            data = chunk if isinstance(chunk, bytes) else json.dumps(chunk).encode()
+            self.wfile.write(b"data: " + data + b"\n\n")
             self.wfile.flush()
         self.wfile.write(b"data: [DONE]\n\n")

@@ -19,6 +19,7 @@ from claw_batch.llm.cassette import (
 )
 from claw_batch.llm.openai_compat import OpenAICompatLLM
 from claw_batch.messages import ChatRequest, Completion, Message, ToolCall, ToolSpec, Usage
+from claw_batch.redact import Redactor
 
 # The system prompt as sent, and as replay keys read it (ChatRequest.key_messages).
 SYSTEM = "You are claw. Today is {today}.\n## AGENTS.md\nBe brief.\n## MEMORY.md\nShort answers."
@@ -109,6 +110,33 @@ def test_record_then_replay_through_the_real_adapter(tmp_path: Path) -> None:
     assert replayed == live
     assert live[1] == Completion(
         Message("assistant", "Category: invoice"), Usage(150, 5, 128), "stop", "m"
+    )
+
+
+def test_secrets_never_reach_a_cassette(tmp_path: Path) -> None:
+    secret = 'pa55-"word"-1234'  # quotes: escaped once inside arguments, twice in the file
+    redact = Redactor([secret])
+    asks = replace(TURN1, messages=(system(), Message("user", f"Log in with {secret} please")))
+    answer = Completion(
+        Message("assistant", f"Using {secret}", (ToolCall("c1", "login", json.dumps([secret])),)),
+        Usage(10, 2, 0),
+        "tool_calls",
+        "m",
+    )
+    live = RecordingLLM(ScriptedLLM(answer), tmp_path, redact=redact).complete(asks, deadline=0.0)
+    assert live == answer  # the run itself goes on with the real reply
+    stored = (tmp_path / "triage.json").read_text(encoding="utf-8")
+    for form in (secret, json.dumps(secret)[1:-1], json.dumps(json.dumps(secret))[1:-1]):
+        assert form not in stored
+    interaction = json.loads(stored)["interactions"][0]
+    assert interaction["request"]["messages"][1]["content"] == "Log in with [REDACTED] please"
+    assert interaction["key"] == request_key(asks, redact=redact) != request_key(asks)
+    replayed = ReplayLLM(tmp_path, redact=redact).complete(asks, deadline=0.0)
+    assert replayed == Completion(
+        Message("assistant", "Using [REDACTED]", (ToolCall("c1", "login", '["[REDACTED]"]'),)),
+        Usage(10, 2, 0),
+        "tool_calls",
+        "m",
     )
 
 

@@ -226,10 +226,13 @@ def test_key_pasted_in_api_key_env_is_refused_and_not_echoed(tmp_path: Path) -> 
     clawfile = f"""
         providers:
           groq:
+            base_url: https://api.groq.com/openai/v1
             api_key_env: gsk_Zx81kQ4wLmN2vB7cD9eF0gH3
           openrouter:
+            base_url: https://openrouter.ai/api/v1
             api_key_env: {SECRET}
           fine:
+            base_url: https://openrouter.ai/api/v1
             api_key_env: OPENROUTER_API_KEY
         tasks:
           a: {{prompt: hi}}
@@ -241,13 +244,184 @@ def test_key_pasted_in_api_key_env_is_refused_and_not_echoed(tmp_path: Path) -> 
     )
     assert message == "\n".join(
         [
-            f"clawfile.yaml:3: providers.groq.api_key_env: this looks like an API key "
+            f"clawfile.yaml:4: providers.groq.api_key_env: this looks like an API key "
             f"('gsk…'), {advice}",
-            f"clawfile.yaml:5: providers.openrouter.api_key_env: this looks like an API key "
+            f"clawfile.yaml:7: providers.openrouter.api_key_env: this looks like an API key "
             f"('sk-…'), {advice}",
         ]
     )
     assert "Zx81" not in message
+
+
+# --- providers -----------------------------------------------------------------------------
+
+
+def test_providers_need_an_http_base_url_without_credentials(tmp_path: Path) -> None:
+    # Without a base_url, local's key would go to OPENAI_BASE_URL or api.openai.com.
+    clawfile = """
+        providers:
+          local:
+            api_key_env: OLLAMA_API_KEY
+          groq:
+            base_url: api.groq.com/openai/v1
+          proxy:
+            base_url: https://me:hunter2@proxy.example/v1
+          openai:
+            max_concurrency: 2
+        tasks:
+          a: {prompt: hi}
+    """
+    message = error(tmp_path, clawfile)
+    assert message == "\n".join(
+        [
+            "clawfile.yaml:2: providers.local: missing required key 'base_url': the URL of "
+            "this provider's OpenAI-compatible API, e.g. base_url: http://localhost:11434/v1 "
+            "(only a provider named 'openai' may leave it out, to use OPENAI_BASE_URL or "
+            "api.openai.com)",
+            "clawfile.yaml:5: providers.groq.base_url: expected an http:// or https:// URL "
+            "such as 'http://localhost:11434/v1', got 'api.groq.com/openai/v1'",
+            "clawfile.yaml:7: providers.proxy.base_url: credentials in the URL are refused: "
+            "put the key in an environment variable and name that variable with api_key_env "
+            "(e.g. api_key_env: MY_API_KEY)",
+        ]
+    )
+    assert "hunter2" not in message
+
+
+# --- paths ---------------------------------------------------------------------------------
+
+INSIDE = "paths are relative to the project root"
+
+
+def test_paths_must_stay_inside_the_project(tmp_path: Path) -> None:
+    clawfile = """
+        tasks:
+          t:
+            prompt: ../p1/prompts/t.md
+            inputs: ["notes/*.md", "../p1/notes/*.md"]
+            foreach: /etc/*.conf
+            watch: "~/inbox/*.txt"
+            output: "../reports/{{ today }}.md"
+            outputs: ["ok/{{ today }}.md", "/tmp/{{ today }}.json", "out/{{ today }}/../../x"]
+            permissions:
+              write: ["workspace/**", "workspace/../../**", "{..,notes}/*"]
+    """
+    leaves = f"leaves the project; {INSIDE} and may not contain '..'"
+    assert error(tmp_path, clawfile) == "\n".join(
+        [
+            f"clawfile.yaml:3: tasks.t.prompt: '../p1/prompts/t.md' {leaves}",
+            f"clawfile.yaml:4: tasks.t.inputs[1]: '../p1/notes/*.md' {leaves}",
+            f"clawfile.yaml:5: tasks.t.foreach: '/etc/*.conf' is an absolute path; {INSIDE} "
+            "and may not start with '/'",
+            f"clawfile.yaml:6: tasks.t.watch[0]: '~/inbox/*.txt' starts with '~'; {INSIDE} "
+            "and '~' is not expanded",
+            f"clawfile.yaml:7: tasks.t.output: '../reports/{{{{ today }}}}.md' {leaves}",
+            "clawfile.yaml:8: tasks.t.outputs[1]: '/tmp/{{ today }}.json' is an absolute path; "
+            f"{INSIDE} and may not start with '/'",
+            f"clawfile.yaml:8: tasks.t.outputs[2]: 'out/{{{{ today }}}}/../../x' {leaves}",
+            f"clawfile.yaml:10: tasks.t.permissions.write[1]: 'workspace/../../**' {leaves}",
+            f"clawfile.yaml:10: tasks.t.permissions.write[2]: '{{..,notes}}/*' {leaves}",
+        ]
+    )
+
+
+def test_a_prompt_file_must_be_inside_the_project(tmp_path: Path) -> None:
+    clawfile = """
+        defaults:
+          inputs: /home/me/notes/*.md
+        tasks:
+          t:
+            prompt: /home/me/prompts/t.md
+    """
+    assert error(tmp_path, clawfile) == "\n".join(
+        [
+            "clawfile.yaml:2: defaults.inputs[0]: '/home/me/notes/*.md' is an absolute path; "
+            f"{INSIDE} and may not start with '/'",
+            "clawfile.yaml:5: tasks.t.prompt: '/home/me/prompts/t.md' is an absolute path; "
+            f"{INSIDE} and may not start with '/'",
+        ]
+    )
+
+
+def test_templated_and_dotted_paths_inside_the_project(tmp_path: Path) -> None:
+    # Only the literal text of a template is checked; `a..b` is a name, not a parent.
+    clawfile = """
+        workspace: ./work
+        tasks:
+          t:
+            prompt: prompts/t..v2.md
+            inputs: "./notes/a..b/*.md"
+            output: "{{ today }}/{{ task }}.md"
+            outputs: ["reports/{{ now.strftime('%Y/%m') }}/index.md"]
+    """
+    task = load(tmp_path, clawfile, {"prompts/t..v2.md": "hi\n"}).config.tasks["t"]
+    assert (task.output, task.inputs) == ("{{ today }}/{{ task }}.md", ["./notes/a..b/*.md"])
+
+
+@pytest.mark.parametrize(
+    ("workspace", "message"),
+    [
+        (
+            ".claw",
+            "'.claw' is in .claw/, which tools may never write; "
+            "use a directory of its own, such as 'workspace'",
+        ),
+        (
+            "./.git/ws",
+            "'./.git/ws' is in .git/, which tools may never write; "
+            "use a directory of its own, such as 'workspace'",
+        ),
+        ("../shared", f"'../shared' leaves the project; {INSIDE} and may not contain '..'"),
+        ("/srv/ws", f"'/srv/ws' is an absolute path; {INSIDE} and may not start with '/'"),
+        ("~/ws", f"'~/ws' starts with '~'; {INSIDE} and '~' is not expanded"),
+    ],
+)
+def test_workspace_must_be_a_directory_of_the_project(
+    tmp_path: Path, workspace: str, message: str
+) -> None:
+    clawfile = f"workspace: {workspace}\ntasks:\n  a: {{prompt: hi}}\n"
+    assert error(tmp_path, clawfile) == f"clawfile.yaml:1: workspace: {message}"
+
+
+# --- not supported yet ---------------------------------------------------------------------
+
+
+def test_usd_budgets_and_prices_are_refused_until_costs_are_counted(tmp_path: Path) -> None:
+    # Validated but not enforced: accepting them would let a user believe spending is capped.
+    clawfile = """
+        prices:
+          my-model: {input: 0.1, output: 0.4}
+        defaults:
+          budget: {per_day: 5}
+        tasks:
+          a:
+            prompt: hi
+            budget:
+              max_tokens: 1000
+              max_usd: 0.5
+              per_week: 20
+          b:
+            prompt: hi
+    """
+    usd = (
+        "not supported yet: budgets in USD come with cost accounting, which claw does not do "
+        "yet, so this would cap nothing; to cap a run today, use budget.max_tokens"
+    )
+    assert error(tmp_path, clawfile) == "\n".join(
+        [
+            "clawfile.yaml:1: prices: not supported yet: prices come with cost accounting, "
+            "which claw does not do yet; to cap a run today, use budget.max_tokens",
+            f"clawfile.yaml:4: defaults.budget.per_day: {usd}",
+            f"clawfile.yaml:10: tasks.a.budget.max_usd: {usd}",
+            f"clawfile.yaml:11: tasks.a.budget.per_week: {usd}",
+        ]
+    )
+
+
+def test_a_token_budget_is_valid_and_can_be_a_default(tmp_path: Path) -> None:
+    clawfile = "defaults:\n  budget: {max_tokens: 5000}\nprices: {}\ntasks:\n  a: {prompt: hi}\n"
+    budget = load(tmp_path, clawfile).config.tasks["a"].budget
+    assert budget is not None and budget.max_tokens == 5000
 
 
 # --- references between tasks --------------------------------------------------------------
@@ -510,7 +684,7 @@ FULL = """
           bash: ["git diff*"]
         schedule: "0 23 * * *"
         tz: Europe/Paris
-        budget: {max_tokens: 200000, max_usd: 0.5}
+        budget: {max_tokens: 200000}
       triage:
         prompt: "Triage {{ item.path }} ({{ item.stem }})."
         foreach: "workspace/inbox/*.txt"
@@ -533,7 +707,7 @@ def test_valid_clawfile_applies_defaults_where_tasks_are_silent(tmp_path: Path) 
     assert tasks["summary"].needs == ["collect"]
     assert tasks["summary"].permissions.bash == ["git diff*"]
     assert tasks["triage"].json_schema == {"type": "object", "required": ["label"]}
-    assert tasks["summary"].budget is not None and tasks["summary"].budget.max_usd == 0.5
+    assert tasks["summary"].budget is not None and tasks["summary"].budget.max_tokens == 200000
     assert project.config.default == ["summary"]
 
 

@@ -322,6 +322,12 @@ def test_replay_of_an_unrecorded_request_exits_2(tmp_path: Path, env: dict[str, 
     r = claw(root, "run", "--replay", env={"CLAW_NOW": NOW})
     assert r.exit_code == 2
     assert "summary" in r.stderr and "messages[1].content" in r.stderr
+    db = sqlite3.connect(root / ".claw/state.db")
+    runs = db.execute("SELECT status, exit_code FROM runs ORDER BY rowid").fetchall()
+    assert runs == [("ok", 0), ("error", 2)]
+    jobs = db.execute("SELECT status, reason FROM jobs ORDER BY rowid").fetchall()
+    assert jobs == [("ok", None), ("error", "ReplayMismatch")]
+    db.close()
 
 
 def test_list_validate_show(tmp_path: Path, server: FakeOpenAI, env: dict[str, str]) -> None:
@@ -350,3 +356,83 @@ def test_init_scaffolds_a_valid_project(tmp_path: Path) -> None:
     assert claw(tmp_path / "new", "validate").exit_code == 0
     again = CliRunner().invoke(main, ["init", str(tmp_path / "new")])
     assert "kept" in again.stderr
+
+
+def test_template_error_at_run_time_exits_2_and_is_recorded(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    root = make_project(
+        tmp_path / "p",
+        """
+        version: 1
+        tasks:
+          t: {prompt: "{{ read('missing.md') }}", output: out.md}
+    """,
+    )
+    r = claw(root, "run", "--json", env=env)
+    assert r.exit_code == 2
+    assert (
+        r.stderr.splitlines()[-1].startswith(
+            "claw: clawfile.yaml:tasks.t.prompt: refused: missing.md"
+        )
+        or "missing.md" in r.stderr.splitlines()[-1]
+    )
+    doc = json.loads(r.stdout)
+    assert doc["exit_code"] == 2 and "missing.md" in doc["error"]
+    db = sqlite3.connect(root / ".claw/state.db")
+    assert db.execute("SELECT status, exit_code FROM runs").fetchall() == [("error", 2)]
+    assert db.execute("SELECT status, reason FROM jobs").fetchall() == [("error", "ClawfileError")]
+    db.close()
+
+
+def test_output_that_is_a_directory_fails_the_job(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    root = make_project(
+        tmp_path / "p",
+        """
+        version: 1
+        tasks:
+          t: {prompt: go, output: notes, permissions: {write: ["notes/**"]}}
+    """,
+        {"notes/keep.md": "kept\n"},
+    )
+    server.enqueue(text("answer"))
+    r = claw(root, "run", env=env)
+    assert r.exit_code == 1
+    assert "output notes:" in r.stderr
+    assert (root / "notes/keep.md").read_text() == "kept\n"
+
+
+def test_json_when_there_is_nothing_to_run(tmp_path: Path) -> None:
+    root = make_project(
+        tmp_path / "p",
+        """
+        version: 1
+        tasks:
+          t: {prompt: "{{ item.path }}", foreach: "inbox/*.txt"}
+    """,
+    )
+    r = claw(root, "run", "--json")
+    assert r.exit_code == 0
+    assert json.loads(r.stdout)["jobs"] == []
+    assert r.stderr == "claw: nothing to run\n"
+
+
+def test_missing_directory_for_C_is_a_usage_error(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from claw_batch.cli import main
+
+    r = CliRunner().invoke(main, ["run", "-C", str(tmp_path / "typo")])
+    assert r.exit_code == 2
+    assert "does not exist" in r.stderr
+
+
+def test_show_takes_run_names_not_paths(tmp_path: Path) -> None:
+    root = make_project(tmp_path / "p", SIMPLE)
+    r = claw(root, "show", "../../etc")
+    assert (r.exit_code, r.stderr) == (
+        2,
+        "claw: no run '../../etc' in .claw/runs/ (try `claw show last`)\n",
+    )

@@ -151,3 +151,12 @@ def test_requests_carry_tools_and_settings(tmp_path: Path) -> None:
     (request,) = llm.requests
     assert (request.model, request.temperature, request.job) == ("qwen", 0.2, "t[x]")
     assert [t.name for t in request.tools] == ["read", "ls"]
+
+
+def test_budget_stops_before_the_call_that_would_cross_it(tmp_path: Path) -> None:
+    (tmp_path / "big.txt").write_text("word " * 2_000)
+    llm = ScriptedLLM(calls(("read", {"path": "big.txt"})), say("never asked"))
+    loop, _ = make_loop(tmp_path, llm, max_tokens=1_500)
+    with pytest.raises(LimitExceeded, match=r"^budget: the next model call \(~\d"):
+        loop.run(start())
+    assert len(llm.requests) == 1  # the second call, with the 10 KB result, was never made

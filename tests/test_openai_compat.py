@@ -8,7 +8,17 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
-from fake_openai import FakeOpenAI, Reply, call, error, hang, raw, text, tool_calls
+from fake_openai import (
+    FakeOpenAI,
+    Reply,
+    call,
+    error,
+    hang,
+    raw,
+    raw_stream,
+    text,
+    tool_calls,
+)
 
 from claw_batch.errors import LimitExceeded, ModelError
 from claw_batch.llm.openai_compat import OpenAICompatLLM, backoff, retry_after
@@ -186,6 +196,215 @@ def test_tolerates_missing_content_usage_and_tool_call_ids(srv: FakeOpenAI) -> N
     )
 
 
+def reply_of(message: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    choice = {"index": 0, "message": message, "finish_reason": "stop"}
+    return {"model": "local", "choices": [choice], **extra}
+
+
+def one_call(function: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "tool_calls": [{"id": "c1", "type": "function", "function": function}],
+    }
+
+
+def asked_for(name: str, arguments: str) -> Message:
+    return Message("assistant", None, (ToolCall("c1", name, arguments),))
+
+
+WHOLE = pytest.mark.parametrize("stream", [False, True], ids=["whole", "json_to_a_stream_request"])
+LENIENT = {
+    "arguments_as_an_object": (
+        one_call({"name": "read", "arguments": {"path": "a.txt"}}),
+        asked_for("read", '{"path": "a.txt"}'),
+    ),
+    "arguments_as_an_array": (
+        one_call({"name": "read", "arguments": ["a.txt"]}),
+        asked_for("read", '["a.txt"]'),
+    ),
+    "an_empty_tool_name": (one_call({"name": "", "arguments": "{}"}), asked_for("", "{}")),
+    "content_as_parts": (
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "Hello, "},
+                {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}},
+                {"type": "text", "text": "world."},
+            ],
+        },
+        Message("assistant", "Hello, world."),
+    ),
+    "no_content_at_all": ({"role": "assistant"}, Message("assistant", None)),
+}
+
+
+@WHOLE
+@pytest.mark.parametrize(("message", "expected"), LENIENT.values(), ids=LENIENT.keys())
+def test_lenient_where_endpoints_differ_harmlessly(
+    srv: FakeOpenAI, message: dict[str, Any], expected: Message, stream: bool
+) -> None:
+    srv.enqueue(raw(reply_of(message)))
+    assert ask(make_llm(srv, stream=stream)) == Completion(expected, Usage(), "stop", "local")
+
+
+@WHOLE
+def test_token_counts_that_are_not_integers_count_as_zero(srv: FakeOpenAI, stream: bool) -> None:
+    odd = {"prompt_tokens": 12, "completion_tokens": "3", "prompt_tokens_details": "none"}
+    srv.enqueue(
+        raw(reply_of({"role": "assistant", "content": "a"}, usage=odd)),
+        raw(reply_of({"role": "assistant", "content": "b"}, usage=[1, 2])),
+        raw(reply_of({"role": "assistant", "content": "c"}, usage={"prompt_tokens": 1.5})),
+    )
+    llm = make_llm(srv, stream=stream)
+    assert [ask(llm).usage for _ in range(3)] == [Usage(12, 0, 0), Usage(), Usage()]
+
+
+def chunk(delta: object, finish: str | None = None, **extra: Any) -> dict[str, Any]:
+    choice = {"index": 0, "delta": delta, "finish_reason": finish}
+    return {"model": "local", "choices": [choice], **extra}
+
+
+def test_lenient_streamed_chunks(srv: FakeOpenAI) -> None:
+    srv.enqueue(
+        raw_stream(
+            chunk({"role": "assistant", "content": [{"type": "text", "text": "Let me look."}]}),
+            chunk(None),
+            chunk({"tool_calls": [{"index": 0, "id": "c1", "function": {"name": "read"}}]}),
+            chunk({"tool_calls": [{"index": 0, "function": {"arguments": {"path": "a.txt"}}}]}),
+            chunk({"tool_calls": [{"index": 1, "function": {"name": "", "arguments": None}}]}),
+            chunk({}, "tool_calls"),
+            {
+                "model": "local",
+                "choices": [],
+                "usage": {"prompt_tokens": 9, "completion_tokens": "5"},
+            },
+        )
+    )
+    calls = (ToolCall("c1", "read", '{"path": "a.txt"}'), ToolCall("call_1", "", ""))
+    assert ask(make_llm(srv, stream=True)) == Completion(
+        Message("assistant", "Let me look.", calls), Usage(9, 0, 0), "tool_calls", "local"
+    )
+
+
+def with_message(**fields: object) -> dict[str, Any]:
+    return {"choices": [{"index": 0, "message": {"role": "assistant", **fields}}]}
+
+
+MALFORMED = {
+    "choices_missing": ({"id": "chatcmpl-1"}, "choices is missing"),
+    "choices_null": ({"choices": None}, "choices is missing"),
+    "choices_empty": ({"choices": []}, "choices is empty"),
+    "choices_not_a_list": ({"choices": {"0": {}}}, 'choices is not a list: {"0": {}}'),
+    "choice_not_an_object": ({"choices": ["hi"]}, 'choices[0] is not an object: "hi"'),
+    "message_missing": ({"choices": [{"index": 0}]}, "choices[0].message is missing"),
+    "message_not_an_object": (
+        {"choices": [{"message": "hi"}]},
+        'choices[0].message is not an object: "hi"',
+    ),
+    "tool_calls_not_a_list": (
+        with_message(tool_calls={"name": "read"}),
+        'choices[0].message.tool_calls is not a list: {"name": "read"}',
+    ),
+    "tool_call_not_an_object": (
+        with_message(tool_calls=["read"]),
+        'choices[0].message.tool_calls[0] is not an object: "read"',
+    ),
+    "function_missing": (
+        with_message(tool_calls=[{"id": "c1"}]),
+        "choices[0].message.tool_calls[0].function is missing",
+    ),
+    "name_not_a_string": (
+        with_message(tool_calls=[{"function": {"name": 7, "arguments": "{}"}}]),
+        "choices[0].message.tool_calls[0].function.name is not a string: 7",
+    ),
+    "content_neither_text_nor_parts": (
+        with_message(content={"text": "hi"}),
+        'choices[0].message.content is not a string or a list of parts: {"text": "hi"}',
+    ),
+    "a_part_without_text": (
+        with_message(content=[{"type": "text"}]),
+        "choices[0].message.content[0].text is missing",
+    ),
+    "a_list": ([{"choices": []}], 'the reply is not a JSON object: [{"choices": []}]'),
+    "a_string": ("hello", 'the reply is not a JSON object: "hello"'),
+    "a_long_one": (
+        ["x" * 100],
+        'the reply is not a JSON object: ["' + "x" * 58 + "...",
+    ),
+    "an_error_with_status_200": (
+        {"error": {"message": "upstream overloaded", "code": 502}},
+        "choices is missing; the reply is an error: upstream overloaded",
+    ),
+    "not_json": (b'{"choices": [', 'not JSON: "{\\"choices\\": ["'),
+}
+
+
+@WHOLE
+@pytest.mark.parametrize(("body", "what"), MALFORMED.values(), ids=MALFORMED.keys())
+def test_a_malformed_reply_is_a_model_error(
+    srv: FakeOpenAI, body: object, what: str, stream: bool
+) -> None:
+    srv.enqueue(raw(body))
+    with pytest.raises(ModelError) as exc:
+        ask(make_llm(srv, stream=stream, sleep=Sleeps()))
+    assert str(exc.value) == f"model 'gpt-test' at {srv.base_url}: malformed reply: {what}"
+    assert len(srv.requests) == 1  # not retried: the same endpoint would answer the same
+
+
+FIRST = chunk({"role": "assistant", "content": "Hi"})
+MALFORMED_STREAMS = {
+    "a_chunk_not_an_object": ((FIRST, [1, 2]), "stream chunk 2 is not an object: [1, 2]"),
+    "choices_not_a_list": (({"choices": "x"},), 'stream chunk 1: choices is not a list: "x"'),
+    "delta_not_an_object": (
+        (chunk("Hi"),),
+        'stream chunk 1: choices[0].delta is not an object: "Hi"',
+    ),
+    "tool_calls_not_a_list": (
+        (FIRST, chunk({"tool_calls": {"index": 0}})),
+        'stream chunk 2: choices[0].delta.tool_calls is not a list: {"index": 0}',
+    ),
+    "function_not_an_object": (
+        (chunk({"tool_calls": [{"index": 0, "function": "read"}]}),),
+        'stream chunk 1: choices[0].delta.tool_calls[0].function is not an object: "read"',
+    ),
+    "a_chunk_not_json": ((FIRST, b"{oops"), 'not JSON: "{oops"'),
+    "no_chunk": ((), "the stream ended without a chunk"),
+}
+
+
+@pytest.mark.parametrize(
+    ("chunks", "what"), MALFORMED_STREAMS.values(), ids=MALFORMED_STREAMS.keys()
+)
+def test_a_malformed_stream_is_a_model_error(
+    srv: FakeOpenAI, chunks: tuple[object, ...], what: str
+) -> None:
+    srv.enqueue(raw_stream(*chunks))
+    with pytest.raises(ModelError) as exc:
+        ask(make_llm(srv, stream=True, sleep=Sleeps()))
+    assert str(exc.value) == f"model 'gpt-test' at {srv.base_url}: malformed reply: {what}"
+    assert len(srv.requests) == 1
+
+
+def test_a_web_page_instead_of_a_reply(srv: FakeOpenAI) -> None:
+    srv.enqueue(raw(b"<html><body>Bad gateway</body></html>", content_type="text/html"))
+    with pytest.raises(ModelError) as exc:
+        ask(make_llm(srv))
+    assert str(exc.value) == (
+        f"model 'gpt-test' at {srv.base_url}: malformed reply: "
+        'the reply is not a JSON object: "<html><body>Bad gateway</body></html>"'
+    )
+
+
+def test_a_malformed_reply_never_shows_the_key(srv: FakeOpenAI) -> None:
+    srv.enqueue(raw({"choices": "echo sk-secret-123"}))
+    with pytest.raises(ModelError) as exc:
+        ask(make_llm(srv, api_key="sk-secret-123"))
+    assert str(exc.value) == (
+        f"model 'gpt-test' at {srv.base_url}: malformed reply: "
+        'choices is not a list: "echo [REDACTED]"'
+    )
+
+
 def test_429_waits_as_long_as_retry_after_says(srv: FakeOpenAI) -> None:
     sleeps = Sleeps()
     srv.enqueue(error(429, "Rate limit reached", retry_after=7), text("ok"))
@@ -223,7 +442,7 @@ def test_401_fails_at_once_and_never_shows_the_key(srv: FakeOpenAI) -> None:
     with pytest.raises(ModelError) as exc:
         ask(llm)
     assert str(exc.value) == (
-        f"model 'gpt-test' at {srv.base_url}: HTTP 401: Incorrect API key provided: ***.; "
+        f"model 'gpt-test' at {srv.base_url}: HTTP 401: Incorrect API key provided: [REDACTED].; "
         "check the API key in $OPENAI_API_KEY / the provider's api_key_env"
     )
     assert "sk-secret-123" not in str(exc.value)
@@ -316,15 +535,15 @@ def test_connection_errors_are_retried_then_reported() -> None:
     assert len(sleeps) == 1
 
 
-def test_falls_back_to_the_environment_and_a_placeholder_key(
-    srv: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
+def test_never_reads_the_environment(srv: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-the-environment")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
     srv.enqueue(text("one"), text("two"))
-    ask(OpenAICompatLLM(base_url=None, api_key=None))
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
-    ask(OpenAICompatLLM(base_url=None, api_key=None))
-    assert [h["authorization"] for h in srv.headers] == ["Bearer sk-no-key", "Bearer sk-from-env"]
+    ask(OpenAICompatLLM(base_url=srv.base_url, api_key=None))
+    ask(OpenAICompatLLM(base_url=srv.base_url, api_key=""))
+    assert [h["authorization"] for h in srv.headers] == ["Bearer sk-no-key"] * 2
+    default = OpenAICompatLLM(base_url=None, api_key=None)
+    assert str(default._client.base_url) == "https://api.openai.com/v1/"
 
 
 def test_the_fake_says_when_its_script_ran_out(srv: FakeOpenAI) -> None:

@@ -51,9 +51,17 @@ def test_git_staged_content_comes_from_the_index(tmp_path: Path) -> None:
     info = GitInfo(tmp_path)
     assert info.staged_files == ["app.py"]
     assert "+a = 2" in info.staged_diff and "a = 3" not in info.staged_diff
+    assert info.staged_diff.startswith('<untrusted-data source="git diff --cached" id="')
     assert len(info.head) == 40
 
 
 def test_git_outside_a_repository_is_empty(tmp_path: Path) -> None:
     info = GitInfo(tmp_path)
-    assert (info.staged_files, info.staged_diff, info.head) == ([], "", "")
+    assert (info.staged_files, info.head) == ([], "")
+
+
+def test_runtime_errors_in_templates_are_clawfile_errors(tmp_path: Path) -> None:
+    with pytest.raises(ClawfileError, match=r"^p\.md: ZeroDivisionError: division by zero$"):
+        render("{{ 1 / 0 }}", "p.md", {}, root=tmp_path)
+    with pytest.raises(ClawfileError, match="leaves the project"):
+        render("{{ glob('/etc/*') }}", "p.md", {}, root=tmp_path)

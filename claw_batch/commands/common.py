@@ -22,7 +22,7 @@ def project_options(fn: F) -> F:
         click.option(
             "-C",
             "directory",
-            type=click.Path(file_okay=False, path_type=Path),
+            type=click.Path(exists=True, file_okay=False, path_type=Path),
             help="Run as if claw was started in DIR.",
         ),
         click.option(
@@ -54,7 +54,9 @@ def handle_errors(fn: Callable[..., int | None]) -> Callable[..., None]:
         try:
             code = fn(*args, **kwargs)
         except ClawError as e:
-            click.echo(f"claw: {e}", err=True)
+            from claw_batch.redact import redact_environment
+
+            click.echo(f"claw: {redact_environment(str(e))}", err=True)
             sys.exit(e.exit_code)
         except KeyboardInterrupt:
             click.echo("claw: interrupted", err=True)

@@ -50,10 +50,10 @@ def run(
     Each job's final answer goes to the task's `output`, an entry to today's daily note
     and a transcript to .claw/runs/<run-id>/.
     """
-    from claw_batch.llm.providers import Mode
+    from claw_batch.endpoints import Mode
     from claw_batch.progress import Progress
     from claw_batch.report import envelope
-    from claw_batch.runner import Runner, RunOptions
+    from claw_batch.runner import Runner, RunOptions, RunSummary
 
     if record and replay:
         raise UsageError("--record and --replay exclude each other")
@@ -73,9 +73,12 @@ def run(
     runner = Runner(project, options, progress=progress)
     if not runner.plan():
         progress.message("claw: nothing to run")
-        return 0
-    signal.signal(signal.SIGTERM, _interrupt)  # a service manager's stop is a Ctrl-C
-    summary = runner.run()
+        summary = RunSummary(run_id="")
+    else:
+        signal.signal(signal.SIGTERM, _interrupt)  # a service manager's stop is a Ctrl-C
+        summary = runner.run()
+    if summary.error:
+        click.echo(f"claw: {summary.error}", err=True)
     if as_json:
         click.echo(json.dumps(envelope(summary), indent=2))
     return summary.exit_code

@@ -4,6 +4,10 @@ One file per task, `<dir>/<task>.json`, pretty-printed so that a re-recording re
 diff. A request is looked up by the sha256 of its canonical form: model, messages, tools and
 temperature, where the first messages read as `request.key_messages` (with placeholders for
 the date, time, daily notes and project location), so that a recording replays on any day.
+
+Cassettes are committed, so every string of a stored request and response goes through
+`redact` first, and keys are computed from the redacted request, recording and replaying
+alike: a replay with the same secrets at hand finds its recordings.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import hashlib
 import json
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +29,10 @@ from claw_batch.messages import ChatRequest, Completion, Message, ToolCall, Usag
 VERSION = 1
 EXCERPT = 60  # characters of recorded / current text shown around a difference
 _ABSENT = object()
+
+
+def _as_is(text: str) -> str:
+    return text
 
 
 def task_of(job: str) -> str:
@@ -47,8 +55,19 @@ def canonical_request(request: ChatRequest) -> dict[str, Any]:
     }
 
 
-def request_key(request: ChatRequest) -> str:
-    return _key_of(canonical_request(request))
+def request_key(request: ChatRequest, *, redact: Callable[[str], str] = _as_is) -> str:
+    return _key_of(redacted(canonical_request(request), redact))
+
+
+def redacted(value: Any, redact: Callable[[str], str]) -> Any:
+    """`value` with `redact` applied to every string in it (not to dict keys)."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {k: redacted(v, redact) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redacted(v, redact) for v in value]
+    return value
 
 
 def message_json(message: Message) -> dict[str, Any]:
@@ -95,15 +114,16 @@ class Recording:
 class ReplayLLM:
     """Answers from recordings; never touches the network."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *, redact: Callable[[str], str] = _as_is) -> None:
         self.directory = directory
+        self._redact = redact
         self._lock = threading.Lock()
         self._recordings: dict[str, list[Recording]] | None = None  # by task
         self._by_key: dict[str, Completion] = {}
 
     def complete(self, request: ChatRequest, *, deadline: float) -> Completion:
         recordings = self._load()
-        canonical = canonical_request(request)
+        canonical = redacted(canonical_request(request), self._redact)
         key = _key_of(canonical)
         task = task_of(request.job)
         for recording in recordings.get(task, ()):
@@ -130,21 +150,24 @@ class ReplayLLM:
 class RecordingLLM:
     """Calls `inner` and stores every interaction, replacing an earlier one of the same key."""
 
-    def __init__(self, inner: LLM, directory: Path) -> None:
+    def __init__(
+        self, inner: LLM, directory: Path, *, redact: Callable[[str], str] = _as_is
+    ) -> None:
         self.inner = inner
         self.directory = directory
+        self._redact = redact
         self._lock = threading.Lock()
         self._files: dict[Path, dict[str, dict[str, Any]]] = {}  # interactions by key
 
     def complete(self, request: ChatRequest, *, deadline: float) -> Completion:
         completion = self.inner.complete(request, deadline=deadline)
-        canonical = canonical_request(request)
+        canonical = redacted(canonical_request(request), self._redact)
         key = _key_of(canonical)
         interaction = {
             "key": key,
-            "job": request.job,
+            "job": self._redact(request.job),
             "request": canonical,
-            "response": completion_json(completion),
+            "response": redacted(completion_json(completion), self._redact),
         }
         path = self.directory / f"{task_of(request.job)}.json"
         with self._lock:

@@ -9,20 +9,22 @@ from __future__ import annotations
 
 import concurrent.futures
 import email.utils
-import os
+import json
 import random
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import openai
-from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from claw_batch.errors import LimitExceeded, ModelError
-from claw_batch.messages import ChatRequest, Completion, Message, ToolCall, ToolSpec, Usage
+from claw_batch.llm import wire
+from claw_batch.messages import ChatRequest, Completion
+from claw_batch.redact import Redactor
 
+NO_KEY = "sk-no-key"  # what keyless local servers (Ollama, llama.cpp) are sent
+DEFAULT_BASE_URL = "https://api.openai.com/v1"  # the SDK's, without its $OPENAI_BASE_URL
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 BACKOFF_BASE = 1.0
 BACKOFF_CAP = 60.0
@@ -56,9 +58,13 @@ class OpenAICompatLLM:
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        # Local endpoints (Ollama, llama.cpp) want no key, but the SDK insists on one.
-        self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or "sk-no-key"
-        self._client = openai.OpenAI(base_url=base_url, api_key=self._api_key, max_retries=0)
+        # Always an explicit key and URL: given none, the SDK would read $OPENAI_API_KEY and
+        # $OPENAI_BASE_URL, and the caller decides which environment counts.
+        self._client = openai.OpenAI(
+            base_url=base_url or DEFAULT_BASE_URL, api_key=api_key or NO_KEY, max_retries=0
+        )
+        # Some endpoints echo the key they refused; it must never reach a log or a terminal.
+        self._redact = Redactor([api_key] if api_key else [])
         self._stream = stream
         self._request_timeout = request_timeout
         self._connect_timeout = connect_timeout
@@ -75,7 +81,10 @@ class OpenAICompatLLM:
             except openai.APIConnectionError as exc:  # includes APITimeoutError
                 failure = _Retryable(f"connection error: {exc.message}", None)
             except openai.OpenAIError as exc:
-                raise ModelError(self._where(request) + f": {self._redact(str(exc))}") from None
+                raise ModelError(f"{self._where(request)}: {self._redact(str(exc))}") from None
+            except wire.MalformedReply as exc:
+                detail = self._redact(str(exc))
+                raise ModelError(f"{self._where(request)}: malformed reply: {detail}") from None
             if self._clock() >= deadline:  # e.g. the SDK's own timeout, capped at the deadline
                 raise LimitExceeded(TIMEOUT)
             if attempt == self._max_attempts:
@@ -108,36 +117,39 @@ class OpenAICompatLLM:
         timeout = openai.Timeout(
             min(self._request_timeout, remaining), connect=min(self._connect_timeout, remaining)
         )
-        # Post the wire body ourselves: `chat.completions.create` re-walks every message with
-        # the SDK's TypedDict transformer on each call, which grows with the conversation.
-        body: dict[str, Any] = {
-            "model": request.model,
-            "messages": [wire_message(m) for m in request.messages],
-        }
-        if request.tools:
-            body["tools"] = [wire_tool(t) for t in request.tools]
-        if request.temperature is not None:
-            body["temperature"] = request.temperature
         options: openai.RequestOptions = {"timeout": timeout, "security": {"bearer_auth": True}}
-        post = self._client.post
-        if not self._stream:
-            response = post("/chat/completions", cast_to=ChatCompletion, body=body, options=options)
-            if not isinstance(response, openai.BaseModel):  # the SDK's answer to non-JSON
-                raise ModelError(f"{self._where(request)}: not a chat completion: {response:.200}")
-            return completion_from_dict(response.to_dict())
-        body |= {"stream": True, "stream_options": {"include_usage": True}}
-        chunks = post(
+        # Post the wire body ourselves: `chat.completions.create` re-walks every message with
+        # the SDK's TypedDict transformer on each call, which grows with the conversation. And
+        # take the reply as plain JSON (`cast_to=object`): `wire` reads it, odd shapes included.
+        body = wire.request_body(request, stream=self._stream)
+        try:
+            if not self._stream:
+                reply = self._client.post(
+                    "/chat/completions", cast_to=object, body=body, options=options
+                )
+                return wire.completion_from_reply(reply)
+            return self._streamed(body, options, deadline)
+        except json.JSONDecodeError as exc:  # raised by the SDK as it decodes a body or chunk
+            raise wire.MalformedReply(f"not JSON: {wire.excerpt(exc.doc)}") from None
+
+    def _streamed(
+        self, body: dict[str, object], options: openai.RequestOptions, deadline: float
+    ) -> Completion:
+        chunks = self._client.post(
             "/chat/completions",
-            cast_to=ChatCompletion,
+            cast_to=object,
             body=body,
             options=options,
             stream=True,
-            stream_cls=openai.Stream[ChatCompletionChunk],
+            stream_cls=openai.Stream[object],
         )
         with chunks:
-            return completion_from_chunks(self._until(deadline, (c.to_dict() for c in chunks)))
+            if chunks.response.headers.get("content-type", "").startswith("application/json"):
+                # An endpoint that ignores `stream` and answers with the whole reply.
+                return wire.completion_from_reply(json.loads(chunks.response.read()))
+            return wire.completion_from_chunks(self._until(deadline, chunks))
 
-    def _until(self, deadline: float, chunks: Iterable[dict[str, Any]]) -> Iterable[dict[str, Any]]:
+    def _until(self, deadline: float, chunks: Iterable[object]) -> Iterator[object]:
         # Lets an abandoned thread stop reading a trickling stream once the deadline passed.
         for chunk in chunks:
             if self._clock() > deadline:
@@ -174,10 +186,6 @@ class OpenAICompatLLM:
 
     def _where(self, request: ChatRequest) -> str:
         return f"model {request.model!r} at {str(self._client.base_url).rstrip('/')}"
-
-    def _redact(self, text: str) -> str:
-        # Some endpoints echo the key they refused; it must never reach a log or a terminal.
-        return text.replace(self._api_key, "***") if len(self._api_key) >= 4 else text
 
 
 def backoff(attempt: int) -> float:
@@ -219,88 +227,3 @@ def _error_detail(exc: openai.APIStatusError) -> str:
     text = str(message or exc.message or "no error message").strip()
     text = " ".join(text.split())  # one line
     return text if len(text) <= 300 else text[:297] + "..."
-
-
-def wire_message(message: Message) -> dict[str, Any]:
-    content = message.content
-    if content is None and message.role != "assistant":
-        content = ""  # only an assistant message (with tool calls) may go without content
-    wire: dict[str, Any] = {"role": message.role, "content": content}
-    if message.tool_calls:
-        wire["tool_calls"] = [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-            for c in message.tool_calls
-        ]
-    if message.tool_call_id is not None:
-        wire["tool_call_id"] = message.tool_call_id
-    return wire
-
-
-def wire_tool(tool: ToolSpec) -> dict[str, Any]:
-    function = {"name": tool.name, "description": tool.description, "parameters": tool.parameters}
-    return {"type": "function", "function": function}
-
-
-def completion_from_dict(data: Mapping[str, Any]) -> Completion:
-    choices = data.get("choices") or []
-    if not choices:
-        raise ModelError(f"the model endpoint answered without a choice: {str(data)[:200]}")
-    choice = choices[0]
-    wire = choice.get("message") or {}
-    calls = tuple(
-        _tool_call(c.get("id"), c.get("function") or {}, n)
-        for n, c in enumerate(wire.get("tool_calls") or [])
-    )
-    message = Message("assistant", wire.get("content"), calls)
-    return Completion(
-        message, usage_from(data.get("usage")), choice.get("finish_reason"), _model(data)
-    )
-
-
-def completion_from_chunks(chunks: Iterable[Mapping[str, Any]]) -> Completion:
-    content: list[str] = []
-    calls: dict[int, dict[str, Any]] = {}
-    usage, finish, model = Usage(), None, ""
-    for chunk in chunks:
-        model = _model(chunk) or model
-        if chunk.get("usage"):
-            usage = usage_from(chunk["usage"])
-        for choice in chunk.get("choices") or []:
-            delta = choice.get("delta") or {}
-            content.append(delta.get("content") or "")
-            for n, piece in enumerate(delta.get("tool_calls") or []):
-                _merge_call(calls.setdefault(piece.get("index", n), {}), piece)
-            finish = choice.get("finish_reason") or finish
-    tool_calls = tuple(
-        _tool_call(c.get("id"), c, n) for n, c in enumerate(calls[i] for i in sorted(calls))
-    )
-    text = "".join(content) or (None if tool_calls else "")
-    return Completion(Message("assistant", text, tool_calls), usage, finish, model)
-
-
-def _merge_call(acc: dict[str, Any], piece: Mapping[str, Any]) -> None:
-    function = piece.get("function") or {}
-    if piece.get("id"):
-        acc["id"] = piece["id"]
-    if function.get("name") and not acc.get("name"):
-        acc["name"] = function["name"]
-    acc["arguments"] = acc.get("arguments", "") + (function.get("arguments") or "")
-
-
-def _tool_call(id: str | None, function: Mapping[str, Any], n: int) -> ToolCall:
-    return ToolCall(id or f"call_{n}", function.get("name") or "", function.get("arguments") or "")
-
-
-def usage_from(usage: Mapping[str, Any] | None) -> Usage:
-    if not usage:
-        return Usage()
-    details = usage.get("prompt_tokens_details") or {}
-    return Usage(
-        usage.get("prompt_tokens") or 0,
-        usage.get("completion_tokens") or 0,
-        details.get("cached_tokens") or 0,
-    )
-
-
-def _model(data: Mapping[str, Any]) -> str:
-    return str(data.get("model") or "")

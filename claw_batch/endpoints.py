@@ -5,7 +5,7 @@ when a model is really called."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,36 +24,46 @@ class Mode:
     cassettes: Path = Path("cassettes")
 
 
+def api_keys(config: Clawfile, environ: Mapping[str, str]) -> list[str]:
+    """The API keys this project can use: redacted from every sink."""
+    names = {"OPENAI_API_KEY"} | {p.api_key_env for p in config.providers.values() if p.api_key_env}
+    return [environ[n] for n in sorted(names) if environ.get(n)]
+
+
 class Models:
-    def __init__(self, config: Clawfile, environ: Mapping[str, str], mode: Mode) -> None:
+    def __init__(
+        self,
+        config: Clawfile,
+        environ: Mapping[str, str],
+        mode: Mode,
+        *,
+        redact: Callable[[str], str],
+    ) -> None:
         self.config = config
         self.environ = environ
         self.mode = mode
+        self.redact = redact  # cassettes are committed: no secret may reach them
         self._cache: dict[str, LLM] = {}
         self._lock = threading.Lock()
-
-    def secrets(self) -> list[str]:
-        """The API keys this project can use: redacted from every sink."""
-        names = {"OPENAI_API_KEY"} | {
-            p.api_key_env for p in self.config.providers.values() if p.api_key_env
-        }
-        return [self.environ[n] for n in sorted(names) if self.environ.get(n)]
 
     def get(self, model: str) -> tuple[LLM, str]:
         """The LLM that serves `model` and the model name the endpoint expects."""
         provider_name, _, name = resolve_model(self.config, model)
+        slot = "" if self.mode.replay else provider_name  # one replayer serves every provider
         with self._lock:
-            if provider_name not in self._cache:
-                self._cache[provider_name] = self._make(provider_name)
-            return self._cache[provider_name], name
+            if slot not in self._cache:
+                self._cache[slot] = self._make(provider_name)
+            return self._cache[slot], name
 
     def _make(self, provider_name: str) -> LLM:
         from claw_batch.llm.cassette import RecordingLLM, ReplayLLM
 
         if self.mode.replay:
-            return ReplayLLM(self.mode.cassettes)
+            return ReplayLLM(self.mode.cassettes, redact=self.redact)
         llm = self._endpoint(provider_name)
-        return RecordingLLM(llm, self.mode.cassettes) if self.mode.record else llm
+        if self.mode.record:
+            return RecordingLLM(llm, self.mode.cassettes, redact=self.redact)
+        return llm
 
     def _endpoint(self, provider_name: str) -> LLM:
         from claw_batch.llm.openai_compat import OpenAICompatLLM
