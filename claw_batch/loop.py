@@ -95,7 +95,8 @@ class ToolLoop:
             self.on_event("correction", message=correction)
             messages.append(Message("user", correction))
         raise LimitExceeded(
-            f"max_steps: no final answer after {s.max_steps} model turns "
+            f"max_steps: no final answer after {s.max_steps} model "
+            f"turn{'' if s.max_steps == 1 else 's'} "
             "(raise max_steps or simplify the task)"
         )
 

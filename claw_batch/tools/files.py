@@ -14,7 +14,7 @@ from pydantic import Field
 from claw_batch import globs
 from claw_batch.atomic import write_atomic
 from claw_batch.errors import ToolError
-from claw_batch.paths import Policy
+from claw_batch.paths import NEVER_SEARCHED, Policy
 from claw_batch.tools.base import ToolContext
 
 MAX_LINES = 2000
@@ -23,7 +23,6 @@ MAX_FILE_BYTES = 50 * 1024 * 1024
 BINARY_SNIFF = 8192
 MAX_ENTRIES = 500
 MAX_FOUND = 1000
-NEVER_LISTED = (".git", ".claw")
 
 FilePath = Annotated[str, Field(description="Path relative to the project root")]
 Dir = Annotated[str, Field(description="Directory relative to the project root")]
@@ -62,7 +61,7 @@ def write(
     data = content.encode("utf-8")
     _save(real, shown, data)
     lines = content.count("\n") + (1 if content and not content.endswith("\n") else 0)
-    return f"wrote {lines} lines ({len(data)} bytes) to {shown}"
+    return f"wrote {lines} line{'' if lines == 1 else 's'} ({len(data)} bytes) to {shown}"
 
 
 def edit(
@@ -153,7 +152,7 @@ def policy(ctx: ToolContext) -> Policy:
 
 def is_never_listed(rel: str) -> bool:
     top = rel.split("/", 1)[0]
-    return top in NEVER_LISTED
+    return top in NEVER_SEARCHED
 
 
 def stat_path(real: Path, shown: str) -> os.stat_result:

@@ -11,7 +11,7 @@ from pydantic import Field
 
 from claw_batch import globs
 from claw_batch.errors import ToolError
-from claw_batch.paths import Policy
+from claw_batch.paths import NEVER_SEARCHED, Policy
 from claw_batch.tools.base import ToolContext
 from claw_batch.tools.files import is_never_listed, policy, stat_path
 
@@ -65,7 +65,7 @@ def _search(pattern: str, real: Path, glob: str | None, context: int) -> list[st
         chunks: list[str] = python_ripgrep.search(
             [pattern],
             paths=[str(real)],
-            globs=[*rg_globs, "!.git", "!.claw"],
+            globs=[*rg_globs, *(f"!{d}" for d in NEVER_SEARCHED)],
             before_context=context or None,
             after_context=context or None,
             max_count=MAX_LINES + 1,  # one more than shown tells that more exist
