@@ -44,3 +44,37 @@ def append(path: Path, entry: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+SHOWN_ITEMS = 3  # results of a fan-out task quoted in its note
+SHOWN_FAILURES = 5
+
+
+def format_task_entry(
+    *, when: dt.datetime, task: str, jobs: list[tuple[str, str, float, int, str]]
+) -> str:
+    """One entry for all the jobs a task ran in this run: (item, status, seconds, tokens,
+    result or error) each. A task without fan-out reads like a single job."""
+    seconds = sum(j[2] for j in jobs)
+    tokens = sum(j[3] for j in jobs)
+    if len(jobs) == 1 and not jobs[0][0]:
+        _, status, _, _, text = jobs[0]
+        return format_entry(
+            when=when, job=task, status=status, seconds=seconds, tokens=tokens, text=text
+        )
+    counts: dict[str, int] = {}
+    for j in jobs:
+        counts[j[1]] = counts.get(j[1], 0) + 1
+    tally = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    head = (
+        f"### {when.strftime('%H:%M')} {task} · {len(jobs)} jobs: {tally} · {seconds:.1f} s · "
+        f"{tokens:,} tokens"
+    )
+    failed = [j for j in jobs if j[1] != "ok"][:SHOWN_FAILURES]
+    done = [j for j in jobs if j[1] == "ok"][:SHOWN_ITEMS]
+    lines = [
+        f"> {item} ✗ {status}: {(first_lines(text, 1) or [''])[0]}"
+        for item, status, _, _, text in failed
+    ]
+    lines += [f"> {item}: {(first_lines(text, 1) or [''])[0]}" for item, _, _, _, text in done]
+    return head + "\n" + "\n".join(lines) + "\n\n"

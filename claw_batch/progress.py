@@ -28,9 +28,15 @@ class _Result(Protocol):
     def output(self) -> str | None: ...
     @property
     def findings(self) -> Sequence[str]: ...
+    @property
+    def reason(self) -> str | None: ...
+    @property
+    def reasons(self) -> Sequence[str]: ...
 
 
-SYMBOLS = {"ok": "✓", "failed": "✗", "limit": "⏱", "interrupted": "■", "skipped": "·"}
+# Jobs that did not run are one line each only when they need attention (or with -v).
+QUIET_STATUSES = frozenset({"up-to-date", "modified", "would-run"})
+SYMBOLS = {"ok": "✓", "failed": "✗", "limit": "⏱", "interrupted": "■", "skipped": "-"}
 COLORS = {"ok": "32", "failed": "31", "limit": "33", "interrupted": "33", "skipped": "2"}
 
 
@@ -48,6 +54,7 @@ class Progress:
         self.verbose = verbose
         self.tty = self.stream.isatty() if tty is None else tty
         self.color = self.tty and "NO_COLOR" not in os.environ
+        self.up_to_date = 0
 
     def _print(self, line: str) -> None:
         print(line, file=self.stream, flush=True)
@@ -74,6 +81,9 @@ class Progress:
             self._print(f"  {job.name}: {fields['name']} → {str(fields['content'])[:160]}")
 
     def job_finished(self, result: _Result) -> None:
+        if result.status in QUIET_STATUSES:
+            self._not_run(result)
+            return
         failed = result.status != "ok"
         if self.quiet and not failed:
             return
@@ -91,3 +101,19 @@ class Progress:
         self._print(line)
         for finding in result.findings:
             self._print(f"    {finding}")
+
+    def _not_run(self, result: _Result) -> None:
+        if result.status == "up-to-date":
+            self.up_to_date += 1
+            if self.verbose and not self.quiet:
+                self._print(f"up to date {result.job.name}")
+        elif result.status == "modified":
+            self._print(f"kept {result.job.name}: {result.reason}")
+        elif result.status == "would-run" and not self.quiet:
+            why = "; ".join(result.reasons)
+            self._print(f"would run {result.job.name}: {why}")
+
+    def finish(self) -> None:
+        if self.up_to_date and not self.verbose and not self.quiet:
+            n = self.up_to_date
+            self._print(f"{n} job{'s' if n != 1 else ''} up to date")

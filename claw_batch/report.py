@@ -20,13 +20,23 @@ def envelope(summary: RunSummary) -> dict[str, Any]:
             "cost_usd": None,
             "output": r.output,
             "error": r.error,
-            "transcript": r.transcript,
+            "transcript": r.transcript or None,
+            "reasons": list(r.reasons),
         }
         for r in summary.results
     ]
     counts = {
         s: sum(1 for r in summary.results if r.status == s)
-        for s in ("ok", "failed", "limit", "interrupted", "skipped")
+        for s in (
+            "ok",
+            "failed",
+            "limit",
+            "interrupted",
+            "skipped",
+            "up-to-date",
+            "modified",
+            "would-run",
+        )
     }
     return {
         "run_id": summary.run_id,

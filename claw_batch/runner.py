@@ -1,62 +1,63 @@
-"""`claw run`: select the jobs, run each through the tool loop, record what happened."""
+"""`claw run`: plan the jobs, skip what is up to date, run the rest through the tool loop,
+record what happened."""
 
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
 import os
 import secrets as _secrets
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
-from claw_batch import notes
+from claw_batch import notes, skills
 from claw_batch.atomic import write_atomic
 from claw_batch.childenv import scrubbed_env
 from claw_batch.clawfile import Project
 from claw_batch.context import daily_note_path
 from claw_batch.endpoints import Mode, Models, api_keys
-from claw_batch.errors import ClawError, Interrupted, LimitExceeded, TaskFailed, UsageError
-from claw_batch.execute import JobExecution, Outcome, RunContext
+from claw_batch.errors import (
+    ClawError,
+    Interrupted,
+    LimitExceeded,
+    Locked,
+    TaskFailed,
+    UsageError,
+)
+from claw_batch.filehash import FileHashes
+from claw_batch.jobrun import (
+    NOT_RUN,
+    JobResult,
+    JobSink,
+    attempt,
+    findings,
+    joined,
+    not_run,
+    transcript_name,
+)
 from claw_batch.jobs import Job, expand, select_tasks, with_needs
-from claw_batch.messages import Usage
+from claw_batch.lock import ProjectLock
+from claw_batch.prepare import Prepared, RunContext, fingerprint_of, prepare
 from claw_batch.progress import Progress
 from claw_batch.redact import Redactor, secrets_from_env
-from claw_batch.render import Upstream
 from claw_batch.report import envelope
-from claw_batch.state import JobRecord, State
+from claw_batch.state import Done, JobRecord, State
 from claw_batch.transcript import Transcript
+from claw_batch.uptodate import Decision, Fingerprint, decide
 
 
 @dataclass(frozen=True)
 class RunOptions:
     targets: tuple[str, ...] = ()
     keep_going: bool = False
+    force: bool = False
+    dry_run: bool = False
     files: tuple[str, ...] = ()
     model: str | None = None
     mode: Mode = field(default_factory=Mode)
     argv: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class JobResult:
-    job: Job
-    status: str  # ok | failed | limit | interrupted | skipped
-    reason: str | None
-    duration_s: float
-    usage: Usage
-    output: str | None
-    error: str | None
-    transcript: str
-    text: str = ""
-    findings: tuple[str, ...] = ()
-
-    @property
-    def tokens(self) -> int:
-        return self.usage.total_tokens
+    wait: bool = False  # another run holds the project: wait instead of exiting 75
 
 
 @dataclass
@@ -123,88 +124,150 @@ class Runner:
         return [job for name in names for job in expand(config, self.project.root, name)]
 
     def run(self) -> RunSummary:
-        """Run the planned jobs. Errors that stop the run (a replay miss, a template error,
-        Ctrl-C) end up in the summary; only a bug propagates."""
+        """Run the planned jobs under the project lock. Errors that stop the run (the lock,
+        a replay miss, a template error, Ctrl-C) end up in the summary; only a bug
+        propagates."""
+        if self.options.dry_run:  # read-only: no lock, never in a running run's way
+            return self._run()
+        lock = ProjectLock(
+            self.project.root,
+            wait=self.options.wait,
+            argv=" ".join(["claw", *self.options.argv[1:]]),
+            on_wait=lambda held: self.progress.message(f"claw: {held}; waiting"),
+        )
+        try:
+            with lock:
+                return self._run()
+        except Locked as e:  # nothing ran and nothing was written: no ledger entry
+            return RunSummary("", exit_code=e.exit_code, error=str(e))
+
+    def _run(self) -> RunSummary:
         jobs = self.plan()
         now = now_for_run(self.environ)
-        summary = RunSummary(new_run_id(now))
-        run_dir = self.project.root / ".claw" / "runs" / summary.run_id
-        state = State(self.project.root / ".claw" / "state.db")
-        state.begin_run(summary.run_id, now.isoformat(), " ".join(self.options.argv))
-        ctx = RunContext(
-            project=self.project,
-            models=self.models,
-            now=now,
-            env=scrubbed_env(),
-            files=self.options.files,
-            model_override=self.options.model,
-        )
+        summary = RunSummary("" if self.options.dry_run else new_run_id(now))
+        state = self._open_state()
+        run = _Run(self, state, summary, now)
         summary.exit_code = 1  # what the ledger says if a bug ends the run
         try:
-            self._run_jobs(jobs, ctx, state, run_dir, summary)
+            run.jobs(jobs)
             summary.exit_code = exit_code(summary.results)
         except ClawError as e:
             summary.exit_code, summary.error = e.exit_code, self.redact(str(e))
         finally:
-            finished = now_for_run(self.environ).isoformat()
-            status = RUN_STATUS.get(summary.exit_code, "error")
-            state.end_run(summary.run_id, finished, status, summary.exit_code)
-            state.close()
-            if run_dir.is_dir():
-                write_atomic(run_dir / "summary.json", json.dumps(envelope(summary), indent=2))
+            run.close()
         return summary
 
-    def _run_jobs(
-        self, jobs: list[Job], ctx: RunContext, state: State, run_dir: Path, summary: RunSummary
-    ) -> None:
-        failed_tasks: set[str] = set()
+    def _open_state(self) -> State | None:
+        path = self.project.root / ".claw" / "state.db"
+        if self.options.dry_run:
+            return State(path, readonly=True) if path.exists() else None
+        return State(path)
+
+
+class _Run:
+    """One run's working state: the ledger, file hashes, what each task produced."""
+
+    def __init__(self, runner: Runner, state: State | None, summary: RunSummary, now: dt.datetime):
+        self.r = runner
+        self.state = state
+        self.summary = summary
+        self.now = now
+        root = runner.project.root
+        self.dry = runner.options.dry_run
+        self.run_dir = root / ".claw" / "runs" / summary.run_id
+        self.hashes = FileHashes(state, root) if state else FileHashes(None, root)
+        self.done = state.done() if state else {}
+        self.produced: dict[str, dict[str, str | None]] = {}  # task -> its outputs' hashes
+        self.pending: set[str] = set()  # dry run: tasks that would run
+        self.failed: set[str] = set()
+        self.noted: set[str] = set()  # tasks whose daily-note entry is written
+        if state and not self.dry:
+            state.begin_run(summary.run_id, now.isoformat(), " ".join(runner.options.argv))
+        ws = runner.project.config.workspace
+        self.ctx = RunContext(
+            project=runner.project,
+            models=runner.models,
+            now=now,
+            env=scrubbed_env(),
+            files=runner.options.files,
+            model_override=runner.options.model,
+            skills=tuple(skills.discover(skills.skill_dirs(root, ws))),
+        )
+
+    def jobs(self, jobs: list[Job]) -> None:
+        remaining = {j.task: 0 for j in jobs}
+        for j in jobs:
+            remaining[j.task] += 1
         for job in jobs:
-            blocked = [n for n in self.project.config.tasks[job.task].needs if n in failed_tasks]
-            if blocked:
-                result = skipped(job, f"needs {', '.join(blocked)}, which failed")
-                self.progress.job_finished(result)
-            else:
-                result = self._run_one(job, ctx, state, run_dir)
-            summary.results.append(result)
+            result = self.job(job)
+            self.summary.results.append(result)
+            self.r.progress.job_finished(result)
+            remaining[job.task] -= 1
+            if remaining[job.task] == 0:
+                self.note(job.task)
             if result.status == "interrupted":
                 raise Interrupted("interrupted")
-            if result.status != "ok":
-                failed_tasks.add(job.task)
-                if not self.options.keep_going:
+            if result.status in ("failed", "limit", "skipped"):
+                self.failed.add(job.task)
+                if not self.r.options.keep_going and result.status != "skipped":
                     return
 
-    def _run_one(self, job: Job, ctx: RunContext, state: State, run_dir: Path) -> JobResult:
-        started_wall = now_for_run(self.environ)
-        state.start_job(run_dir.name, job.task, job.item or "", started_wall.isoformat())
-        transcript = Transcript(run_dir / transcript_name(job), self.redact)
-        sink = JobSink(job, transcript, state, run_dir.name, self.progress)
-        sink("start", job=job.name, task=job.task, item=job.item)
-        self.progress.job_started(job)
+    def job(self, job: Job) -> JobResult:
+        config = self.r.project.config
+        blocked = [n for n in config.tasks[job.task].needs if n in self.failed]
+        if blocked:
+            return not_run(job, "skipped", (f"needs {', '.join(blocked)}, which failed",))
+        prepared = prepare(self.ctx, job)
+        fp = fingerprint_of(prepared, self.hashes.hash, self.upstream(job.task))
+        record = self.done.get((job.task, job.item or ""))
+        decision = self.decide(job, record, fp)
+        if not decision.run:
+            return self.keep(job, record, decision)
+        if self.dry:
+            self.pending.add(job.task)
+            return not_run(job, "would-run", decision.reasons, prepared.output)
+        return self.execute(prepared, fp, decision)
+
+    def upstream(self, task: str) -> dict[str, str | None]:
+        out: dict[str, str | None] = {}
+        for name in self.r.project.config.tasks[task].needs:
+            out.update(self.produced.get(name, {}))
+        return out
+
+    def decide(self, job: Job, record: Done | None, fp: Fingerprint) -> Decision:
+        upstream_pending = [
+            n for n in self.r.project.config.tasks[job.task].needs if n in self.pending
+        ]
+        if upstream_pending:
+            return Decision(True, tuple(f"upstream {n} would run" for n in upstream_pending))
+        outputs_now = {p: self.hashes.hash(p) for p in record.outputs} if record else {}
+        task = self.r.project.config.tasks[job.task]
+        return decide(record, fp, outputs_now, force=self.r.options.force, always=task.always)
+
+    def keep(self, job: Job, record: Done | None, decision: Decision) -> JobResult:
+        assert record is not None  # only a job that succeeded before is not run
+        produced = self.produced.setdefault(job.task, {})
+        produced.update({p: self.hashes.hash(p) for p in record.outputs})
+        first = next(iter(record.outputs), None)
+        self.ctx.upstream[job.task] = joined(self.ctx.upstream.get(job.task), first, record.result)
+        return not_run(job, decision.status, decision.reasons, first)
+
+    def execute(self, p: Prepared, fp: Fingerprint, decision: Decision) -> JobResult:
+        assert self.state is not None
+        job = p.job
+        started_wall = now_for_run(self.r.environ)
+        self.state.start_job(
+            self.summary.run_id, job.task, job.item or "", started_wall.isoformat()
+        )
+        transcript = Transcript(self.run_dir / transcript_name(job), self.r.redact)
+        sink = JobSink(job, transcript, self.state, self.summary.run_id, self.r.progress)
+        sink("start", job=job.name, task=job.task, item=job.item, reasons=decision.reasons)
+        self.r.progress.job_started(job)
         started = time.monotonic()
         try:
-            outcome, status, reason, error = _attempt(ctx, job, sink)
+            outcome, status, reason, error = attempt(self.ctx, p, sink)
         except Exception as e:  # it stops the run: close the job's records first
-            message = self.redact(str(e))
-            transcript.event("end", status="error", error=message)
-            transcript.close()
-            state.finish_job(
-                JobRecord(
-                    run_dir.name,
-                    job.task,
-                    job.item or "",
-                    "error",
-                    type(e).__name__,
-                    started_wall.isoformat(),
-                    round(time.monotonic() - started, 3),
-                    sink.usage.prompt_tokens,
-                    sink.usage.completion_tokens,
-                    sink.usage.cached_tokens,
-                    None,
-                    None,
-                    message,
-                    transcript.path.relative_to(self.project.root).as_posix(),
-                )
-            )
+            self.abort(job, transcript, sink, started, started_wall, e)
             raise
         result = JobResult(
             job=job,
@@ -213,124 +276,114 @@ class Runner:
             duration_s=round(time.monotonic() - started, 3),
             usage=sink.usage,
             output=outcome.output if outcome else None,
-            error=self.redact(error) if error else None,
-            transcript=transcript.path.relative_to(self.project.root).as_posix(),
+            error=self.r.redact(error) if error else None,
+            transcript=transcript.path.relative_to(self.r.project.root).as_posix(),
             text=outcome.text if outcome else "",
-            findings=tuple(self.redact(f) for f in _findings(outcome)),
+            findings=tuple(self.r.redact(f) for f in findings(outcome)),
+            reasons=decision.reasons,
         )
         transcript.event(
             "end", status=status, reason=reason, error=result.error, seconds=result.duration_s
         )
         transcript.close()
-        self._record(state, run_dir.name, result, started_wall)
-        self.progress.job_finished(result)
+        self.record(result, started_wall, p, fp)
         return result
 
-    def _record(self, state: State, run_id: str, r: JobResult, started: dt.datetime) -> None:
-        state.finish_job(
-            JobRecord(
-                run_id=run_id,
-                task=r.job.task,
-                item=r.job.item or "",
-                status=r.status,
-                reason=r.reason,
-                started=started.isoformat(),
-                duration_s=r.duration_s,
-                prompt_tokens=r.usage.prompt_tokens,
-                completion_tokens=r.usage.completion_tokens,
-                cached_tokens=r.usage.cached_tokens,
-                cost_usd=None,
-                output=r.output,
-                error=r.error,
-                transcript=r.transcript,
-            )
+    def record(self, r: JobResult, started: dt.datetime, p: Prepared, fp: Fingerprint) -> None:
+        assert self.state is not None
+        row = JobRecord(
+            self.summary.run_id,
+            r.job.task,
+            r.job.item or "",
+            r.status,
+            r.reason,
+            started.isoformat(),
+            r.duration_s,
+            r.usage.prompt_tokens,
+            r.usage.completion_tokens,
+            r.usage.cached_tokens,
+            None,
+            r.output,
+            r.error,
+            r.transcript,
         )
-        note = notes.format_entry(
-            when=started,
-            job=r.job.name,
-            status=r.status,
-            seconds=r.duration_s,
-            tokens=r.tokens,
-            text=self.redact(r.text if r.status == "ok" else r.error or ""),
+        if r.status != "ok":
+            self.state.finish_job(row)
+            return
+        outputs = {path: self.hashes.hash(path) for path in p.declared_outputs}
+        written = {path: h for path, h in outputs.items() if h is not None}
+        self.state.succeed_job(
+            row, Done(r.job.task, r.job.item or "", fp.value, fp.parts, written, r.text)
         )
-        ws = self.project.config.workspace
-        notes.append(daily_note_path(self.project.root, ws, started.date()), note)
+        self.produced.setdefault(r.job.task, {}).update(outputs)
+        self.ctx.upstream[r.job.task] = joined(self.ctx.upstream.get(r.job.task), r.output, r.text)
+        self.done[(r.job.task, r.job.item or "")] = Done(
+            r.job.task, r.job.item or "", fp.value, fp.parts, written, r.text
+        )
 
-
-class JobSink:
-    """Where one job's events go: its transcript, the ledger's calls, the progress display.
-    It sums the usage as calls happen, so that a failed job still counts its tokens."""
-
-    def __init__(
-        self, job: Job, transcript: Transcript, state: State, run_id: str, progress: Progress
+    def abort(
+        self,
+        job: Job,
+        transcript: Transcript,
+        sink: JobSink,
+        started: float,
+        started_wall: dt.datetime,
+        error: Exception,
     ) -> None:
-        self.job = job
-        self.transcript = transcript
-        self.state = state
-        self.run_id = run_id
-        self.progress = progress
-        self.usage = Usage()
-
-    def __call__(self, kind: str, **fields: Any) -> None:
-        self.transcript.event(kind, **fields)
-        if kind == "assistant":
-            u = fields["usage"]
-            self.usage += Usage(u["prompt"], u["completion"], u["cached"])
-            self.state.record_call(
-                self.run_id,
-                self.job.task,
-                self.job.item or "",
-                fields["step"],
-                fields["model"],
-                u,
-                fields["seconds"],
+        assert self.state is not None
+        message = self.r.redact(str(error))
+        transcript.event("end", status="error", error=message)
+        transcript.close()
+        self.state.finish_job(
+            JobRecord(
+                self.summary.run_id,
+                job.task,
+                job.item or "",
+                "error",
+                type(error).__name__,
+                started_wall.isoformat(),
+                round(time.monotonic() - started, 3),
+                sink.usage.prompt_tokens,
+                sink.usage.completion_tokens,
+                sink.usage.cached_tokens,
+                None,
+                None,
+                message,
+                transcript.path.relative_to(self.r.project.root).as_posix(),
             )
-        self.progress.job_event(self.job, kind, fields)
+        )
 
+    def note(self, task: str) -> None:
+        """One daily-note entry per task per run, for the jobs that ran."""
+        ran = [r for r in self.summary.results if r.job.task == task and r.status not in NOT_RUN]
+        if self.dry or not ran or task in self.noted:
+            return
+        self.noted.add(task)
+        jobs = [
+            (
+                r.job.item or "",
+                r.status,
+                r.duration_s,
+                r.tokens,
+                self.r.redact(r.text if r.status == "ok" else r.error or ""),
+            )
+            for r in ran
+        ]
+        entry = notes.format_task_entry(when=self.now, task=task, jobs=jobs)
+        ws = self.r.project.config.workspace
+        notes.append(daily_note_path(self.r.project.root, ws, self.now.date()), entry)
 
-Attempt = tuple["Outcome | None", str, "str | None", "str | None"]
-
-
-def _attempt(ctx: RunContext, job: Job, sink: JobSink) -> Attempt:
-    """Run the job; (outcome, status, reason, error). What ends a job is caught here; what
-    ends the run (a clawfile or template error, a replay miss) propagates."""
-    try:
-        outcome = JobExecution(ctx, job, sink).execute()
-    except KeyboardInterrupt:
-        return None, "interrupted", "interrupted", "interrupted (Ctrl-C or SIGTERM)"
-    except LimitExceeded as e:
-        return None, "limit", str(e).split(":")[0], str(e)
-    except TaskFailed as e:
-        return None, "failed", type(e).__name__, str(e)
-    ctx.upstream[job.task] = _upstream(ctx.upstream.get(job.task), outcome)
-    if outcome.verdict is not None and not outcome.verdict.get("ok"):
-        return outcome, "failed", "check failed", str(outcome.verdict.get("summary", ""))
-    return outcome, "ok", None, None
-
-
-def skipped(job: Job, reason: str) -> JobResult:
-    return JobResult(job, "skipped", reason, 0.0, Usage(), None, reason, "")
-
-
-def _findings(outcome: Outcome | None) -> tuple[str, ...]:
-    from claw_batch.answers import findings_text
-
-    if outcome is None or outcome.verdict is None:
-        return ()
-    return tuple(findings_text(outcome.verdict))
-
-
-def transcript_name(job: Job) -> str:
-    """A file name per job; fan-out items get a hash so that similar names never collide."""
-    safe = "".join(c if c.isalnum() or c in "-_.[]" else "_" for c in job.name)[:120]
-    if job.item is None:
-        return f"{safe}.jsonl"
-    digest = hashlib.sha256(job.item.encode()).hexdigest()[:8]
-    return f"{safe}-{digest}.jsonl"
-
-
-def _upstream(previous: Upstream | None, outcome: Outcome) -> Upstream:
-    """What `needs.X` shows: the output path and result; fan-out items' results joined."""
-    if previous is None:
-        return Upstream(outcome.output, outcome.text)
-    return Upstream(outcome.output, previous.result + "\n" + outcome.text)
+    def close(self) -> None:
+        if self.state is None:
+            return
+        if not self.dry:
+            self.hashes.save()
+            for task in dict.fromkeys(r.job.task for r in self.summary.results):
+                self.note(task)  # tasks the run stopped in the middle of
+            finished = now_for_run(self.r.environ).isoformat()
+            status = RUN_STATUS.get(self.summary.exit_code, "error")
+            self.state.end_run(self.summary.run_id, finished, status, self.summary.exit_code)
+            if self.run_dir.is_dir():
+                text = json.dumps(envelope(self.summary), indent=2)
+                write_atomic(self.run_dir / "summary.json", text)
+        self.state.close()

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import sqlite3
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -31,6 +36,26 @@ CREATE TABLE IF NOT EXISTS jobs (
     error TEXT,
     transcript TEXT,
     PRIMARY KEY (run_id, task, item)
+);
+-- The last successful run of each job: what make calls the up-to-date check. A row exists
+-- only after the job's outputs are on disk; it is deleted when the job starts again.
+CREATE TABLE IF NOT EXISTS done (
+    task TEXT NOT NULL,
+    item TEXT NOT NULL DEFAULT '',
+    fingerprint TEXT NOT NULL,
+    parts TEXT NOT NULL,           -- JSON: the fingerprint's components, for `claw why`
+    outputs TEXT NOT NULL,         -- JSON: {path: sha256} of the outputs as written
+    result TEXT NOT NULL,          -- the final answer, for needs.X.result downstream
+    run_id TEXT NOT NULL,
+    PRIMARY KEY (task, item)
+);
+-- The stat shortcut: a file is re-hashed only when its mtime, size or inode changed.
+CREATE TABLE IF NOT EXISTS files (
+    path TEXT PRIMARY KEY,
+    mtime_ns INTEGER NOT NULL,
+    size INTEGER NOT NULL,
+    inode INTEGER NOT NULL,
+    sha256 TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS calls (
     run_id TEXT NOT NULL,
@@ -64,8 +89,30 @@ class JobRecord:
     transcript: str | None
 
 
+Entry = tuple[int, int, int, str]  # mtime_ns, size, inode, sha256
+
+
+@dataclass(frozen=True)
+class Done:
+    """A job's last success."""
+
+    task: str
+    item: str
+    fingerprint: str
+    parts: dict[str, Any]
+    outputs: dict[str, str]  # path -> sha256
+    result: str
+
+
 class State:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, readonly: bool = False) -> None:
+        """Open (and create) the state; `readonly` opens an existing one without writing
+        anything, for `claw plan`, `claw why` and `claw list`."""
+        self._lock = threading.RLock()
+        if readonly:
+            self.db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+            self.db.row_factory = sqlite3.Row
+            return
         path.parent.mkdir(parents=True, exist_ok=True)
         self.db = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
         self.db.row_factory = sqlite3.Row
@@ -89,11 +136,64 @@ class State:
         )
 
     def start_job(self, run_id: str, task: str, item: str, started: str) -> None:
-        self.db.execute(
-            "INSERT OR REPLACE INTO jobs (run_id, task, item, status, started) "
-            "VALUES (?, ?, ?, 'running', ?)",
-            (run_id, task, item, started),
-        )
+        """Mark the job running and forget its last success, in one transaction: a job
+        killed from here on is never taken for done."""
+        with self.transaction():
+            self.db.execute(
+                "INSERT OR REPLACE INTO jobs (run_id, task, item, status, started) "
+                "VALUES (?, ?, ?, 'running', ?)",
+                (run_id, task, item, started),
+            )
+            self.db.execute("DELETE FROM done WHERE task = ? AND item = ?", (task, item))
+
+    def succeed_job(self, r: JobRecord, done: Done) -> None:
+        """Record success with the output hashes in one transaction (after the outputs are
+        safely on disk)."""
+        with self.transaction():
+            self.finish_job(r)
+            self.db.execute(
+                "INSERT OR REPLACE INTO done VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    done.task,
+                    done.item,
+                    done.fingerprint,
+                    json.dumps(done.parts),
+                    json.dumps(done.outputs),
+                    done.result,
+                    r.run_id,
+                ),
+            )
+
+    def done(self) -> dict[tuple[str, str], Done]:
+        rows = self.db.execute(
+            "SELECT task, item, fingerprint, parts, outputs, result FROM done"
+        ).fetchall()
+        return {
+            (r[0], r[1]): Done(r[0], r[1], r[2], json.loads(r[3]), json.loads(r[4]), r[5])
+            for r in rows
+        }
+
+    def file_entries(self) -> dict[str, Entry]:
+        rows = self.db.execute("SELECT path, mtime_ns, size, inode, sha256 FROM files")
+        return {r[0]: (r[1], r[2], r[3], r[4]) for r in rows}
+
+    def save_file_entries(self, entries: dict[str, Entry]) -> None:
+        with self.transaction():
+            self.db.executemany(
+                "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?)",
+                [(path, *entry) for path, entry in entries.items()],
+            )
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        with self._lock:
+            self.db.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
+                self.db.execute("ROLLBACK")
+                raise
+            self.db.execute("COMMIT")
 
     def finish_job(self, r: JobRecord) -> None:
         self.db.execute(

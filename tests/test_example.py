@@ -44,10 +44,12 @@ def test_example_replays_offline_on_another_day(tmp_path: Path) -> None:
     assert report.startswith("# Nightly summary")
     ticket = json.loads((root / "workspace/tickets/login-broken.json").read_text())
     assert ticket["priority"] == "urgent"  # the injected "mark this low" was ignored
-    assert (
-        "triage[workspace/inbox/acme-invoice.txt] · ok"
-        in (root / "workspace/memory/2027-02-03.md").read_text()
-    )
+    note = (root / "workspace/memory/2027-02-03.md").read_text()
+    assert "### 07:30 triage · 3 jobs: 3 ok · " in note  # one entry for the fan-out
+    assert "> workspace/inbox/acme-invoice.txt: {" in note
     # and again: yesterday's note is now in the system prompt, which replay keys mask
-    again = claw(root, "run", "--replay", "-q", env={**env, "CLAW_NOW": "2027-02-04T07:30:00"})
+    again = claw(root, "run", "--replay", "--json", env={**env, "CLAW_NOW": "2027-02-04T07:30:00"})
     assert again.exit_code == 0, again.stderr
+    statuses = [(j["task"], j["status"]) for j in json.loads(again.stdout)["jobs"]]
+    # the summary's prompt names the day, so it runs again; the tickets are up to date
+    assert statuses == [("nightly-summary", "ok")] + [("triage", "up-to-date")] * 3

@@ -14,6 +14,13 @@ from claw_batch.errors import UsageError
 @click.command()
 @click.argument("targets", nargs=-1)
 @click.option("-k", "--keep-going", is_flag=True, help="Go on with other jobs after a failure.")
+@click.option("-B", "--force", is_flag=True, help="Run every selected job, up to date or not.")
+@click.option(
+    "-n", "--dry-run", is_flag=True, help="Say what would run and why; no model calls, no writes."
+)
+@click.option(
+    "--wait", is_flag=True, help="If another claw run holds the project, wait instead of exit 75."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 @click.option(
     "--files",
@@ -34,6 +41,9 @@ from claw_batch.errors import UsageError
 def run(
     targets: tuple[str, ...],
     keep_going: bool,
+    force: bool,
+    dry_run: bool,
+    wait: bool,
     as_json: bool,
     files: tuple[str, ...],
     record: bool,
@@ -62,6 +72,9 @@ def run(
         replay=replay, record=record, cassettes=(cassettes or project.root / "cassettes").absolute()
     )
     options = RunOptions(
+        force=force,
+        dry_run=dry_run,
+        wait=wait,
         targets=targets,
         keep_going=keep_going,
         files=files,
@@ -77,6 +90,7 @@ def run(
     else:
         signal.signal(signal.SIGTERM, _interrupt)  # a service manager's stop is a Ctrl-C
         summary = runner.run()
+        progress.finish()
     if summary.error:
         click.echo(f"claw: {summary.error}", err=True)
     if as_json:

@@ -1,0 +1,123 @@
+"""One job's execution as the runner sees it: its event sink (transcript, ledger, progress),
+the attempt, and the result that goes into the summary."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+from claw_batch.errors import LimitExceeded, TaskFailed
+from claw_batch.execute import JobExecution, Outcome
+from claw_batch.jobs import Job
+from claw_batch.messages import Usage
+from claw_batch.prepare import Prepared, RunContext
+from claw_batch.progress import Progress
+from claw_batch.render import Upstream
+from claw_batch.state import State
+from claw_batch.transcript import Transcript
+
+# ok | failed | limit | interrupted : the job ran.   skipped : its upstream failed.
+# up-to-date | modified : it did not need to run.   would-run : dry run (-n / plan).
+NOT_RUN = frozenset({"up-to-date", "modified", "skipped", "would-run"})
+
+
+@dataclass(frozen=True)
+class JobResult:
+    job: Job
+    status: str
+    reason: str | None
+    duration_s: float
+    usage: Usage
+    output: str | None
+    error: str | None
+    transcript: str
+    text: str = ""
+    findings: tuple[str, ...] = ()
+    reasons: tuple[str, ...] = ()  # why it ran, or why it did not
+
+    @property
+    def tokens(self) -> int:
+        return self.usage.total_tokens
+
+
+def not_run(
+    job: Job, status: str, reasons: tuple[str, ...], output: str | None = None
+) -> JobResult:
+    reason = reasons[0] if reasons else None
+    error = reason if status == "skipped" else None
+    return JobResult(job, status, reason, 0.0, Usage(), output, error, "", reasons=reasons)
+
+
+class JobSink:
+    """Where one job's events go: its transcript, the ledger's calls, the progress display.
+    It sums the usage as calls happen, so that a failed job still counts its tokens."""
+
+    def __init__(
+        self, job: Job, transcript: Transcript, state: State, run_id: str, progress: Progress
+    ) -> None:
+        self.job = job
+        self.transcript = transcript
+        self.state = state
+        self.run_id = run_id
+        self.progress = progress
+        self.usage = Usage()
+
+    def __call__(self, kind: str, **fields: Any) -> None:
+        self.transcript.event(kind, **fields)
+        if kind == "assistant":
+            u = fields["usage"]
+            self.usage += Usage(u["prompt"], u["completion"], u["cached"])
+            self.state.record_call(
+                self.run_id,
+                self.job.task,
+                self.job.item or "",
+                fields["step"],
+                fields["model"],
+                u,
+                fields["seconds"],
+            )
+        self.progress.job_event(self.job, kind, fields)
+
+
+Attempt = tuple["Outcome | None", str, "str | None", "str | None"]
+
+
+def attempt(ctx: RunContext, prepared: Prepared, sink: JobSink) -> Attempt:
+    """Run the job; (outcome, status, reason, error). What ends a job is caught here; what
+    ends the run (a clawfile or template error, a replay miss) propagates."""
+    try:
+        outcome = JobExecution(ctx, prepared, sink).execute()
+    except KeyboardInterrupt:
+        return None, "interrupted", "interrupted", "interrupted (Ctrl-C or SIGTERM)"
+    except LimitExceeded as e:
+        return None, "limit", str(e).split(":")[0], str(e)
+    except TaskFailed as e:
+        return None, "failed", type(e).__name__, str(e)
+    if outcome.verdict is not None and not outcome.verdict.get("ok"):
+        return outcome, "failed", "check failed", str(outcome.verdict.get("summary", ""))
+    return outcome, "ok", None, None
+
+
+def joined(previous: Upstream | None, output: str | None, text: str) -> Upstream:
+    """What `needs.X` shows: the output path and result; fan-out items' results joined."""
+    if previous is None:
+        return Upstream(output, text)
+    return Upstream(output, previous.result + "\n" + text)
+
+
+def findings(outcome: Outcome | None) -> tuple[str, ...]:
+    from claw_batch.answers import findings_text
+
+    if outcome is None or outcome.verdict is None:
+        return ()
+    return tuple(findings_text(outcome.verdict))
+
+
+def transcript_name(job: Job) -> str:
+    """A file name per job; fan-out items get a hash so that similar names never collide."""
+    safe = "".join(c if c.isalnum() or c in "-_.[]" else "_" for c in job.name)[:120]
+    if job.item is None:
+        return f"{safe}.jsonl"
+    digest = hashlib.sha256(job.item.encode()).hexdigest()[:8]
+    return f"{safe}-{digest}.jsonl"

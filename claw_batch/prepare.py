@@ -1,0 +1,174 @@
+"""Everything a job is before a model sees it: its rendered prompt, system prompt, paths,
+policy and tools — and so its fingerprint. Preparing a job calls no model and writes
+nothing, which is what `claw plan` and the up-to-date check need."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from claw_batch import answers, context, render, skills
+from claw_batch.clawfile import Project, Task
+from claw_batch.endpoints import Models
+from claw_batch.filehash import sha256_file
+from claw_batch.jobs import Job, glob_files
+from claw_batch.paths import Policy
+from claw_batch.tools.registry import TOOLS, Tool
+from claw_batch.uptodate import Fingerprint, fingerprint
+
+# What `today` and `now` read as in the prompt that replay keys are computed from.
+PLACEHOLDERS = {"today": "<today>", "now": "<now>"}
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What every job of one run shares."""
+
+    project: Project
+    models: Models
+    now: dt.datetime
+    env: Mapping[str, str]  # the scrubbed environment for tool processes
+    files: tuple[str, ...] = ()
+    model_override: str | None = None
+    upstream: dict[str, render.Upstream] = field(default_factory=dict)
+    skills: tuple[skills.Skill, ...] = ()  # discovered once per run
+
+    @property
+    def workspace(self) -> str:
+        return self.project.config.workspace
+
+
+@dataclass(frozen=True)
+class Prepared:
+    job: Job
+    task: Task
+    prompt: str
+    key_prompt: str  # rendered with placeholders: what replay keys use
+    system: context.SystemPrompt
+    skills: tuple[skills.Skill, ...]
+    output: str | None  # project-relative
+    outputs: tuple[str, ...]
+    schema: Mapping[str, Any] | None
+    policy: Policy
+    tools: Mapping[str, Tool]
+    model: str  # as the clawfile names it: "provider/name" or "name"
+    inputs: tuple[str, ...]  # project-relative input files (the fan-out item included)
+
+    @property
+    def declared_outputs(self) -> tuple[str, ...]:
+        return tuple(p for p in (self.output, *self.outputs) if p)
+
+
+def prepare(run: RunContext, job: Job, upstream_names: tuple[str, ...] = ()) -> Prepared:
+    task = run.project.config.tasks[job.task]
+    root = run.project.root
+    inputs = sorted({p for pattern in task.inputs for p in glob_files(root, pattern)})
+    variables = _variables(run, job, inputs, upstream_names or tuple(task.needs))
+    schema = answers.VERDICT_SCHEMA if task.check else task.json_schema
+    output = _render_path(run, job, task.output, variables)
+    outputs = tuple(_render_path(run, job, p, variables) or "" for p in task.outputs)
+    offered = tuple(skills.select(run.skills, task.skills))
+    return Prepared(
+        job=job,
+        task=task,
+        prompt=_prompt(run, job, variables, schema),
+        key_prompt=_prompt(run, job, {**variables, **PLACEHOLDERS}, schema),
+        system=context.build_system_prompt(
+            root=root,
+            workspace=run.workspace,
+            task=job.task,
+            skills=offered,
+            today=run.now.date(),
+        ),
+        skills=offered,
+        output=output,
+        outputs=outputs,
+        schema=schema,
+        policy=policy_for(run, task, output, outputs),
+        tools=offered_tools(task),
+        model=run.model_override or task.model or run.project.config.model,
+        inputs=tuple(sorted({*inputs, *([job.item] if job.item else [])})),
+    )
+
+
+def fingerprint_of(
+    p: Prepared,
+    hash_file: Callable[[str], str | None],
+    upstream: Mapping[str, str | None],
+    temperature: float | None = None,
+) -> Fingerprint:
+    """The job's fingerprint; `hash_file` hashes a project-relative path (None: missing)."""
+    skill_files = {s.name: _skill_hash(s.path, hash_file, p.policy.root) for s in p.skills}
+    tool_specs = [t.spec().parameters for t in p.tools.values()]
+    return fingerprint(
+        task=p.task.model_dump(mode="json"),
+        prompt=p.prompt,
+        system=p.system.key_text,
+        skills=skill_files,
+        model=f"{p.model}@{p.task.temperature if temperature is None else temperature}",
+        tools={"names": list(p.tools), "specs": tool_specs},
+        inputs={path: hash_file(path) for path in p.inputs},
+        upstream=upstream,
+    )
+
+
+def _skill_hash(path: Path, hash_file: Callable[[str], str | None], root: Path) -> str | None:
+    if path.is_relative_to(root):
+        return hash_file(path.relative_to(root).as_posix())
+    return sha256_file(path) if path.is_file() else None  # a user skill outside the project
+
+
+def _variables(
+    run: RunContext, job: Job, inputs: list[str], upstream_names: tuple[str, ...]
+) -> dict[str, Any]:
+    variables: dict[str, Any] = {
+        "task": job.task,
+        "today": run.now.date().isoformat(),
+        "now": run.now.isoformat(timespec="seconds"),
+        "inputs": inputs,
+        "needs": render.needs_view(run.upstream, upstream_names),
+        "files": list(run.files),
+        "git": render.GitInfo(run.project.root),
+    }
+    if job.item is not None:
+        variables["item"] = render.Item.of(job.item)
+    return variables
+
+
+def _prompt(
+    run: RunContext, job: Job, variables: Mapping[str, Any], schema: Mapping[str, Any] | None
+) -> str:
+    source, name = run.project.prompt_source(job.task)
+    prompt = render.render(source, name, variables, root=run.project.root)
+    if schema is not None:
+        prompt += answers.instructions(schema, check=run.project.config.tasks[job.task].check)
+    return prompt
+
+
+def _render_path(
+    run: RunContext, job: Job, template: str | None, variables: Mapping[str, Any]
+) -> str | None:
+    if template is None:
+        return None
+    where = f"clawfile.yaml:tasks.{job.task}"
+    return render.render(template, where, variables, root=run.project.root).strip()
+
+
+def offered_tools(task: Task) -> dict[str, Tool]:
+    names = list(task.tool_names)
+    if task.permissions.bash and "bash" not in names:
+        names.append("bash")
+    return {n: TOOLS[n] for n in names if n in TOOLS}
+
+
+def policy_for(run: RunContext, task: Task, output: str | None, outputs: tuple[str, ...]) -> Policy:
+    declared = tuple(p for p in [output, *outputs] if p)
+    return Policy(
+        run.project.root,
+        write_globs=tuple(task.permissions.write),
+        outputs=declared,
+        protected=(".git", ".claw", f"{run.workspace}/memory"),
+    )

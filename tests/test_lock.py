@@ -1,0 +1,198 @@
+"""The project lock, between real processes: one holder, no stale locks, waiting, a race."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from claw_batch.errors import Locked
+from claw_batch.lock import ProjectLock, read_holder
+
+HOLD = """
+import sys, time
+from pathlib import Path
+from claw_batch.lock import ProjectLock
+with ProjectLock(Path(sys.argv[1]), argv="claw run nightly"):
+    print("held", flush=True)
+    time.sleep(float(sys.argv[2]))
+"""
+
+# Every racer starts, says "ready", waits for "go" on stdin and tries once; the winner keeps
+# the lock until its stdin closes, so that no loser can come after it.
+RACE = """
+import sys
+from pathlib import Path
+from claw_batch.errors import Locked
+from claw_batch.lock import ProjectLock
+print("ready", flush=True)
+sys.stdin.readline()
+try:
+    with ProjectLock(Path(sys.argv[1])):
+        print("ok", flush=True)
+        sys.stdin.read()
+except Locked:
+    print("locked", flush=True)
+"""
+
+Spawn = Callable[..., subprocess.Popen[str]]
+Hold = Callable[[float], subprocess.Popen[str]]
+
+
+@pytest.fixture
+def spawn() -> Iterator[Spawn]:
+    procs: list[subprocess.Popen[str]] = []
+
+    def start(script: str, *args: str) -> subprocess.Popen[str]:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", script, *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        procs.append(proc)
+        return proc
+
+    yield start
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        for stream in (proc.stdin, proc.stdout):
+            if stream:
+                stream.close()
+
+
+@pytest.fixture
+def hold(spawn: Spawn, tmp_path: Path) -> Hold:
+    """A child process that holds tmp_path's lock for `seconds`, once it has said so."""
+
+    def start(seconds: float) -> subprocess.Popen[str]:
+        proc = spawn(HOLD, str(tmp_path), str(seconds))
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == "held\n"
+        return proc
+
+    return start
+
+
+def test_a_second_run_is_told_who_holds_the_lock(tmp_path: Path, hold: Hold) -> None:
+    proc = hold(30)
+    holder = read_holder(tmp_path)
+    assert holder is not None and holder.pid == proc.pid
+    with pytest.raises(Locked) as e, ProjectLock(tmp_path):
+        pytest.fail("acquired a held lock")
+    assert str(e.value) == (
+        f"locked by pid {proc.pid} since {holder.started} (claw run nightly); "
+        "wait for it or use --wait"
+    )
+    assert e.value.exit_code == 75
+
+
+def test_kill_9_frees_the_lock_at_once(tmp_path: Path, hold: Hold) -> None:
+    proc = hold(30)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert read_holder(tmp_path) is None  # its label is still there, naming a dead pid
+    with ProjectLock(tmp_path) as lock:
+        assert lock.holder is not None and lock.holder.pid == os.getpid()
+        assert read_holder(tmp_path) == lock.holder
+
+
+def test_wait_blocks_until_the_holder_exits(tmp_path: Path, hold: Hold) -> None:
+    proc = hold(0.4)
+    told: list[str] = []
+    start = time.monotonic()
+    with ProjectLock(tmp_path, wait=True, on_wait=told.append):
+        waited = time.monotonic() - start
+        assert proc.wait(timeout=1) == 0
+    assert 0.2 < waited < 1.5
+    assert len(told) == 1 and told[0].startswith(f"locked by pid {proc.pid} since ")
+
+
+def test_wait_gives_up_after_the_timeout(tmp_path: Path, hold: Hold) -> None:
+    proc = hold(30)
+    start = time.monotonic()
+    with pytest.raises(Locked) as e, ProjectLock(tmp_path, wait=True, timeout=0.3):
+        pytest.fail("acquired a held lock")
+    assert 0.3 <= time.monotonic() - start < 1
+    assert str(e.value).startswith(f"locked by pid {proc.pid} since ")
+    assert str(e.value).endswith(" (claw run nightly); gave up waiting after 0.3 s")
+
+
+def test_two_locks_in_one_process_exclude_each_other(tmp_path: Path) -> None:
+    with ProjectLock(tmp_path, argv="first") as first:
+        assert first.holder is not None
+        with pytest.raises(Locked) as e, ProjectLock(tmp_path):
+            pytest.fail("acquired a held lock")
+        assert str(e.value) == (
+            f"locked by pid {os.getpid()} since {first.holder.started} (first); "
+            "wait for it or use --wait"
+        )
+    assert read_holder(tmp_path) is None
+    assert (tmp_path / ".claw/lock").read_bytes() == b""  # released: the label is gone
+    with ProjectLock(tmp_path):
+        pass
+
+
+def test_one_winner_among_twenty_racers(tmp_path: Path, spawn: Spawn) -> None:
+    racers = [spawn(RACE, str(tmp_path)) for _ in range(20)]
+    for proc in racers:
+        assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+    for proc in racers:
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+    answers = []
+    for proc in racers:
+        assert proc.stdout is not None
+        answers.append(proc.stdout.readline())
+    assert sorted(answers) == ["locked\n"] * 19 + ["ok\n"]
+
+
+def test_a_child_process_does_not_inherit_the_lock(tmp_path: Path, spawn: Spawn) -> None:
+    with ProjectLock(tmp_path):
+        # close_fds=False hands over every inheritable descriptor; ours is close-on-exec.
+        child = subprocess.Popen(["sleep", "30"], close_fds=False)
+    try:
+        with ProjectLock(tmp_path):
+            pass
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_an_unlabelled_holder_is_still_reported(tmp_path: Path) -> None:
+    # The instant between a holder's flock() and its label, stretched.
+    (tmp_path / ".claw").mkdir()
+    with open(tmp_path / ".claw/lock", "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        with pytest.raises(Locked) as e, ProjectLock(tmp_path):
+            pytest.fail("acquired a held lock")
+    assert str(e.value) == "locked by another claw run; wait for it or use --wait"
+
+
+def test_read_holder_of_a_project_that_never_ran(tmp_path: Path) -> None:
+    assert read_holder(tmp_path) is None
+
+
+def test_claw_run_exits_75_while_another_run_holds_the_project(tmp_path: Path) -> None:
+    from helpers import claw, make_project
+
+    from claw_batch.lock import ProjectLock
+
+    root = make_project(tmp_path / "p", "version: 1\ntasks:\n  t: {prompt: go}\n")
+    with ProjectLock(root, argv="claw run t"):
+        r = claw(root, "run", "--json")
+    assert r.exit_code == 75
+    assert r.stderr.startswith(f"claw: locked by pid {os.getpid()} since ")
+    assert json.loads(r.stdout)["exit_code"] == 75
+    assert not (root / ".claw/state.db").exists()
