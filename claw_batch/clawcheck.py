@@ -49,7 +49,7 @@ def check(config: Clawfile, source: YamlSource, root: Path, *, names: list[str])
     """Problems of a clawfile whose tasks passed validation; `names` lists every task the
     file declares, valid or not, so that a broken task is not also reported as unknown."""
     problems = _references(config, source, names)
-    problems += _cycle(config, source)
+    problems += _graph(config, source)
     problems += _skills(config, source, root)
     problems += _providers(config, source)
     problems += _not_yet(config, source)
@@ -174,33 +174,14 @@ def _unknown_task(name: str, names: list[str]) -> str:
     return f"unknown task {name!r} ({hint})"
 
 
-def _cycle(config: Clawfile, source: YamlSource) -> list[Problem]:
-    """The first `needs` cycle met walking the tasks in file order, as one problem."""
-    done: set[str] = set()
-    for name in config.tasks:
-        cycle = _find_cycle(config, name, [], done)
-        if cycle:
-            return [source.problem(_where(source, cycle[0], "needs"), _cycle_message(cycle))]
-    return []
+def _graph(config: Clawfile, source: YamlSource) -> list[Problem]:
+    """Cycles over explicit and implicit edges, and outputs two tasks can both produce."""
+    from claw_batch import graph
 
-
-def _find_cycle(config: Clawfile, name: str, stack: list[str], done: set[str]) -> list[str]:
-    if name in stack:
-        return [*stack[stack.index(name) :], name]
-    if name in done or name not in config.tasks:
-        return []
-    stack.append(name)
-    for need in config.tasks[name].needs:
-        cycle = _find_cycle(config, need, stack, done)
-        if cycle:
-            return cycle
-    stack.pop()
-    done.add(name)
-    return []
-
-
-def _cycle_message(cycle: list[str]) -> str:
-    return "dependency cycle: " + " -> ".join(cycle)
+    return [
+        source.problem((*_where(source, str(p.at[1]), str(p.at[2])), *p.at[3:]), p.message)
+        for p in graph.analyse(config)[1]
+    ]
 
 
 def _task(name: str, task: Task, source: YamlSource, root: Path) -> list[Problem]:

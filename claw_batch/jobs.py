@@ -38,23 +38,6 @@ def select_tasks(config: Clawfile, targets: Sequence[str]) -> list[str]:
     return chosen
 
 
-def with_needs(config: Clawfile, names: Sequence[str]) -> list[str]:
-    """The tasks and everything they need, each after what it needs (cycles were refused
-    when the clawfile was loaded)."""
-    ordered: list[str] = []
-
-    def visit(name: str) -> None:
-        if name in ordered:
-            return
-        for upstream in config.tasks[name].needs:
-            visit(upstream)
-        ordered.append(name)
-
-    for name in names:
-        visit(name)
-    return ordered
-
-
 def glob_files(root: Path, pattern: str) -> list[str]:
     """Project files matching a glob, project-relative and sorted; never inside .git/.claw,
     never outside the project (after resolving symlinks)."""

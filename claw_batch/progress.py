@@ -107,7 +107,7 @@ class Progress:
             self.up_to_date += 1
             if self.verbose and not self.quiet:
                 self._print(f"up to date {result.job.name}")
-        elif result.status == "modified":
+        elif result.status == "modified" and not self.quiet:
             self._print(f"kept {result.job.name}: {result.reason}")
         elif result.status == "would-run" and not self.quiet:
             why = "; ".join(result.reasons)

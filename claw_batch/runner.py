@@ -26,6 +26,7 @@ from claw_batch.errors import (
     UsageError,
 )
 from claw_batch.filehash import FileHashes
+from claw_batch.graph import Graph, build
 from claw_batch.jobrun import (
     NOT_RUN,
     JobResult,
@@ -36,7 +37,7 @@ from claw_batch.jobrun import (
     not_run,
     transcript_name,
 )
-from claw_batch.jobs import Job, expand, select_tasks, with_needs
+from claw_batch.jobs import Job, expand, select_tasks
 from claw_batch.lock import ProjectLock
 from claw_batch.prepare import Prepared, RunContext, fingerprint_of, prepare
 from claw_batch.progress import Progress
@@ -117,11 +118,17 @@ class Runner:
         secrets = [*api_keys(project.config, self.environ), *secrets_from_env(self.environ)]
         self.redact = Redactor(secrets)
         self.models = Models(project.config, self.environ, options.mode, redact=self.redact)
+        self.graph: Graph = build(project.config)
+
+    def tasks(self) -> list[str]:
+        """The selected tasks and everything they depend on, each after its upstream."""
+        return self.graph.order(select_tasks(self.project.config, self.options.targets))
 
     def plan(self) -> list[Job]:
-        config = self.project.config
-        names = with_needs(config, select_tasks(config, self.options.targets))
-        return [job for name in names for job in expand(config, self.project.root, name)]
+        """The jobs as they are now; a fan-out over an upstream's outputs is expanded again
+        when its turn comes, after the upstream ran."""
+        root = self.project.root
+        return [job for name in self.tasks() for job in expand(self.project.config, root, name)]
 
     def run(self) -> RunSummary:
         """Run the planned jobs under the project lock. Errors that stop the run (the lock,
@@ -142,14 +149,13 @@ class Runner:
             return RunSummary("", exit_code=e.exit_code, error=str(e))
 
     def _run(self) -> RunSummary:
-        jobs = self.plan()
         now = now_for_run(self.environ)
         summary = RunSummary("" if self.options.dry_run else new_run_id(now))
         state = self._open_state()
         run = _Run(self, state, summary, now)
         summary.exit_code = 1  # what the ledger says if a bug ends the run
         try:
-            run.jobs(jobs)
+            run.tasks(self.tasks())
             summary.exit_code = exit_code(summary.results)
         except ClawError as e:
             summary.exit_code, summary.error = e.exit_code, self.redact(str(e))
@@ -194,30 +200,32 @@ class _Run:
             skills=tuple(skills.discover(skills.skill_dirs(root, ws))),
         )
 
-    def jobs(self, jobs: list[Job]) -> None:
-        remaining = {j.task: 0 for j in jobs}
-        for j in jobs:
-            remaining[j.task] += 1
-        for job in jobs:
+    def tasks(self, names: list[str]) -> None:
+        for name in names:
+            stop = self.task(name)
+            self.note(name)
+            if stop:
+                return
+
+    def task(self, name: str) -> bool:
+        """Run a task's jobs; True when the run must stop."""
+        for job in expand(self.r.project.config, self.r.project.root, name):
             result = self.job(job)
             self.summary.results.append(result)
             self.r.progress.job_finished(result)
-            remaining[job.task] -= 1
-            if remaining[job.task] == 0:
-                self.note(job.task)
             if result.status == "interrupted":
                 raise Interrupted("interrupted")
             if result.status in ("failed", "limit", "skipped"):
                 self.failed.add(job.task)
                 if not self.r.options.keep_going and result.status != "skipped":
-                    return
+                    return True
+        return False
 
     def job(self, job: Job) -> JobResult:
-        config = self.r.project.config
-        blocked = [n for n in config.tasks[job.task].needs if n in self.failed]
+        blocked = [n for n in self.r.graph.upstream(job.task) if n in self.failed]
         if blocked:
             return not_run(job, "skipped", (f"needs {', '.join(blocked)}, which failed",))
-        prepared = prepare(self.ctx, job)
+        prepared = prepare(self.ctx, job, self.r.graph.upstream(job.task))
         fp = fingerprint_of(prepared, self.hashes.hash, self.upstream(job.task))
         record = self.done.get((job.task, job.item or ""))
         decision = self.decide(job, record, fp)
@@ -230,14 +238,12 @@ class _Run:
 
     def upstream(self, task: str) -> dict[str, str | None]:
         out: dict[str, str | None] = {}
-        for name in self.r.project.config.tasks[task].needs:
+        for name in self.r.graph.upstream(task):
             out.update(self.produced.get(name, {}))
         return out
 
     def decide(self, job: Job, record: Done | None, fp: Fingerprint) -> Decision:
-        upstream_pending = [
-            n for n in self.r.project.config.tasks[job.task].needs if n in self.pending
-        ]
+        upstream_pending = [n for n in self.r.graph.upstream(job.task) if n in self.pending]
         if upstream_pending:
             return Decision(True, tuple(f"upstream {n} would run" for n in upstream_pending))
         outputs_now = {p: self.hashes.hash(p) for p in record.outputs} if record else {}

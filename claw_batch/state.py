@@ -110,7 +110,11 @@ class State:
         anything, for `claw plan`, `claw why` and `claw list`."""
         self._lock = threading.RLock()
         if readonly:
-            self.db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+            # With no WAL left behind, open it as immutable: SQLite then creates no -wal/-shm
+            # files, so a dry run leaves .claw/ byte for byte as it was.
+            wal = path.with_name(path.name + "-wal").exists()
+            mode = "mode=ro" if wal else "immutable=1"
+            self.db = sqlite3.connect(f"file:{path}?{mode}", uri=True, check_same_thread=False)
             self.db.row_factory = sqlite3.Row
             return
         path.parent.mkdir(parents=True, exist_ok=True)

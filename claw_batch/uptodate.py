@@ -100,7 +100,7 @@ def decide(
         kept = [f"output {p} was modified by hand; kept (-B overwrites it)" for p in modified]
         return Decision(False, (*kept, *changes), modified)
     reasons = [f"output {p} is missing" for p in missing] + changes
-    return Decision(bool(reasons), tuple(reasons) or ("up to date",))
+    return Decision(bool(reasons), tuple(reasons))
 
 
 def explain(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:

@@ -333,12 +333,14 @@ def test_replay_of_an_unrecorded_request_exits_2(tmp_path: Path, env: dict[str, 
 def test_list_validate_show(tmp_path: Path, server: FakeOpenAI, env: dict[str, str]) -> None:
     root = make_project(tmp_path / "p", SIMPLE)
     r = claw(root, "list")
-    assert (r.exit_code, r.stdout) == (0, "summary  never ran   Summarise the notes\n")
+    assert (r.exit_code, r.stdout) == (0, "summary  never ran      Summarise the notes\n")
     r = claw(root, "validate")
     assert (r.exit_code, r.stderr) == (0, "clawfile.yaml: ok (1 task, 0 skills)\n")
     server.enqueue(tool_calls(call("ls", {})), text("all done"))
     assert claw(root, "run", env=env).exit_code == 0
-    assert claw(root, "list").stdout == "summary  ok          Summarise the notes\n"
+    assert claw(root, "list", env={"CLAW_NOW": NOW}).stdout == (
+        "summary  up to date     Summarise the notes\n"
+    )
     shown = claw(root, "show", "last").stdout
     assert "== summary" in shown and "  ls()" in shown and "all done" in shown
     assert "[system prompt:" in shown

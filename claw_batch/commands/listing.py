@@ -1,10 +1,15 @@
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from claw_batch.commands.common import handle_errors, load, project_options
+
+if TYPE_CHECKING:
+    from claw_batch.jobrun import JobResult
 
 
 @click.command("list")
@@ -12,10 +17,11 @@ from claw_batch.commands.common import handle_errors, load, project_options
 @handle_errors
 def list_tasks(directory: Path | None, file: Path | None, verbose: bool, quiet: bool) -> int:
     """List the tasks with their description, triggers and last result."""
-    from claw_batch.state import last_statuses
+    from claw_batch.commands.plan import dry_run
 
     project = load(directory, file)
-    last = last_statuses(project.root / ".claw" / "state.db")
+    summary = dry_run(directory, file, tuple(project.config.tasks), False)
+    state = {name: _state(summary.results, name) for name in project.config.tasks}
     rows = []
     for name, task in project.config.tasks.items():
         triggers: list[str] = []
@@ -28,10 +34,24 @@ def list_tasks(directory: Path | None, file: Path | None, verbose: bool, quiet: 
         if task.foreach:
             triggers.append(f"foreach {task.foreach}")
         shown = ", ".join(triggers)
-        rows.append((name, last.get(name, "never ran"), shown, task.description))
+        rows.append((name, state[name], shown, task.description))
     width = max((len(r[0]) for r in rows), default=0)
     for name, status, shown, description in rows:
-        click.echo(f"{name:<{width}}  {status:<10}  {description}")
+        click.echo(f"{name:<{width}}  {status:<13}  {description}")
         if shown and not quiet:
-            click.echo(f"{'':<{width}}  {'':<10}  ({shown})")
+            click.echo(f"{'':<{width}}  {'':<13}  ({shown})")
     return 0
+
+
+def _state(results: Sequence[JobResult], task: str) -> str:
+    """`up to date`, `never ran`, `2/5 to run`, `modified`… for one task's jobs."""
+    statuses = [r.status for r in results if r.job.task == task]
+    if not statuses:
+        return "no items"
+    to_run = statuses.count("would-run")
+    if to_run == 0:
+        return "modified" if "modified" in statuses else "up to date"
+    never = all("never ran" in r.reason for r in results if r.job.task == task and r.reason)
+    if never and to_run == len(statuses):
+        return "never ran"
+    return "to run" if len(statuses) == 1 else f"{to_run}/{len(statuses)} to run"

@@ -1,0 +1,76 @@
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from claw_batch.commands.common import handle_errors, load, project_options
+
+if TYPE_CHECKING:
+    from claw_batch.runner import RunSummary
+
+LABELS = {
+    "would-run": "run",
+    "up-to-date": "up to date",
+    "modified": "kept",
+    "skipped": "skip",
+}
+
+
+def dry_run(
+    directory: Path | None, file: Path | None, targets: tuple[str, ...], force: bool
+) -> RunSummary:
+    from claw_batch.progress import Progress
+    from claw_batch.runner import Runner, RunOptions
+
+    project = load(directory, file)
+    options = RunOptions(targets=targets, dry_run=True, force=force, keep_going=True)
+    return Runner(project, options, progress=Progress(quiet=True)).run()
+
+
+@click.command()
+@click.argument("targets", nargs=-1)
+@click.option("-B", "--force", is_flag=True, help="Plan as if every job were forced.")
+@project_options
+@handle_errors
+def plan(
+    targets: tuple[str, ...],
+    force: bool,
+    directory: Path | None,
+    file: Path | None,
+    verbose: bool,
+    quiet: bool,
+) -> int:
+    """What `claw run` would run and why (the same as `claw run -n`): no model calls, no
+    writes."""
+    summary = dry_run(directory, file, targets, force)
+    if summary.error:
+        click.echo(f"claw: {summary.error}", err=True)
+        return summary.exit_code
+    width = max((len(r.job.name) for r in summary.results), default=0)
+    for r in summary.results:
+        label = LABELS.get(r.status, r.status)
+        click.echo(f"{label:<10}  {r.job.name:<{width}}  {'; '.join(r.reasons)}".rstrip())
+    return 0
+
+
+@click.command()
+@click.argument("task")
+@project_options
+@handle_errors
+def why(task: str, directory: Path | None, file: Path | None, verbose: bool, quiet: bool) -> int:
+    """Why each job of TASK would (not) run: never ran, input X changed, prompt changed,
+    model changed, upstream changed, output missing or modified…"""
+    summary = dry_run(directory, file, (task,), False)
+    if summary.error:
+        click.echo(f"claw: {summary.error}", err=True)
+        return summary.exit_code
+    for r in summary.results:
+        if r.job.task != task:
+            continue
+        verdict = "would run" if r.status == "would-run" else LABELS.get(r.status, r.status)
+        click.echo(f"{r.job.name}: {verdict}")
+        for reason in r.reasons or ("nothing it depends on changed since it last succeeded",):
+            click.echo(f"  - {reason}")
+    return 0

@@ -1,0 +1,217 @@
+"""Make semantics through the CLI: what runs, what is skipped, and why."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_openai import FakeOpenAI, Reply, text
+from helpers import claw, make_project
+
+NOW = "2026-11-22T23:05:00+01:00"
+
+FANOUT = """
+    version: 1
+    model: fake-model
+    tasks:
+      tickets:
+        foreach: "inbox/*.txt"
+        prompt: "Ticket for {{ item.path }}"
+        output: "tickets/{{ item.stem }}.txt"
+        tools: [read]
+      digest:
+        needs: [tickets]
+        prompt: "Digest of the tickets"
+        inputs: ["tickets/*.txt"]
+        output: digest.md
+"""
+
+
+def answer(body: dict[str, Any]) -> Reply:
+    """The same request always gets the same answer: what makes early cutoff visible."""
+    prompt = body["messages"][1]["content"]
+    return text(f"answer to: {prompt}")
+
+
+@pytest.fixture
+def server() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI() as srv:
+        srv.handler = answer
+        yield srv
+
+
+@pytest.fixture
+def env(server: FakeOpenAI) -> dict[str, str]:
+    return {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-x", "CLAW_NOW": NOW}
+
+
+def run(root: Path, env: dict[str, str], *args: str) -> dict[str, str]:
+    r = claw(root, "run", "--json", *args, env=env)
+    assert r.exit_code == 0, r.stderr
+    return {job_name(j): j["status"] for j in json.loads(r.stdout)["jobs"]}
+
+
+def job_name(j: dict[str, Any]) -> str:
+    return f"{j['task']}[{j['item']}]" if j["item"] else j["task"]
+
+
+def why(root: Path, env: dict[str, str], task: str) -> str:
+    r = claw(root, "why", task, env=env)
+    assert r.exit_code == 0, r.stderr
+    return r.stdout
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    return make_project(tmp_path / "p", FANOUT, {"inbox/a.txt": "alpha\n", "inbox/b.txt": "beta\n"})
+
+
+def test_second_run_calls_no_model(project: Path, server: FakeOpenAI, env: dict[str, str]) -> None:
+    assert set(run(project, env).values()) == {"ok"}
+    calls = len(server.requests)
+    r = claw(project, "run", env=env)
+    assert r.exit_code == 0
+    assert r.stderr == "3 jobs up to date\n"
+    assert len(server.requests) == calls
+
+
+def test_touching_a_file_reruns_nothing(project: Path, env: dict[str, str]) -> None:
+    run(project, env)
+    stat = (project / "inbox/a.txt").stat()
+    os.utime(project / "inbox/a.txt", ns=(stat.st_atime_ns, stat.st_mtime_ns + 5_000_000_000))
+    assert set(run(project, env).values()) == {"up-to-date"}
+
+
+def test_a_changed_input_reruns_its_job_only(project: Path, env: dict[str, str]) -> None:
+    run(project, env)
+    (project / "inbox/a.txt").write_text("alpha, changed\n")
+    assert why(project, env, "tickets") == (
+        "tickets[inbox/a.txt]: would run\n"
+        "  - input inbox/a.txt changed\n"
+        "tickets[inbox/b.txt]: up to date\n"
+        "  - nothing it depends on changed since it last succeeded\n"
+    )
+    assert run(project, env) == {
+        "tickets[inbox/a.txt]": "ok",
+        "tickets[inbox/b.txt]": "up-to-date",
+        # same prompt, same answer, same bytes: early cutoff keeps the digest
+        "digest": "up-to-date",
+    }
+
+
+def test_adding_and_removing_items(project: Path, env: dict[str, str]) -> None:
+    run(project, env)
+    (project / "inbox/c.txt").write_text("gamma\n")
+    statuses = run(project, env)
+    assert statuses["tickets[inbox/c.txt]"] == "ok"
+    assert statuses["tickets[inbox/a.txt]"] == "up-to-date"
+    assert statuses["digest"] == "ok"  # a new ticket is a new input of the digest
+    (project / "inbox/c.txt").unlink()
+    statuses = run(project, env)
+    assert "tickets[inbox/c.txt]" not in statuses
+
+
+def test_changed_upstream_output_reruns_downstream(project: Path, env: dict[str, str]) -> None:
+    run(project, env)
+    (project / "clawfile.yaml").write_text(
+        (project / "clawfile.yaml").read_text().replace("Ticket for", "A ticket for")
+    )
+    assert why(project, env, "tickets").count("prompt changed") == 2
+    r = claw(project, "run", "--json", env=env)
+    (digest,) = [j for j in json.loads(r.stdout)["jobs"] if j["task"] == "digest"]
+    assert digest["status"] == "ok"
+    assert digest["reasons"] == [
+        "input tickets/a.txt changed",
+        "input tickets/b.txt changed",
+        "upstream output tickets/a.txt changed",
+        "upstream output tickets/b.txt changed",
+    ]
+
+
+def test_model_change_and_force(project: Path, env: dict[str, str]) -> None:
+    run(project, env)
+    statuses = run(project, env, "--model", "other-model", "digest")
+    assert statuses["digest"] == "ok"
+    assert statuses["tickets[inbox/a.txt]"] == "ok"
+    assert set(run(project, env, "-B", "digest").values()) == {"ok"}
+
+
+def test_hand_edited_output_is_kept_unless_forced(project: Path, env: dict[str, str]) -> None:
+    run(project, env)
+    (project / "digest.md").write_text("my own digest\n")
+    r = claw(project, "run", env=env)
+    assert "kept digest: output digest.md was modified by hand; kept (-B overwrites it)" in (
+        r.stderr
+    )
+    assert (project / "digest.md").read_text() == "my own digest\n"
+    run(project, env, "-B", "digest")
+    assert (project / "digest.md").read_text().startswith("answer to:")
+
+
+def test_missing_output_reruns(project: Path, env: dict[str, str]) -> None:
+    run(project, env)
+    (project / "tickets/b.txt").unlink()
+    assert why(project, env, "tickets").endswith(
+        "tickets[inbox/b.txt]: would run\n  - output tickets/b.txt is missing\n"
+    )
+    assert run(project, env)["tickets[inbox/b.txt]"] == "ok"
+
+
+def test_dry_run_calls_nothing_and_writes_nothing(
+    project: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    r = claw(project, "plan", env=env)
+    assert r.exit_code == 0
+    assert r.stdout.splitlines()[0].split() == [
+        "run",
+        "tickets[inbox/a.txt]",
+        "never",
+        "ran",
+        "(or",
+        "did",
+        "not",
+        "finish)",
+    ]
+    assert not (project / ".claw").exists()
+    run(project, env)
+    before = {p: p.stat().st_mtime_ns for p in (project / ".claw").rglob("*")}
+    (project / "inbox/a.txt").write_text("changed\n")
+    r = claw(project, "run", "-n", env=env)
+    assert r.exit_code == 0 and "would run tickets[inbox/a.txt]" in r.stderr
+    assert {p: p.stat().st_mtime_ns for p in (project / ".claw").rglob("*")} == before
+    assert server.requests and len(server.requests) == 3
+
+
+def test_upstream_that_would_run_shows_in_the_plan(project: Path, env: dict[str, str]) -> None:
+    run(project, env)
+    (project / "inbox/b.txt").write_text("changed\n")
+    lines = claw(project, "plan", env=env).stdout.splitlines()
+    assert lines[-1].split(maxsplit=2) == ["run", "digest", "upstream tickets would run"]
+
+
+def test_fanout_over_an_upstream_task_outputs(tmp_path: Path, env: dict[str, str]) -> None:
+    """No `needs:`: the implicit edge (foreach matches tickets' outputs) orders the tasks,
+    and the fan-out is expanded after its upstream wrote the files."""
+    root = make_project(
+        tmp_path / "p",
+        """
+        version: 1
+        model: fake-model
+        tasks:
+          review:
+            foreach: "tickets/*.txt"
+            prompt: "Review {{ item.path }}"
+            output: "reviews/{{ item.stem }}.md"
+          tickets:
+            foreach: "inbox/*.txt"
+            prompt: "Ticket for {{ item.path }}"
+            output: "tickets/{{ item.stem }}.txt"
+    """,
+        {"inbox/a.txt": "alpha\n"},
+    )
+    assert run(root, env) == {"tickets[inbox/a.txt]": "ok", "review[tickets/a.txt]": "ok"}
+    assert (root / "reviews/a.md").read_text() == "answer to: Review tickets/a.txt\n"
