@@ -9,9 +9,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from claw_batch import cancel
 from claw_batch.clawfile import Clawfile, resolve_model
-from claw_batch.errors import TaskFailed
+from claw_batch.errors import LimitExceeded, TaskFailed
 from claw_batch.llm.base import LLM
+from claw_batch.messages import ChatRequest, Completion
 
 NO_KEY = "sk-no-key"  # what keyless local servers (Ollama, llama.cpp) are sent
 DEFAULT_REQUEST_TIMEOUT = 300.0  # seconds per HTTP request; the job's timeout bounds the total
@@ -61,6 +63,9 @@ class Models:
         if self.mode.replay:
             return ReplayLLM(self.mode.cassettes, redact=self.redact)
         llm = self._endpoint(provider_name)
+        provider = self.config.providers.get(provider_name)
+        if provider is not None and provider.max_concurrency:
+            llm = Throttled(llm, provider.max_concurrency)
         if self.mode.record:
             return RecordingLLM(llm, self.mode.cassettes, redact=self.redact)
         return llm
@@ -87,3 +92,21 @@ class Models:
             stream=provider.stream,
             request_timeout=provider.timeout or DEFAULT_REQUEST_TIMEOUT,
         )
+
+
+class Throttled:
+    """At most `limit` calls at a time to one provider, however many jobs run (-j)."""
+
+    def __init__(self, inner: LLM, limit: int) -> None:
+        self.inner = inner
+        self._slots = threading.BoundedSemaphore(limit)
+
+    def complete(self, request: ChatRequest, *, deadline: float) -> Completion:
+        if not cancel.acquire(self._slots, deadline):
+            raise LimitExceeded(
+                "timeout: the job's deadline passed while it waited for the provider"
+            )
+        try:
+            return self.inner.complete(request, deadline=deadline)
+        finally:
+            self._slots.release()

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from claw_batch import cancel
 from claw_batch.errors import LimitExceeded, TaskFailed, ToolError
 from claw_batch.llm.base import LLM
 from claw_batch.messages import ChatRequest, Message, ToolCall, Usage
@@ -188,6 +189,7 @@ class ToolLoop:
             )
 
     def _check_deadline(self) -> None:
+        cancel.check()
         if time.monotonic() >= self.settings.deadline:
             raise LimitExceeded(f"timeout: the job ran longer than {self.settings.timeout:g} s")
 

@@ -7,11 +7,12 @@ import datetime as dt
 import json
 import os
 import secrets as _secrets
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from claw_batch import notes, skills
+from claw_batch import cancel, notes, skills
 from claw_batch.atomic import write_atomic
 from claw_batch.childenv import scrubbed_env
 from claw_batch.clawfile import Project
@@ -43,6 +44,7 @@ from claw_batch.prepare import Prepared, RunContext, fingerprint_of, prepare
 from claw_batch.progress import Progress
 from claw_batch.redact import Redactor, secrets_from_env
 from claw_batch.report import envelope
+from claw_batch.scheduler import Scheduler
 from claw_batch.state import Done, JobRecord, State
 from claw_batch.transcript import Transcript
 from claw_batch.uptodate import Decision, Fingerprint, decide
@@ -52,6 +54,7 @@ from claw_batch.uptodate import Decision, Fingerprint, decide
 class RunOptions:
     targets: tuple[str, ...] = ()
     keep_going: bool = False
+    jobs: int = 1  # -j: jobs at a time
     force: bool = False
     dry_run: bool = False
     files: tuple[str, ...] = ()
@@ -149,6 +152,7 @@ class Runner:
             return RunSummary("", exit_code=e.exit_code, error=str(e))
 
     def _run(self) -> RunSummary:
+        cancel.reset()
         now = now_for_run(self.environ)
         summary = RunSummary("" if self.options.dry_run else new_run_id(now))
         state = self._open_state()
@@ -159,6 +163,8 @@ class Runner:
             summary.exit_code = exit_code(summary.results)
         except ClawError as e:
             summary.exit_code, summary.error = e.exit_code, self.redact(str(e))
+        except KeyboardInterrupt:
+            summary.exit_code, summary.error = Interrupted.exit_code, "interrupted"
         finally:
             run.close()
         return summary
@@ -187,6 +193,7 @@ class _Run:
         self.pending: set[str] = set()  # dry run: tasks that would run
         self.failed: set[str] = set()
         self.noted: set[str] = set()  # tasks whose daily-note entry is written
+        self.lock = threading.Lock()  # jobs run in threads (-j)
         if state and not self.dry:
             state.begin_run(summary.run_id, now.isoformat(), " ".join(runner.options.argv))
         ws = runner.project.config.workspace
@@ -201,24 +208,27 @@ class _Run:
         )
 
     def tasks(self, names: list[str]) -> None:
-        for name in names:
-            stop = self.task(name)
-            self.note(name)
-            if stop:
-                return
+        scheduler = Scheduler(
+            jobs=self.r.options.jobs,
+            upstream=self.r.graph.upstream,
+            expand=lambda name: expand(self.r.project.config, self.r.project.root, name),
+            run_job=self.job,
+            on_result=self.finished,
+            on_task_done=self.note,
+        )
+        scheduler.run(names)
+        if any(r.status == "interrupted" for r in self.summary.results):
+            raise Interrupted("interrupted")
 
-    def task(self, name: str) -> bool:
-        """Run a task's jobs; True when the run must stop."""
-        for job in expand(self.r.project.config, self.r.project.root, name):
-            result = self.job(job)
-            self.summary.results.append(result)
-            self.r.progress.job_finished(result)
-            if result.status == "interrupted":
-                raise Interrupted("interrupted")
-            if result.status in ("failed", "limit", "skipped"):
-                self.failed.add(job.task)
-                if not self.r.options.keep_going and result.status != "skipped":
-                    return True
+    def finished(self, result: JobResult) -> bool:
+        """Record a job's result; True when no more jobs should start."""
+        self.summary.results.append(result)
+        self.r.progress.job_finished(result)
+        if result.status == "interrupted":
+            return True
+        if result.status in ("failed", "limit", "skipped"):
+            self.failed.add(result.job.task)
+            return not self.r.options.keep_going and result.status != "skipped"
         return False
 
     def job(self, job: Job) -> JobResult:
@@ -238,8 +248,9 @@ class _Run:
 
     def upstream(self, task: str) -> dict[str, str | None]:
         out: dict[str, str | None] = {}
-        for name in self.r.graph.upstream(task):
-            out.update(self.produced.get(name, {}))
+        with self.lock:
+            for name in self.r.graph.upstream(task):
+                out.update(self.produced.get(name, {}))
         return out
 
     def decide(self, job: Job, record: Done | None, fp: Fingerprint) -> Decision:
@@ -252,10 +263,12 @@ class _Run:
 
     def keep(self, job: Job, record: Done | None, decision: Decision) -> JobResult:
         assert record is not None  # only a job that succeeded before is not run
-        produced = self.produced.setdefault(job.task, {})
-        produced.update({p: self.hashes.hash(p) for p in record.outputs})
+        hashes = {p: self.hashes.hash(p) for p in record.outputs}
         first = next(iter(record.outputs), None)
-        self.ctx.upstream[job.task] = joined(self.ctx.upstream.get(job.task), first, record.result)
+        with self.lock:
+            self.produced.setdefault(job.task, {}).update(hashes)
+            upstream = self.ctx.upstream
+            upstream[job.task] = joined(upstream.get(job.task), first, record.result)
         return not_run(job, decision.status, decision.reasons, first)
 
     def execute(self, p: Prepared, fp: Fingerprint, decision: Decision) -> JobResult:
@@ -321,11 +334,10 @@ class _Run:
         self.state.succeed_job(
             row, Done(r.job.task, r.job.item or "", fp.value, fp.parts, written, r.text)
         )
-        self.produced.setdefault(r.job.task, {}).update(outputs)
-        self.ctx.upstream[r.job.task] = joined(self.ctx.upstream.get(r.job.task), r.output, r.text)
-        self.done[(r.job.task, r.job.item or "")] = Done(
-            r.job.task, r.job.item or "", fp.value, fp.parts, written, r.text
-        )
+        with self.lock:
+            self.produced.setdefault(r.job.task, {}).update(outputs)
+            upstream = self.ctx.upstream
+            upstream[r.job.task] = joined(upstream.get(r.job.task), r.output, r.text)
 
     def abort(
         self,

@@ -124,17 +124,26 @@ class State:
         self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.executescript(SCHEMA)
 
+    def _execute(self, sql: str, args: tuple[object, ...] = ()) -> sqlite3.Cursor:
+        """Jobs run in threads and share this connection: one statement at a time."""
+        with self._lock:
+            return self.db.execute(sql, args)
+
+    def _query(self, sql: str, args: tuple[object, ...] = ()) -> list[sqlite3.Row]:
+        with self._lock:
+            return self.db.execute(sql, args).fetchall()
+
     def close(self) -> None:
         self.db.close()
 
     def begin_run(self, run_id: str, started: str, argv: str) -> None:
-        self.db.execute(
+        self._execute(
             "INSERT INTO runs (id, started, status, argv) VALUES (?, ?, 'running', ?)",
             (run_id, started, argv),
         )
 
     def end_run(self, run_id: str, finished: str, status: str, exit_code: int) -> None:
-        self.db.execute(
+        self._execute(
             "UPDATE runs SET finished = ?, status = ?, exit_code = ? WHERE id = ?",
             (finished, status, exit_code, run_id),
         )
@@ -169,16 +178,14 @@ class State:
             )
 
     def done(self) -> dict[tuple[str, str], Done]:
-        rows = self.db.execute(
-            "SELECT task, item, fingerprint, parts, outputs, result FROM done"
-        ).fetchall()
+        rows = self._query("SELECT task, item, fingerprint, parts, outputs, result FROM done")
         return {
             (r[0], r[1]): Done(r[0], r[1], r[2], json.loads(r[3]), json.loads(r[4]), r[5])
             for r in rows
         }
 
     def file_entries(self) -> dict[str, Entry]:
-        rows = self.db.execute("SELECT path, mtime_ns, size, inode, sha256 FROM files")
+        rows = self._query("SELECT path, mtime_ns, size, inode, sha256 FROM files")
         return {r[0]: (r[1], r[2], r[3], r[4]) for r in rows}
 
     def save_file_entries(self, entries: dict[str, Entry]) -> None:
@@ -200,7 +207,7 @@ class State:
             self.db.execute("COMMIT")
 
     def finish_job(self, r: JobRecord) -> None:
-        self.db.execute(
+        self._execute(
             "UPDATE jobs SET status=?, reason=?, duration_s=?, prompt_tokens=?, "
             "completion_tokens=?, cached_tokens=?, cost_usd=?, output=?, error=?, transcript=? "
             "WHERE run_id=? AND task=? AND item=?",
@@ -231,7 +238,7 @@ class State:
         usage: dict[str, int],
         seconds: float,
     ) -> None:
-        self.db.execute(
+        self._execute(
             "INSERT INTO calls VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 run_id,
@@ -248,8 +255,8 @@ class State:
 
     def last_run_id(self) -> str | None:
         """The run that started last (in this database's order: a pinned clock may lie)."""
-        row = self.db.execute("SELECT id FROM runs ORDER BY rowid DESC LIMIT 1").fetchone()
-        return str(row["id"]) if row else None
+        rows = self._query("SELECT id FROM runs ORDER BY rowid DESC LIMIT 1")
+        return str(rows[0]["id"]) if rows else None
 
 
 def last_statuses(path: Path) -> dict[str, str]:

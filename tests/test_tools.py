@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from claw_batch.childenv import scrubbed_env
 from claw_batch.errors import ToolError
 from claw_batch.paths import Policy
 from claw_batch.tools import TOOL_NAMES
 from claw_batch.tools.base import ToolContext
-from claw_batch.tools.bash import CONTROL_OPERATORS, scrubbed_env
+from claw_batch.tools.bash import CONTROL_OPERATORS
 from claw_batch.tools.registry import TOOLS, tool
 
 PROTECTED = (".git", ".claw", "workspace/memory")

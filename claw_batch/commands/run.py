@@ -13,6 +13,14 @@ from claw_batch.errors import UsageError
 
 @click.command()
 @click.argument("targets", nargs=-1)
+@click.option(
+    "-j",
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Jobs to run at a time.",
+)
 @click.option("-k", "--keep-going", is_flag=True, help="Go on with other jobs after a failure.")
 @click.option("-B", "--force", is_flag=True, help="Run every selected job, up to date or not.")
 @click.option(
@@ -40,6 +48,7 @@ from claw_batch.errors import UsageError
 @handle_errors
 def run(
     targets: tuple[str, ...],
+    jobs: int,
     keep_going: bool,
     force: bool,
     dry_run: bool,
@@ -77,6 +86,7 @@ def run(
         wait=wait,
         targets=targets,
         keep_going=keep_going,
+        jobs=jobs,
         files=files,
         model=model,
         mode=mode,

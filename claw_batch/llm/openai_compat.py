@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import openai
 
+from claw_batch import cancel
 from claw_batch.errors import LimitExceeded, ModelError
 from claw_batch.llm import wire
 from claw_batch.messages import ChatRequest, Completion
@@ -55,7 +56,7 @@ class OpenAICompatLLM:
         request_timeout: float = 300.0,
         connect_timeout: float = 10.0,
         max_attempts: int = 5,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], None] = cancel.sleep,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         # Always an explicit key and URL: given none, the SDK would read $OPENAI_API_KEY and
@@ -108,9 +109,12 @@ class OpenAICompatLLM:
                 future.set_exception(exc)
 
         threading.Thread(target=run, name="claw-model-call", daemon=True).start()
-        done, _ = concurrent.futures.wait([future], timeout=remaining)
-        if not done:
-            raise LimitExceeded(TIMEOUT)  # the daemon thread ends with its own SDK timeout
+        while not future.done():  # the daemon thread ends with its own SDK timeout
+            cancel.check()
+            left = deadline - self._clock()
+            if left <= 0:
+                raise LimitExceeded(TIMEOUT)
+            concurrent.futures.wait([future], timeout=min(left, cancel.POLL))
         return future.result()
 
     def _call(self, request: ChatRequest, remaining: float, deadline: float) -> Completion:

@@ -19,7 +19,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from claw_batch.childenv import scrubbed_env as scrubbed_env  # the runner's import path
+from claw_batch import cancel
 from claw_batch.errors import ToolError
 from claw_batch.tools.base import ToolContext
 
@@ -122,6 +122,7 @@ def _pump(
     """Collect output until the command exits (True) or the deadline passes (False)."""
     total, eof = 0, False
     while not _exited(proc):
+        cancel.check()  # the run was cancelled: the caller's finally kills the group
         left = deadline - time.monotonic()
         if left <= 0:
             return False, total

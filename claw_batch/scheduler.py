@@ -1,0 +1,99 @@
+"""Jobs on N threads in dependency order: a task's jobs start once every task it depends on
+has finished (its fan-out is expanded then, when the upstream's files exist); jobs of one
+task, and of independent tasks, run side by side."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+
+from claw_batch import cancel
+from claw_batch.jobrun import JobResult
+from claw_batch.jobs import Job
+
+
+class Scheduler:
+    def __init__(
+        self,
+        *,
+        jobs: int,
+        upstream: Callable[[str], tuple[str, ...]],
+        expand: Callable[[str], list[Job]],
+        run_job: Callable[[Job], JobResult],
+        on_result: Callable[[JobResult], bool],  # True: start no more jobs
+        on_task_done: Callable[[str], None],
+    ) -> None:
+        self.jobs = max(1, jobs)
+        self.upstream = upstream
+        self.expand = expand
+        self.run_job = run_job
+        self.on_result = on_result
+        self.on_task_done = on_task_done
+        self._waiting: list[str] = []
+        self._done: set[str] = set()
+        self._remaining: dict[str, int] = {}
+        self._queue: deque[Job] = deque()
+        self._running: dict[Future[JobResult], Job] = {}
+        self._stopping = False
+
+    def run(self, tasks: list[str]) -> None:
+        self._waiting = list(tasks)
+        with ThreadPoolExecutor(self.jobs, thread_name_prefix="claw-job") as pool:
+            try:
+                self._loop(pool)
+            except BaseException:
+                # Ctrl-C, or a job that stops the run: the others notice and end quickly
+                cancel.cancel()
+                self._drain()
+                raise
+
+    def _loop(self, pool: ThreadPoolExecutor) -> None:
+        while True:
+            if not self._stopping:
+                self._release()
+                while self._queue and len(self._running) < self.jobs:
+                    job = self._queue.popleft()
+                    self._running[pool.submit(self.run_job, job)] = job
+            if not self._running:
+                return
+            finished, _ = wait(self._running, timeout=cancel.POLL, return_when=FIRST_COMPLETED)
+            for future in finished:
+                self._finish(future)
+
+    def _finish(self, future: Future[JobResult]) -> None:
+        job = self._running.pop(future)
+        if self.on_result(future.result()):
+            self._stopping = True
+        self._remaining[job.task] -= 1
+        if self._remaining[job.task] == 0:
+            self._task_done(job.task)
+
+    def _release(self) -> None:
+        """Queue the jobs of every waiting task whose upstream tasks are all done."""
+        progress = True
+        while progress:
+            progress = False
+            for name in list(self._waiting):
+                if all(u in self._done for u in self.upstream(name)):
+                    self._waiting.remove(name)
+                    jobs = self.expand(name)
+                    self._remaining[name] = len(jobs)
+                    self._queue.extend(jobs)
+                    if not jobs:
+                        self._task_done(name)
+                        progress = True
+
+    def _task_done(self, name: str) -> None:
+        self._done.add(name)
+        self.on_task_done(name)
+
+    def _drain(self) -> None:
+        """Wait for the running jobs and report them; a second error is the first's echo."""
+        for future in list(self._running):
+            try:
+                outcome = future.result()
+            except BaseException:  # the error in flight is the one to report
+                continue
+            self._running.pop(future, None)
+            self.on_result(outcome)
