@@ -14,7 +14,7 @@ from claw_batch.clawfile import Task
 from claw_batch.errors import TaskFailed, ToolError
 from claw_batch.loop import EventSink, LoopResult, LoopSettings, ToolLoop
 from claw_batch.messages import Message
-from claw_batch.prepare import Prepared, RunContext
+from claw_batch.prepare import Prepared, RunContext, system_prompt
 from claw_batch.tools.base import ToolContext
 
 
@@ -36,11 +36,12 @@ class JobExecution:
         started = time.monotonic()
         p = self.p
         output_path = self._output_path()  # refuse a bad output before paying a model
-        keys = (Message("system", p.system.key_text), Message("user", p.key_prompt))
+        system = system_prompt(self.run, p.job, p.skills)  # now: with the latest daily notes
+        keys = (Message("system", system.key_text), Message("user", p.key_prompt))
         loop = self._loop(started, keys)
-        self.on_event("system", content=p.system.text)
+        self.on_event("system", content=system.text)
         self.on_event("user", content=p.prompt)
-        result = loop.run([Message("system", p.system.text), Message("user", p.prompt)])
+        result = loop.run([Message("system", system.text), Message("user", p.prompt)])
         return self._finish(result, output_path)
 
     def _loop(self, started: float, key_messages: tuple[Message, ...]) -> ToolLoop:

@@ -7,6 +7,7 @@ name starts like the root) nor a symlink pointing outside gets through.
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -26,7 +27,7 @@ class Policy:
     protected: tuple[str, ...] = (".git", STATE_DIR)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "root", Path(os.path.realpath(self.root)))
+        object.__setattr__(self, "root", _real(self.root))
         object.__setattr__(self, "outputs", tuple(_clean(o) for o in self.outputs))
         object.__setattr__(self, "protected", tuple(_clean(p) for p in self.protected))
 
@@ -68,6 +69,13 @@ class Policy:
         return Path(real)
 
 
+@functools.lru_cache(maxsize=64)
+def _real(root: Path) -> Path:
+    """The project root, resolved once (a Policy is made per job)."""
+    return Path(os.path.realpath(root))
+
+
+@functools.lru_cache(maxsize=4096)
 def _clean(rel: str) -> str:
     """A declared project-relative path in the form `relative()` produces."""
     return PurePosixPath(rel.strip("/")).as_posix()

@@ -17,7 +17,7 @@ from claw_batch.filehash import sha256_file
 from claw_batch.jobs import Job, glob_files
 from claw_batch.paths import Policy
 from claw_batch.tools.registry import TOOLS, Tool
-from claw_batch.uptodate import Fingerprint, fingerprint
+from claw_batch.uptodate import Fingerprint, fingerprint, task_digest
 
 # What `today` and `now` read as in the prompt that replay keys are computed from.
 PLACEHOLDERS = {"today": "<today>", "now": "<now>"}
@@ -35,6 +35,8 @@ class RunContext:
     model_override: str | None = None
     upstream: dict[str, render.Upstream] = field(default_factory=dict)
     skills: tuple[skills.Skill, ...] = ()  # discovered once per run
+    # Per task, what is the same for all its items within a run: computed once.
+    per_task: dict[tuple[str, str], Any] = field(default_factory=dict)
 
     @property
     def workspace(self) -> str:
@@ -47,7 +49,8 @@ class Prepared:
     task: Task
     prompt: str
     key_prompt: str  # rendered with placeholders: what replay keys use
-    system: context.SystemPrompt
+    system_key: str  # the system prompt with placeholders (the real one is built to run)
+    task_digest: str
     skills: tuple[skills.Skill, ...]
     output: str | None  # project-relative
     outputs: tuple[str, ...]
@@ -71,17 +74,15 @@ def prepare(run: RunContext, job: Job, upstream_names: tuple[str, ...] = ()) -> 
     output = _render_path(run, job, task.output, variables)
     outputs = tuple(_render_path(run, job, p, variables) or "" for p in task.outputs)
     offered = tuple(skills.select(run.skills, task.skills))
+    system_key = _once(run, job.task, "system", lambda: system_prompt(run, job, offered).key_text)
     return Prepared(
         job=job,
         task=task,
         prompt=_prompt(run, job, variables, schema),
         key_prompt=_prompt(run, job, {**variables, **PLACEHOLDERS}, schema),
-        system=context.build_system_prompt(
-            root=root,
-            workspace=run.workspace,
-            task=job.task,
-            skills=offered,
-            today=run.now.date(),
+        system_key=system_key,
+        task_digest=_once(
+            run, job.task, "digest", lambda: task_digest(task.model_dump(mode="json"))
         ),
         skills=offered,
         output=output,
@@ -94,6 +95,25 @@ def prepare(run: RunContext, job: Job, upstream_names: tuple[str, ...] = ()) -> 
     )
 
 
+def system_prompt(
+    run: RunContext, job: Job, offered: tuple[skills.Skill, ...]
+) -> context.SystemPrompt:
+    return context.build_system_prompt(
+        root=run.project.root,
+        workspace=run.workspace,
+        task=job.task,
+        skills=offered,
+        today=run.now.date(),
+    )
+
+
+def _once(run: RunContext, task: str, what: str, compute: Callable[[], Any]) -> Any:
+    key = (task, what)
+    if key not in run.per_task:
+        run.per_task[key] = compute()
+    return run.per_task[key]
+
+
 def fingerprint_of(
     p: Prepared,
     hash_file: Callable[[str], str | None],
@@ -104,9 +124,9 @@ def fingerprint_of(
     skill_files = {s.name: _skill_hash(s.path, hash_file, p.policy.root) for s in p.skills}
     tool_specs = [t.spec().parameters for t in p.tools.values()]
     return fingerprint(
-        task=p.task.model_dump(mode="json"),
+        task=p.task_digest,
         prompt=p.prompt,
-        system=p.system.key_text,
+        system=p.system_key,
         skills=skill_files,
         model=f"{p.model}@{p.task.temperature if temperature is None else temperature}",
         tools={"names": list(p.tools), "specs": tool_specs},

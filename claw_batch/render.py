@@ -77,6 +77,7 @@ class GitInfo:
         return self._git("rev-parse", "HEAD").strip()
 
 
+@functools.cache
 def environment(root: Path) -> jinja2.Environment:
     return jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(root)),
@@ -86,6 +87,7 @@ def environment(root: Path) -> jinja2.Environment:
     )
 
 
+@functools.cache
 def helpers(root: Path) -> dict[str, Callable[..., Any]]:
     from claw_batch.paths import Policy
 
@@ -103,11 +105,16 @@ def helpers(root: Path) -> dict[str, Callable[..., Any]]:
     return {"read": read, "glob": glob}
 
 
+@functools.lru_cache(maxsize=256)
+def _compiled(root: Path, source: str) -> jinja2.Template:
+    """Templates are compiled once per run, not once per fan-out item."""
+    return environment(root).from_string(source)
+
+
 def render(source: str, name: str, variables: Mapping[str, Any], *, root: Path) -> str:
     """Render one prompt template; any template problem is a ClawfileError naming the file."""
-    env = environment(root)
     try:
-        return env.from_string(source).render({**helpers(root), **variables})
+        return _compiled(root, source).render({**helpers(root), **variables})
     except jinja2.TemplateSyntaxError as e:
         raise ClawfileError(f"{name}:{e.lineno}: {e.message}") from e
     except jinja2.UndefinedError as e:

@@ -9,7 +9,7 @@ import os
 import secrets as _secrets
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from claw_batch import cancel, notes, skills
@@ -212,7 +212,7 @@ class _Run:
             jobs=self.r.options.jobs,
             upstream=self.r.graph.upstream,
             expand=lambda name: expand(self.r.project.config, self.r.project.root, name),
-            run_job=self.job,
+            check=self.check,
             on_result=self.finished,
             on_task_done=self.note,
         )
@@ -231,7 +231,8 @@ class _Run:
             return not self.r.options.keep_going and result.status != "skipped"
         return False
 
-    def job(self, job: Job) -> JobResult:
+    def check(self, job: Job) -> JobResult | Callable[[], JobResult]:
+        """The job's result when it need not run, else the work that runs it."""
         blocked = [n for n in self.r.graph.upstream(job.task) if n in self.failed]
         if blocked:
             return not_run(job, "skipped", (f"needs {', '.join(blocked)}, which failed",))
@@ -244,7 +245,7 @@ class _Run:
         if self.dry:
             self.pending.add(job.task)
             return not_run(job, "would-run", decision.reasons, prepared.output)
-        return self.execute(prepared, fp, decision)
+        return lambda: self.execute(prepared, fp, decision)
 
     def upstream(self, task: str) -> dict[str, str | None]:
         out: dict[str, str | None] = {}

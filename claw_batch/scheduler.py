@@ -20,14 +20,14 @@ class Scheduler:
         jobs: int,
         upstream: Callable[[str], tuple[str, ...]],
         expand: Callable[[str], list[Job]],
-        run_job: Callable[[Job], JobResult],
+        check: Callable[[Job], JobResult | Callable[[], JobResult]],
         on_result: Callable[[JobResult], bool],  # True: start no more jobs
         on_task_done: Callable[[str], None],
     ) -> None:
         self.jobs = max(1, jobs)
         self.upstream = upstream
         self.expand = expand
-        self.run_job = run_job
+        self.check = check  # a result (up to date, skipped…), or the work to do on a thread
         self.on_result = on_result
         self.on_task_done = on_task_done
         self._waiting: list[str] = []
@@ -50,20 +50,33 @@ class Scheduler:
 
     def _loop(self, pool: ThreadPoolExecutor) -> None:
         while True:
-            if not self._stopping:
-                self._release()
-                while self._queue and len(self._running) < self.jobs:
-                    job = self._queue.popleft()
-                    self._running[pool.submit(self.run_job, job)] = job
+            self._fill(pool)
             if not self._running:
                 return
             finished, _ = wait(self._running, timeout=cancel.POLL, return_when=FIRST_COMPLETED)
             for future in finished:
                 self._finish(future)
 
+    def _fill(self, pool: ThreadPoolExecutor) -> None:
+        """Start jobs while there are free slots; a job that need not run (up to date,
+        skipped) is settled here at once, which may release its dependents."""
+        while not self._stopping:
+            self._release()
+            if not self._queue or len(self._running) >= self.jobs:
+                return
+            job = self._queue.popleft()
+            work = self.check(job)
+            if isinstance(work, JobResult):
+                self._settle(job, work)
+            else:
+                self._running[pool.submit(work)] = job
+
     def _finish(self, future: Future[JobResult]) -> None:
         job = self._running.pop(future)
-        if self.on_result(future.result()):
+        self._settle(job, future.result())
+
+    def _settle(self, job: Job, result: JobResult) -> None:
+        if self.on_result(result):
             self._stopping = True
         self._remaining[job.task] -= 1
         if self._remaining[job.task] == 0:

@@ -38,9 +38,14 @@ class Fingerprint:
         return digest(self.parts)
 
 
+def task_digest(task: Mapping[str, Any]) -> str:
+    """The part of a task definition that decides its result."""
+    return digest({k: v for k, v in task.items() if k not in NOT_FINGERPRINTED})
+
+
 def fingerprint(
     *,
-    task: Mapping[str, Any],
+    task: str,
     prompt: str,
     system: str,
     skills: Mapping[str, str | None],
@@ -49,10 +54,9 @@ def fingerprint(
     inputs: Mapping[str, str | None],
     upstream: Mapping[str, str | None],
 ) -> Fingerprint:
-    settings = {k: v for k, v in task.items() if k not in NOT_FINGERPRINTED}
     return Fingerprint(
         {
-            "task": digest(settings),
+            "task": task,
             "prompt": digest(prompt),
             "system": digest(system),
             "skills": digest(skills),

@@ -7,6 +7,7 @@ per-argument descriptions and bounds. pydantic builds the JSON Schema and valida
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import typing
@@ -33,9 +34,7 @@ class Tool:
     params: type[pydantic.BaseModel]
 
     def spec(self) -> ToolSpec:
-        schema = _clean_schema(self.params.model_json_schema())
-        schema["required"] = list(schema.get("required", []))
-        return ToolSpec(name=self.name, description=self.description, parameters=schema)
+        return _spec(self.name, self.description, self.params)
 
     def invoke(self, ctx: ToolContext, arguments: str) -> str:
         raw = _parse_arguments(arguments)
@@ -45,6 +44,14 @@ class Tool:
             problems = "; ".join(_describe(err, self.params) for err in e.errors())
             raise ToolError(f"invalid arguments for {self.name}: {problems}") from None
         return self.fn(ctx, **{name: getattr(args, name) for name in self.params.model_fields})
+
+
+@functools.cache
+def _spec(name: str, description: str, params: type[pydantic.BaseModel]) -> ToolSpec:
+    """Built once per tool: pydantic's schema generation costs about a millisecond."""
+    schema = _clean_schema(params.model_json_schema())
+    schema["required"] = list(schema.get("required", []))
+    return ToolSpec(name=name, description=description, parameters=schema)
 
 
 def tool(description: str | None = None, *, name: str | None = None) -> Callable[[ToolFn], Tool]:
