@@ -14,7 +14,7 @@ from claw_batch.clawfile import Task
 from claw_batch.errors import TaskFailed, ToolError
 from claw_batch.loop import EventSink, LoopResult, LoopSettings, ToolLoop
 from claw_batch.messages import Message
-from claw_batch.prepare import Prepared, RunContext, system_prompt
+from claw_batch.prepare import Prepared, RunContext, key_prompt, system_prompt
 from claw_batch.tools.base import ToolContext
 
 
@@ -37,7 +37,7 @@ class JobExecution:
         p = self.p
         output_path = self._output_path()  # refuse a bad output before paying a model
         system = system_prompt(self.run, p.job, p.skills)  # now: with the latest daily notes
-        keys = (Message("system", system.key_text), Message("user", p.key_prompt))
+        keys = (Message("system", system.key_text), Message("user", key_prompt(self.run, p)))
         loop = self._loop(started, keys)
         self.on_event("system", content=system.text)
         self.on_event("user", content=p.prompt)

@@ -48,7 +48,7 @@ class Prepared:
     job: Job
     task: Task
     prompt: str
-    key_prompt: str  # rendered with placeholders: what replay keys use
+    variables: Mapping[str, Any]  # the template variables (key_prompt renders with them)
     system_key: str  # the system prompt with placeholders (the real one is built to run)
     task_digest: str
     skills: tuple[skills.Skill, ...]
@@ -79,7 +79,7 @@ def prepare(run: RunContext, job: Job, upstream_names: tuple[str, ...] = ()) -> 
         job=job,
         task=task,
         prompt=_prompt(run, job, variables, schema),
-        key_prompt=_prompt(run, job, {**variables, **PLACEHOLDERS}, schema),
+        variables=variables,
         system_key=system_key,
         task_digest=_once(
             run, job.task, "digest", lambda: task_digest(task.model_dump(mode="json"))
@@ -93,6 +93,12 @@ def prepare(run: RunContext, job: Job, upstream_names: tuple[str, ...] = ()) -> 
         model=run.model_override or task.model or run.project.config.model,
         inputs=tuple(sorted({*inputs, *([job.item] if job.item else [])})),
     )
+
+
+def key_prompt(run: RunContext, p: Prepared) -> str:
+    """The prompt rendered with placeholders for the date and time: what replay keys use.
+    Only a job that runs needs it."""
+    return _prompt(run, p.job, {**p.variables, **PLACEHOLDERS}, p.schema)
 
 
 def system_prompt(
