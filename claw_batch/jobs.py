@@ -39,15 +39,20 @@ def select_tasks(config: Clawfile, targets: Sequence[str]) -> list[str]:
 
 
 def glob_files(root: Path, pattern: str) -> list[str]:
-    """Project files matching a glob, project-relative and sorted; never inside .git/.claw,
-    never outside the project (after resolving symlinks)."""
+    """Project files matching a glob, project-relative and sorted. Like a shell, `*` does
+    not match a name that starts with '.' (so half-written `.x.tmp` files never count);
+    never inside .git/.claw, never outside the project (after resolving symlinks); a
+    trailing `**` means every file below."""
     if pattern.startswith(("/", "~")) or ".." in Path(pattern).parts:
         raise ClawfileError(f"glob '{pattern}' leaves the project; use a path relative to it")
+    wants_hidden = any(part.startswith(".") for part in Path(pattern).parts)
     real_root = root.resolve()
     found = []
-    for path in root.glob(pattern):
+    for path in root.glob(pattern + "/*" if pattern.endswith("**") else pattern):
         rel = path.relative_to(root)
         if rel.parts and rel.parts[0] in NEVER_SEARCHED:
+            continue
+        if not wants_hidden and any(part.startswith(".") for part in rel.parts):
             continue
         if path.is_file() and path.resolve().is_relative_to(real_root):
             found.append(rel.as_posix())

@@ -65,3 +65,15 @@ def test_runtime_errors_in_templates_are_clawfile_errors(tmp_path: Path) -> None
         render("{{ 1 / 0 }}", "p.md", {}, root=tmp_path)
     with pytest.raises(ClawfileError, match="leaves the project"):
         render("{{ glob('/etc/*') }}", "p.md", {}, root=tmp_path)
+
+
+def test_glob_skips_hidden_and_temp_files_and_reads_trailing_globstar(tmp_path: Path) -> None:
+    from claw_batch.jobs import glob_files
+
+    for rel in ("out/a.md", "out/.a.md.1234abcd.tmp", "out/sub/b.md", ".hidden/c.md"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("x")
+    assert glob_files(tmp_path, "out/*") == ["out/a.md"]
+    assert glob_files(tmp_path, "out/**") == ["out/a.md", "out/sub/b.md"]
+    assert glob_files(tmp_path, "**/*.md") == ["out/a.md", "out/sub/b.md"]
+    assert glob_files(tmp_path, ".hidden/*") == [".hidden/c.md"]
