@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,17 +47,38 @@ def glob_files(root: Path, pattern: str) -> list[str]:
     if pattern.startswith(("/", "~")) or ".." in Path(pattern).parts:
         raise ClawfileError(f"glob '{pattern}' leaves the project; use a path relative to it")
     wants_hidden = any(part.startswith(".") for part in Path(pattern).parts)
-    real_root = root.resolve()
+    inside = _Inside(root)
     found = []
+    prefix = len(str(root)) + 1
     for path in root.glob(pattern + "/*" if pattern.endswith("**") else pattern):
-        rel = path.relative_to(root)
-        if rel.parts and rel.parts[0] in NEVER_SEARCHED:
+        rel = str(path)[prefix:]
+        if rel.split("/", 1)[0] in NEVER_SEARCHED:
             continue
-        if not wants_hidden and any(part.startswith(".") for part in rel.parts):
+        if not wants_hidden and ("/." in "/" + rel):
             continue
-        if path.is_file() and path.resolve().is_relative_to(real_root):
-            found.append(rel.as_posix())
+        if path.is_file() and inside(path):
+            found.append(rel)
     return sorted(found)
+
+
+class _Inside:
+    """Whether a file found under the root really is inside it once symlinks are resolved;
+    directories are resolved once each, not once per file."""
+
+    def __init__(self, root: Path) -> None:
+        self.real_root = os.path.realpath(root)
+        self.dirs: dict[str, bool] = {}
+
+    def __call__(self, path: Path) -> bool:
+        if path.is_symlink():
+            return self._contained(os.path.realpath(path))
+        parent = os.path.dirname(path)
+        if parent not in self.dirs:
+            self.dirs[parent] = self._contained(os.path.realpath(parent))
+        return self.dirs[parent]
+
+    def _contained(self, real: str) -> bool:
+        return os.path.commonpath([self.real_root, real]) == self.real_root
 
 
 def expand(config: Clawfile, root: Path, task: str) -> list[Job]:

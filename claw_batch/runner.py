@@ -137,8 +137,9 @@ class Runner:
         """Run the planned jobs under the project lock. Errors that stop the run (the lock,
         a replay miss, a template error, Ctrl-C) end up in the summary; only a bug
         propagates."""
+        names = self.tasks()  # an unknown target is a usage error before anything is written
         if self.options.dry_run:  # read-only: no lock, never in a running run's way
-            return self._run()
+            return self._run(names)
         lock = ProjectLock(
             self.project.root,
             wait=self.options.wait,
@@ -147,11 +148,11 @@ class Runner:
         )
         try:
             with lock:
-                return self._run()
+                return self._run(names)
         except Locked as e:  # nothing ran and nothing was written: no ledger entry
             return RunSummary("", exit_code=e.exit_code, error=str(e))
 
-    def _run(self) -> RunSummary:
+    def _run(self, names: list[str]) -> RunSummary:
         cancel.reset()
         now = now_for_run(self.environ)
         summary = RunSummary("" if self.options.dry_run else new_run_id(now))
@@ -159,7 +160,7 @@ class Runner:
         run = _Run(self, state, summary, now)
         summary.exit_code = 1  # what the ledger says if a bug ends the run
         try:
-            run.tasks(self.tasks())
+            run.tasks(names)
             summary.exit_code = exit_code(summary.results)
         except ClawError as e:
             summary.exit_code, summary.error = e.exit_code, self.redact(str(e))

@@ -72,7 +72,7 @@ def run(
     from claw_batch.endpoints import Mode
     from claw_batch.progress import Progress
     from claw_batch.report import envelope
-    from claw_batch.runner import Runner, RunOptions, RunSummary
+    from claw_batch.runner import Runner, RunOptions
 
     if record and replay:
         raise UsageError("--record and --replay exclude each other")
@@ -94,13 +94,11 @@ def run(
     )
     progress = Progress(quiet=quiet, verbose=verbose)
     runner = Runner(project, options, progress=progress)
-    if not runner.plan():
+    signal.signal(signal.SIGTERM, _interrupt)  # a service manager's stop is a Ctrl-C
+    summary = runner.run()
+    if not summary.results and not summary.error:
         progress.message("claw: nothing to run")
-        summary = RunSummary(run_id="")
-    else:
-        signal.signal(signal.SIGTERM, _interrupt)  # a service manager's stop is a Ctrl-C
-        summary = runner.run()
-        progress.finish()
+    progress.finish()
     if summary.error:
         click.echo(f"claw: {summary.error}", err=True)
     if as_json:
