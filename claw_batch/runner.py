@@ -249,9 +249,13 @@ class _Run:
         return lambda: self.execute(prepared, fp, decision)
 
     def upstream(self, task: str) -> dict[str, str | None]:
+        """The outputs of the tasks this one `needs:` (its prompt can show them as
+        needs.X). An upstream reached only through an input glob is not repeated here: the
+        files the job reads are already in its inputs, by content — so one changed ticket
+        reruns the one review that reads it, not all of them."""
         out: dict[str, str | None] = {}
         with self.lock:
-            for name in self.r.graph.upstream(task):
+            for name in self.r.project.config.tasks[task].needs:
                 out.update(self.produced.get(name, {}))
         return out
 

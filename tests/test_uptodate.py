@@ -215,3 +215,35 @@ def test_fanout_over_an_upstream_task_outputs(tmp_path: Path, env: dict[str, str
     )
     assert run(root, env) == {"tickets[inbox/a.txt]": "ok", "review[tickets/a.txt]": "ok"}
     assert (root / "reviews/a.md").read_text() == "answer to: Review tickets/a.txt\n"
+
+
+def test_one_changed_upstream_file_reruns_only_the_job_that_reads_it(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    root = make_project(
+        tmp_path / "p",
+        """
+        version: 1
+        model: fake-model
+        tasks:
+          tickets:
+            foreach: "inbox/*.txt"
+            prompt: "Ticket for {{ item.path }} {{ read(item.path) }}"
+            output: "tickets/{{ item.stem }}.txt"
+          review:
+            foreach: "tickets/*.txt"
+            prompt: "Review {{ item.path }}"
+            output: "reviews/{{ item.stem }}.md"
+    """,
+        {"inbox/a.txt": "alpha\n", "inbox/b.txt": "beta\n", "inbox/c.txt": "gamma\n"},
+    )
+    run(root, env)
+    (root / "inbox/b.txt").write_text("beta, changed\n")
+    assert run(root, env) == {
+        "tickets[inbox/a.txt]": "up-to-date",
+        "tickets[inbox/b.txt]": "ok",
+        "tickets[inbox/c.txt]": "up-to-date",
+        "review[tickets/a.txt]": "up-to-date",
+        "review[tickets/b.txt]": "ok",
+        "review[tickets/c.txt]": "up-to-date",
+    }

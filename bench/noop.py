@@ -1,0 +1,306 @@
+"""The no-op: `claw run` when all 10,000 jobs of a fan-out are up to date, next to `make -r`
+over an equivalent Makefile.
+
+The project is bench/fullrun.py's: one task, `foreach: "inbox/*.txt"` over --items input files,
+output `out/{{ item.stem }}.md`. It is made up to date by claw itself: one real `claw run -q -j 4`
+against tests/fake_openai.FakeOpenAI with zero latency (its speed is printed: a data point for
+bench/fullrun.py). The Makefile, generated outside the project, has one target per job,
+`out/N.md: inbox/N.txt`, every one of them up to date (`make -q` checks it first).
+
+Then, interleaved, `claw run` (the console script, a real child process, without -q so that it
+says how many jobs are up to date) and `make -r -f Makefile` in the project, --runs times each,
+or fewer once claw has used up --budget seconds; and, for scale, the least a no-op can do in
+Python (list the inputs, stat each input and output, compare with recorded stat keys). The
+fake server stays up: the no-op runs must not make a request. Then the imports of one no-op
+(`python -X importtime -m claw_batch run`; `openai` must not be among them) and a cProfile of
+one, every thread profiled.
+
+    python bench/noop.py [--items 10000] [--runs 5] [--budget 60]
+
+Exits 1 if a no-op run imports openai, makes a request or does not find every job up to date.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from _common import machine, median, ms, table, use_repo
+
+use_repo()
+
+from fake_openai import text  # noqa: E402
+from fullrun import (  # noqa: E402
+    Profiled,
+    fake_env,
+    fan_out_project,
+    load,
+    phase_table,
+    profile_claw,
+    revision,
+    run_claw,
+    timed_fake,
+    top_table,
+)
+
+TARGET = 0.5  # seconds: issue 3, 7a
+SETUP_JOBS = 4  # -j of the run that makes every job up to date
+
+# Where a no-op's time goes; rows nest.
+PHASES = (
+    ("imports (inside the run)", "<frozen importlib._bootstrap>", "_find_and_load"),
+    ("load and validate the clawfile", "claw_batch/clawfile.py", "load_project"),
+    ("plan: expand the fan-out (before the lock)", "claw_batch/runner.py", "plan"),
+    ("glob the fan-out (each time)", "claw_batch/jobs.py", "glob_files"),
+    ("  of which Path.resolve", "pathlib.py", "resolve"),
+    ("run under the lock", "claw_batch/runner.py", "_run"),
+    ("  load the ledger: done rows", "claw_batch/state.py", "done"),
+    ("  load the ledger: file hashes", "claw_batch/state.py", "file_entries"),
+    ("  check a job: prepare, fingerprint, decide", "claw_batch/runner.py", "check"),
+    ("    prepare (prompt, output path, policy)", "claw_batch/prepare.py", "prepare"),
+    ("      render a template (jinja2)", "claw_batch/render.py", "render"),
+    ("      policy (resolves paths)", "claw_batch/prepare.py", "policy_for"),
+    ("    fingerprint", "claw_batch/prepare.py", "fingerprint_of"),
+    ("      hash a file (stat shortcut)", "claw_batch/filehash.py", "hash"),
+    ("      digest (json.dumps + sha256)", "claw_batch/uptodate.py", "digest"),
+    ("    up-to-date decision", "claw_batch/runner.py", "decide"),
+    ("    keep: up-to-date result", "claw_batch/runner.py", "keep"),
+    ("  scheduler: settle a result", "claw_batch/scheduler.py", "_settle"),
+    ("  progress", "claw_batch/progress.py", "job_finished"),
+    ("  end of run (hashes, summary.json)", "claw_batch/runner.py", "close"),
+)
+
+
+# For scale, the least a no-op can do in Python: list the inputs, stat each input and output,
+# compare with the (mtime, size, inode) recorded after the setup run. argv: the record.
+FLOOR = """
+import json, os, sys
+def key(path):
+    st = os.stat(path)
+    return [st.st_mtime_ns, st.st_size, st.st_ino]
+recorded = json.load(open(sys.argv[1]))
+stale = 0
+for entry in os.scandir("inbox"):
+    if entry.name.endswith(".txt"):
+        item, output = "inbox/" + entry.name, "out/" + entry.name[:-4] + ".md"
+        stale += recorded.get(item) != [key(item), key(output)]
+sys.exit(1 if stale else 0)
+"""
+
+
+def record_stats(root: Path, path: Path) -> None:
+    """What FLOOR compares with: each item's and output's (mtime, size, inode)."""
+
+    def key(p: Path) -> list[int]:
+        st = p.stat()
+        return [st.st_mtime_ns, st.st_size, st.st_ino]
+
+    keys = {
+        f"inbox/{item.name}": [key(item), key(root / "out" / f"{item.stem}.md")]
+        for item in (root / "inbox").glob("*.txt")
+    }
+    path.write_text(json.dumps(keys))
+
+
+def run_floor(root: Path, record: Path) -> float:
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", FLOOR, str(record)], cwd=root)
+    if done.returncode != 0:
+        sys.exit("the stat-only check found a job out of date")
+    return time.perf_counter() - started
+
+
+def makefile(items: int) -> str:
+    outputs = [f"out/{n:05d}.md" for n in range(items)]
+    lines = [".PHONY: all", "all: " + " ".join(outputs), ""]
+    for n, out in enumerate(outputs):
+        lines += [f"{out}: inbox/{n:05d}.txt", "\tcp $< $@"]
+    return "\n".join(lines) + "\n"
+
+
+def run_make(root: Path, path: Path, *args: str) -> tuple[float, int]:
+    started = time.perf_counter()
+    done = subprocess.run(
+        ["make", "-r", "-f", str(path), *args],
+        cwd=root,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    return time.perf_counter() - started, done.returncode
+
+
+@dataclass(frozen=True)
+class Imports:
+    modules: dict[str, float]  # module -> its own import time, seconds
+    total: float  # seconds, the top-level imports' cumulative times summed
+    wall: float  # of the run they were measured in
+
+    def by_package(self, top: int = 8) -> str:
+        cost: dict[str, float] = {}
+        for module, seconds in self.modules.items():
+            package = module.split(".")[0]
+            cost[package] = cost.get(package, 0.0) + seconds
+        slowest = sorted(cost.items(), key=lambda kv: kv[1], reverse=True)[:top]
+        rows = [(f"`{package}`", ms(seconds)) for package, seconds in slowest]
+        return table(("package", "own import ms, all its modules"), rows)
+
+
+def import_times(root: Path, env: dict[str, str]) -> Imports:
+    argv = (sys.executable, "-X", "importtime", "-m", "claw_batch")
+    finished = run_claw(root, ["run", "-q"], env, argv=argv)
+    modules: dict[str, float] = {}
+    total_us = 0
+    for line in finished.stderr.splitlines():
+        found = re.match(r"import time:\s+(\d+) \|\s+(\d+) \|( *)(\S+)", line)
+        if found:
+            modules[found[4]] = int(found[1]) / 1e6
+            if len(found[3]) == 1:  # depth 0
+                total_us += int(found[2])
+    return Imports(modules, total_us / 1e6, finished.wall)
+
+
+def timing_table(
+    claw: Sequence[float], make: Sequence[float], floor: Sequence[float], items: int
+) -> str:
+    commands = (
+        ("`claw run`", claw),
+        ("`make -r`", make),
+        ("Python floor: scandir + 2 stats a job, no claw", floor),
+    )
+    rows: list[tuple[object, ...]] = [
+        (
+            name,
+            len(values),
+            ms(min(values)),
+            ms(median(values)),
+            f"{median(values) / items * 1e6:.1f}",
+        )
+        for name, values in commands
+    ]
+    rows.append(
+        (
+            "claw / make",
+            "",
+            f"{min(claw) / min(make):.1f}×",
+            f"{median(claw) / median(make):.1f}×",
+            "",
+        )
+    )
+    return table(("command", "runs", "min ms", "median ms", "µs per job (median)"), rows)
+
+
+@dataclass
+class NoOps:
+    claw: list[float] = field(default_factory=list)  # wall seconds per run
+    make: list[float] = field(default_factory=list)
+    floor: list[float] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+
+
+def set_up(tmp: Path, items: int, env: dict[str, str]) -> tuple[Path, Path, Path]:
+    """The project made up to date by claw, the equivalent Makefile, the stat record."""
+    root = fan_out_project(tmp / "p", items)
+    setup = run_claw(root, ["run", "-q", "-j", str(SETUP_JOBS)], env)
+    print(
+        f"setup: `claw run -q -j {SETUP_JOBS}` ran the {items} jobs in {setup.wall:.1f} s "
+        f"({items / setup.wall:.0f} jobs/s)"
+    )
+    make_path = tmp / "Makefile"
+    make_path.write_text(makefile(items))
+    if run_make(root, make_path, "-q")[1] != 0:
+        sys.exit("make -q: the generated Makefile is not up to date")
+    record = tmp / "stats.json"
+    record_stats(root, record)
+    return root, make_path, record
+
+
+def no_ops(
+    root: Path, make_path: Path, record: Path, env: dict[str, str], args: argparse.Namespace
+) -> NoOps:
+    """claw, make and the floor, interleaved, until --runs or claw's --budget is used up."""
+    done = NoOps()
+    while len(done.claw) < args.runs and (not done.claw or sum(done.claw) < args.budget):
+        finished = run_claw(root, ["run"], env)
+        done.claw.append(finished.wall)
+        if f"{args.items} jobs up to date" not in finished.stderr:
+            done.failures.append(f"not every job was up to date: {finished.stderr[-500:]!r}")
+        done.make.append(run_make(root, make_path)[0])
+        done.floor.append(run_floor(root, record))
+    return done
+
+
+def check_table(imports: Imports, openai: bool, requests: int) -> str:
+    rows: list[tuple[object, ...]] = [
+        ("requests made by all no-op runs", requests),
+        ("no-op imports `openai` (-X importtime; profiled run)", "yes" if openai else "no"),
+        ("modules imported (-X importtime)", len(imports.modules)),
+        ("import time, -X importtime total", f"{ms(imports.total)} ms"),
+        ("… of that run's wall time", f"{imports.total / imports.wall * 100:.0f} %"),
+        ("… of the target", f"{imports.total / TARGET * 100:.0f} %"),
+    ]
+    return table(("check", "result"), rows)
+
+
+def print_profile(profiled: Profiled, items: int) -> None:
+    print(
+        f"cProfile of one no-op (`claw run -q`, in a child process, every thread): "
+        f"{profiled.wall:.1f} s in main() under the profiler, "
+        f"{profiled.wall / items * 1e6:.0f} µs per job\n"
+    )
+    print(phase_table(profiled.stats, PHASES, items, profiled.wall, micro=True), end="\n\n")
+    print("top functions by cumulative time (waits and dispatch frames left out):\n")
+    print(top_table(profiled.stats, items, top=25, micro=True), end="\n\n")
+    print("top functions by own time:\n")
+    print(top_table(profiled.stats, items, own=True, top=15, micro=True), end="\n\n")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--items", type=int, default=10_000)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--budget", type=float, default=60.0, help="seconds of claw no-ops")
+    args = parser.parse_args()
+    items: int = args.items
+    began = time.perf_counter()
+    print(f"machine: {machine()}; claw_batch at {revision()}; {load()}\n")
+
+    with tempfile.TemporaryDirectory() as tmp, timed_fake(lambda body: text("done")) as srv:
+        env = fake_env(srv)
+        root, make_path, record = set_up(Path(tmp), items, env)
+        before = len(srv.requests)
+        done = no_ops(root, make_path, record, env, args)
+        imports = import_times(root, env)
+        profiled = profile_claw(root, ["run", "-C", str(root), "-q"], env)
+        requests = len(srv.requests) - before
+
+    print(f"\nno-op over {items} up-to-date jobs and {items} input files:\n")
+    print(timing_table(done.claw, done.make, done.floor, items), end="\n\n")
+    fastest = min(done.claw)
+    verdict = "meets" if fastest <= TARGET else "misses"
+    print(
+        f"target: claw ≤ {TARGET} s: {verdict} it (min {fastest:.2f} s, {fastest / TARGET:.1f}×)\n"
+    )
+    openai = profiled.imported_openai or any(m.split(".")[0] == "openai" for m in imports.modules)
+    print(check_table(imports, openai, requests), end="\n\n")
+    print("what the no-op imports, by package:\n")
+    print(imports.by_package(), end="\n\n")
+    print_profile(profiled, items)
+    print(f"the script took {time.perf_counter() - began:.0f} s; {load()}")
+    failures = done.failures
+    failures += ["a no-op run imported openai"] if openai else []
+    failures += [f"the no-op runs made {requests} requests"] if requests else []
+    for failure in failures:
+        print(f"FAIL: {failure}", file=sys.stderr)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
