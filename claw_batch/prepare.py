@@ -5,6 +5,7 @@ nothing, which is what `claw plan` and the up-to-date check need."""
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,7 +18,7 @@ from claw_batch.filehash import sha256_file
 from claw_batch.jobs import Job, glob_files
 from claw_batch.paths import Policy
 from claw_batch.tools.registry import TOOLS, Tool
-from claw_batch.uptodate import Fingerprint, fingerprint, task_digest
+from claw_batch.uptodate import Fingerprint, digest, fingerprint, task_digest
 
 # What `today` and `now` read as in the prompt that replay keys are computed from.
 PLACEHOLDERS = {"today": "<today>", "now": "<now>"}
@@ -124,21 +125,25 @@ def fingerprint_of(
     p: Prepared,
     hash_file: Callable[[str], str | None],
     upstream: Mapping[str, str | None],
-    temperature: float | None = None,
 ) -> Fingerprint:
     """The job's fingerprint; `hash_file` hashes a project-relative path (None: missing)."""
     skill_files = {s.name: _skill_hash(s.path, hash_file, p.policy.root) for s in p.skills}
-    tool_specs = [t.spec().parameters for t in p.tools.values()]
     return fingerprint(
         task=p.task_digest,
         prompt=p.prompt,
         system=p.system_key,
         skills=skill_files,
-        model=f"{p.model}@{p.task.temperature if temperature is None else temperature}",
-        tools={"names": list(p.tools), "specs": tool_specs},
+        model=f"{p.model}@{p.task.temperature}",
+        tools=_tools_digest(tuple(p.tools)),
         inputs={path: hash_file(path) for path in p.inputs},
         upstream=upstream,
     )
+
+
+@functools.lru_cache(maxsize=64)
+def _tools_digest(names: tuple[str, ...]) -> str:
+    """The tool set and its schemas: the same for every job of a task."""
+    return digest({"names": list(names), "specs": [TOOLS[n].spec().parameters for n in names]})
 
 
 def _skill_hash(path: Path, hash_file: Callable[[str], str | None], root: Path) -> str | None:

@@ -240,9 +240,10 @@ class _Run:
         prepared = prepare(self.ctx, job, self.r.graph.upstream(job.task))
         fp = fingerprint_of(prepared, self.hashes.hash, self.upstream(job.task))
         record = self.done.get((job.task, job.item or ""))
-        decision = self.decide(job, record, fp)
+        outputs_now = {p: self.hashes.hash(p) for p in record.outputs} if record else {}
+        decision = self.decide(job, record, fp, outputs_now)
         if not decision.run:
-            return self.keep(job, record, decision)
+            return self.keep(job, record, decision, outputs_now)
         if self.dry:
             self.pending.add(job.task)
             return not_run(job, "would-run", decision.reasons, prepared.output)
@@ -259,17 +260,27 @@ class _Run:
                 out.update(self.produced.get(name, {}))
         return out
 
-    def decide(self, job: Job, record: Done | None, fp: Fingerprint) -> Decision:
+    def decide(
+        self,
+        job: Job,
+        record: Done | None,
+        fp: Fingerprint,
+        outputs_now: dict[str, str | None],
+    ) -> Decision:
         upstream_pending = [n for n in self.r.graph.upstream(job.task) if n in self.pending]
         if upstream_pending:
             return Decision(True, tuple(f"upstream {n} would run" for n in upstream_pending))
-        outputs_now = {p: self.hashes.hash(p) for p in record.outputs} if record else {}
         task = self.r.project.config.tasks[job.task]
         return decide(record, fp, outputs_now, force=self.r.options.force, always=task.always)
 
-    def keep(self, job: Job, record: Done | None, decision: Decision) -> JobResult:
+    def keep(
+        self,
+        job: Job,
+        record: Done | None,
+        decision: Decision,
+        hashes: dict[str, str | None],
+    ) -> JobResult:
         assert record is not None  # only a job that succeeded before is not run
-        hashes = {p: self.hashes.hash(p) for p in record.outputs}
         first = next(iter(record.outputs), None)
         with self.lock:
             self.produced.setdefault(job.task, {}).update(hashes)
