@@ -18,7 +18,8 @@ def main() -> None:
     keeps a transcript of every job under .claw/runs/.
 
     Exit codes: 0 ok, 1 a job failed, 2 usage or clawfile error, 3 a limit was hit
-    (max_steps, timeout, a loop of identical calls), 130 interrupted.
+    (max_steps, timeout, budget, a loop of identical calls), 75 another run holds the
+    project, 130 interrupted.
     """
 
 
