@@ -257,20 +257,3 @@ class State:
         """The run that started last (in this database's order: a pinned clock may lie)."""
         rows = self._query("SELECT id FROM runs ORDER BY rowid DESC LIMIT 1")
         return str(rows[0]["id"]) if rows else None
-
-
-def last_statuses(path: Path) -> dict[str, str]:
-    """Each task's most recent job status, read-only; {} when claw never ran here."""
-    if not path.exists():
-        return {}
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        rows = db.execute(
-            "SELECT task, status FROM jobs j WHERE started = "
-            "(SELECT MAX(started) FROM jobs WHERE task = j.task)"
-        ).fetchall()
-    except sqlite3.DatabaseError:
-        return {}
-    finally:
-        db.close()
-    return {str(task): str(status) for task, status in rows}

@@ -196,3 +196,14 @@ def test_claw_run_exits_75_while_another_run_holds_the_project(tmp_path: Path) -
     assert r.stderr.startswith(f"claw: locked by pid {os.getpid()} since ")
     assert json.loads(r.stdout)["exit_code"] == 75
     assert not (root / ".claw/state.db").exists()
+
+
+def test_claw_list_says_when_a_run_holds_the_project(tmp_path: Path) -> None:
+    from helpers import claw, make_project
+
+    root = make_project(tmp_path / "p", "version: 1\ntasks:\n  t: {prompt: go}\n")
+    with ProjectLock(root, argv="claw run t"):
+        r = claw(root, "list")
+    assert r.exit_code == 0
+    assert r.stderr.startswith(f"claw: a run is in progress, locked by pid {os.getpid()} since ")
+    assert claw(root, "list").stderr == ""

@@ -18,8 +18,12 @@ if TYPE_CHECKING:
 def list_tasks(directory: Path | None, file: Path | None, verbose: bool, quiet: bool) -> int:
     """List the tasks with their description, triggers and last result."""
     from claw_batch.commands.plan import dry_run
+    from claw_batch.lock import read_holder
 
     project = load(directory, file)
+    holder = read_holder(project.root)
+    if holder is not None:
+        click.echo(f"claw: a run is in progress, {holder.describe()}", err=True)
     summary = dry_run(directory, file, tuple(project.config.tasks), False)
     state = {name: _state(summary.results, name) for name in project.config.tasks}
     rows = []

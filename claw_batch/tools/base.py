@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
+
+from claw_batch.paths import Policy
 
 
 class Sandbox(Protocol):
@@ -24,7 +26,7 @@ class Sandbox(Protocol):
 @dataclass(frozen=True)
 class ToolContext:
     root: Path  # the project root, resolved
-    policy: Any  # claw_batch.paths.Policy: read/write confinement
+    policy: Policy  # read/write confinement
     env: Mapping[str, str]  # the scrubbed environment child processes start from
     deadline: float  # time.monotonic() by which the job must end
     bash_allow: tuple[str, ...] | bool = False  # permissions.bash: patterns, True, or off
