@@ -14,12 +14,12 @@ import jinja2
 from jinja2 import meta, nodes
 
 from claw_batch.clawfields import path_problem
+from claw_batch.config import prompt_file
 from claw_batch.yamlsource import KeyPath, Problem, YamlSource
 
 if TYPE_CHECKING:
-    from claw_batch.clawfile import Budget, Clawfile, Task
+    from claw_batch.config import Budget, Clawfile, Task
 
-PROMPT_SUFFIXES = (".md", ".j2", ".txt")
 _ITEM = "template variable 'item' is only defined for tasks with foreach"
 _NO_BASE_URL = (
     "missing required key 'base_url': the URL of this provider's OpenAI-compatible API, "
@@ -35,14 +35,6 @@ _NOT_YET = {
     "prices": "not supported yet: prices come with cost accounting, which claw does not do yet; "
     "to cap a run today, use budget.max_tokens",
 }
-
-
-def prompt_file(prompt: str) -> str | None:
-    """The path in `prompt:` when it names a file; None when it is the template itself."""
-    text = prompt.strip()
-    if not text or any(char.isspace() for char in text):
-        return None
-    return text if text.endswith(PROMPT_SUFFIXES) or "/" in text else None
 
 
 def check(config: Clawfile, source: YamlSource, root: Path, *, names: list[str]) -> list[Problem]:
@@ -81,6 +73,16 @@ def template_errors(text: str, *, foreach: bool) -> list[tuple[int, str]]:
         elif name == "item" and not foreach:
             errors.append((line, _ITEM))
     return errors
+
+
+def task_variables(task: Task, root: Path) -> frozenset[str]:
+    """The template variables a valid task's prompt and output paths read."""
+    file = prompt_file(task.prompt)
+    prompt = (root / file).read_text(encoding="utf-8") if file else task.prompt
+    names: set[str] = set()
+    for text in (prompt, task.output or "", *task.outputs):
+        names |= meta.find_undeclared_variables(_environment().parse(text))
+    return frozenset(names)
 
 
 @functools.cache

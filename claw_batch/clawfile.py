@@ -42,19 +42,17 @@ from claw_batch.clawfields import (
     ToolName,
     Workspace,
 )
+from claw_batch.config import Clawfile, Project, clawfile_path
 from claw_batch.errors import ClawfileError
 from claw_batch.modelerrors import describe
-from claw_batch.tools import DEFAULT_TOOLS
 from claw_batch.yamlsource import Problem, YamlSource, load_yaml, problems_error
-
-CLAWFILE_NAMES = ("clawfile.yaml", "clawfile.yml")
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
 
-class Provider(_Strict):
+class ProviderModel(_Strict):
     base_url: HttpUrl | None = None  # required but for "openai" (clawcheck)
     api_key_env: EnvName | None = None
     max_concurrency: PositiveInt | None = None
@@ -66,13 +64,13 @@ class Provider(_Strict):
     }
 
 
-class Permissions(_Strict):
+class PermissionsModel(_Strict):
     write: ProjectGlobs = []
     bash: BashPolicy = False
     network: bool = False
 
 
-class Budget(_Strict):
+class BudgetModel(_Strict):
     # The USD limits (and `prices:`) are refused by clawcheck until cost accounting exists.
     max_tokens: PositiveInt | None = None  # per job run
     max_usd: PositiveFloat | None = None  # per job run
@@ -80,14 +78,14 @@ class Budget(_Strict):
     per_week: PositiveFloat | None = None  # USD, all runs of the task in 7 days
 
 
-class Price(_Strict):
+class PriceModel(_Strict):
     """USD per million tokens, for models the built-in price table does not know."""
 
     input: NonNegativeFloat
     output: NonNegativeFloat
 
 
-class TaskSettings(_Strict):
+class TaskSettingsModel(_Strict):
     """Every task key but `prompt`; also what `defaults:` holds."""
 
     description: str = ""
@@ -97,7 +95,7 @@ class TaskSettings(_Strict):
     needs: Globs = []
     foreach: ProjectGlob | None = None
     tools: list[ToolName] | None = None
-    permissions: Permissions = Permissions()
+    permissions: PermissionsModel = PermissionsModel()
     json_schema: JsonSchema | None = Field(default=None, alias="schema")
     schedule: CronExpr | None = None
     tz: TimeZone | None = None
@@ -109,7 +107,7 @@ class TaskSettings(_Strict):
     temperature: NonNegativeFloat | None = None
     max_steps: PositiveInt = 30
     timeout: PositiveFloat = 600.0
-    budget: Budget | None = None
+    budget: BudgetModel | None = None
     always: bool = False
     skills: list[str] | None = None
 
@@ -117,90 +115,49 @@ class TaskSettings(_Strict):
         "prompt": "'prompt' cannot have a default: each task sets its own"
     }
 
-    @property
-    def tool_names(self) -> tuple[str, ...]:
-        return DEFAULT_TOOLS if self.tools is None else tuple(self.tools)
 
-
-class Task(TaskSettings):
+class TaskModel(TaskSettingsModel):
     prompt: str
 
 
-class Clawfile(_Strict):
+class ClawfileModel(_Strict):
     version: Literal[1] = 1
     model: str = "gpt-4o-mini"
     workspace: Workspace = "workspace"
-    providers: Annotated[dict[Name, Provider], OrEmpty] = {}
-    defaults: Annotated[TaskSettings, OrEmpty] = TaskSettings()
+    providers: Annotated[dict[Name, ProviderModel], OrEmpty] = {}
+    defaults: Annotated[TaskSettingsModel, OrEmpty] = TaskSettingsModel()
     default: Globs | None = None
-    tasks: dict[Name, Task]
-    prices: Annotated[dict[str, Price], OrEmpty] = {}
-
-
-@dataclass(frozen=True)
-class Project:
-    root: Path
-    clawfile: Path
-    config: Clawfile
-
-    def prompt_source(self, task_name: str) -> tuple[str, str]:
-        """(template text, the name to show for it in messages)."""
-        prompt = self.config.tasks[task_name].prompt
-        file = clawcheck.prompt_file(prompt)
-        if file is None:
-            return prompt, f"{self.clawfile.name}:tasks.{task_name}.prompt"
-        try:
-            return (self.root / file).read_text(encoding="utf-8"), file
-        except (OSError, UnicodeDecodeError) as exc:  # changed since the clawfile was loaded
-            raise ClawfileError(f"tasks.{task_name}.prompt: cannot read {file!r}: {exc}") from None
-
-
-def resolve_model(config: Clawfile, model: str) -> tuple[str, Provider | None, str]:
-    """`local/qwen2.5:7b` -> ("local", <provider>, "qwen2.5:7b") when `local` is declared;
-    otherwise the whole string is a model name for the default "openai" endpoint (OpenRouter
-    names such as `qwen/qwen-2.5-72b` contain a slash too)."""
-    prefix, slash, rest = model.partition("/")
-    if slash and prefix in config.providers:
-        return prefix, config.providers[prefix], rest
-    return "openai", config.providers.get("openai"), model
-
-
-def find_clawfile(start: Path) -> Path:
-    start = start.resolve()
-    for directory in (start, *start.parents):
-        for name in CLAWFILE_NAMES:
-            if (directory / name).is_file():
-                return directory / name
-    raise ClawfileError(
-        f"no clawfile.yaml in {start} or any parent directory; "
-        "create one with `claw init` or pass -f FILE / -C DIR"
-    )
+    tasks: dict[Name, TaskModel]
+    prices: Annotated[dict[str, PriceModel], OrEmpty] = {}
 
 
 def load_project(*, directory: Path | None = None, file: Path | None = None) -> Project:
-    """`-C DIR` starts the search in DIR; `-f FILE` names the file (relative to DIR if both)."""
-    base = directory if directory is not None else Path.cwd()
-    if file is None:
-        path = find_clawfile(base)
-    else:
-        path = (base / file).resolve()
-        if not path.is_file():
-            raise ClawfileError(f"{file}: no such file")
+    """Find, read and validate the clawfile (see `config.clawfile_path`)."""
+    path = clawfile_path(directory, file)
     root = path.parent
-    return Project(root=root, clawfile=path, config=_load(path, root))
+    return Project(root=root, clawfile=path, config=validate(path, root).config)
 
 
-def _load(path: Path, root: Path) -> Clawfile:
+@dataclass(frozen=True)
+class Validated:
+    document: dict[str, Any]  # the validated clawfile, defaults applied, as JSON
+    variables: dict[str, frozenset[str]]  # per task, the template variables it reads
+    config: Clawfile
+
+
+def validate(path: Path, root: Path) -> Validated:
     source = load_yaml(path, path.name)
     _check_document(source)
-    config, problems = _validate(source)
-    if config is not None:
-        config = _apply_defaults(config)
+    model, problems = _validate(source)
+    if model is not None:
+        document = _apply_defaults(model).model_dump(mode="json")
+        config = Clawfile.of(document)
         names = [str(name) for name in source.data["tasks"]]
         problems += clawcheck.check(config, source, root, names=names)
-    if problems or config is None:  # config is None only when there are problems
+    if problems or model is None:  # model is None only when there are problems
         raise problems_error(problems, source.name)
-    return config
+    variables = {name: clawcheck.task_variables(task, root) for name, task in config.tasks.items()}
+    return Validated(document, variables, Clawfile.of(document, variables))
 
 
 def _check_document(source: YamlSource) -> None:
@@ -218,20 +175,20 @@ def _check_document(source: YamlSource) -> None:
         )
 
 
-def _validate(source: YamlSource) -> tuple[Clawfile | None, list[Problem]]:
+def _validate(source: YamlSource) -> tuple[ClawfileModel | None, list[Problem]]:
     """Validate; on errors, validate again without the keys that failed, so that the checks
     across tasks and of templates still run on the rest and all errors come out at once."""
     try:
-        return Clawfile.model_validate(source.data), []
+        return ClawfileModel.model_validate(source.data), []
     except ValidationError as exc:
         errors = exc.errors()
-        problems = modelerrors.problems(exc, Clawfile, source)
+        problems = modelerrors.problems(exc, ClawfileModel, source)
     rest = copy.deepcopy(source.data)
     for error in errors:
         if not _drop(rest, error):
             return None, problems
     try:
-        return Clawfile.model_validate(rest), problems
+        return ClawfileModel.model_validate(rest), problems
     except ValidationError:
         return None, problems
 
@@ -256,7 +213,7 @@ def _drop(data: dict[str, Any], error: ErrorDetails) -> bool:
     return True
 
 
-def _apply_defaults(config: Clawfile) -> Clawfile:
+def _apply_defaults(config: ClawfileModel) -> ClawfileModel:
     preset = config.defaults.model_fields_set
     tasks = {
         name: task.model_copy(

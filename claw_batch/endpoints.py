@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from claw_batch import cancel
-from claw_batch.clawfile import Clawfile, resolve_model
+from claw_batch.config import Clawfile, resolve_model
 from claw_batch.errors import LimitExceeded, TaskFailed
 from claw_batch.llm.base import LLM
 from claw_batch.messages import ChatRequest, Completion

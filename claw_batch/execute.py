@@ -10,7 +10,7 @@ from typing import Any
 
 from claw_batch import answers
 from claw_batch.atomic import write_atomic
-from claw_batch.clawfile import Task
+from claw_batch.config import Task
 from claw_batch.errors import TaskFailed, ToolError
 from claw_batch.loop import EventSink, LoopResult, LoopSettings, ToolLoop
 from claw_batch.messages import Message

@@ -36,7 +36,7 @@ from claw_batch.errors import ClawfileError
 from claw_batch.yamlsource import KeyPath, dotted
 
 if TYPE_CHECKING:
-    from claw_batch.clawfile import Clawfile
+    from claw_batch.config import Clawfile
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from claw_batch.clawfile import Clawfile
+from claw_batch.config import Clawfile
 from claw_batch.errors import ClawfileError, UsageError
 from claw_batch.paths import NEVER_SEARCHED
 

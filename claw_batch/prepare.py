@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from claw_batch import answers, context, render, skills
-from claw_batch.clawfile import Project, Task
+from claw_batch.config import Project, Task
 from claw_batch.endpoints import Models
 from claw_batch.filehash import sha256_file
 from claw_batch.jobs import Job, glob_files
@@ -83,7 +83,7 @@ def prepare(run: RunContext, job: Job, upstream_names: tuple[str, ...] = ()) -> 
         variables=variables,
         system_key=system_key,
         task_digest=_once(
-            run, job.task, "digest", lambda: task_digest(task.model_dump(mode="json"))
+            run, job.task, "digest", lambda: task_digest(task.definition)
         ),
         skills=offered,
         output=output,

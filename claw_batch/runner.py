@@ -8,8 +8,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from claw_batch import cancel
-from claw_batch.clawfile import Project
 from claw_batch.clock import new_run_id, now_for_run
+from claw_batch.config import Project
 from claw_batch.endpoints import Mode, Models, api_keys
 from claw_batch.errors import ClawError, Interrupted, LimitExceeded, Locked, TaskFailed
 from claw_batch.graph import Graph, build

@@ -13,8 +13,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 FRONT_MATTER = re.compile(r"\A---\s*\n(.*?)\n---\s*(\n|\Z)", re.DOTALL)
 
 
@@ -55,6 +53,8 @@ def parse_skill(skill_md: Path) -> Skill | None:
 def _front_matter(text: str) -> dict[str, object] | None:
     """YAML front matter; skills written by hand often have an unquoted `: ` in their
     description, which strict YAML refuses, so fall back to reading `key: value` lines."""
+    import yaml  # lazily: only projects with skills pay for it
+
     try:
         meta = yaml.safe_load(text)
     except yaml.YAMLError:

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from claw_batch.clawfile import Project, find_clawfile, load_project, resolve_model
+from claw_batch.clawfile import load_project
+from claw_batch.config import Project, find_clawfile, resolve_model
 from claw_batch.errors import ClawfileError
 
 TOOLS = "read, write, edit, bash, grep, ls, find, remember, memory_search"
@@ -355,7 +356,7 @@ def test_templated_and_dotted_paths_inside_the_project(tmp_path: Path) -> None:
             outputs: ["reports/{{ now.strftime('%Y/%m') }}/index.md"]
     """
     task = load(tmp_path, clawfile, {"prompts/t..v2.md": "hi\n"}).config.tasks["t"]
-    assert (task.output, task.inputs) == ("{{ today }}/{{ task }}.md", ["./notes/a..b/*.md"])
+    assert (task.output, task.inputs) == ("{{ today }}/{{ task }}.md", ("./notes/a..b/*.md",))
 
 
 @pytest.mark.parametrize(
@@ -703,12 +704,12 @@ def test_valid_clawfile_applies_defaults_where_tasks_are_silent(tmp_path: Path) 
     assert tasks["collect"].tool_names == ("read", "grep")
     assert tasks["summary"].tool_names == ("read", "grep", "ls", "write")
     assert tasks["triage"].temperature == 0
-    assert tasks["collect"].inputs == ["workspace/notes/*.md"]  # one string = one glob
-    assert tasks["summary"].needs == ["collect"]
-    assert tasks["summary"].permissions.bash == ["git diff*"]
+    assert tasks["collect"].inputs == ("workspace/notes/*.md",)  # one string = one glob
+    assert tasks["summary"].needs == ("collect",)
+    assert tasks["summary"].permissions.bash == ("git diff*",)
     assert tasks["triage"].json_schema == {"type": "object", "required": ["label"]}
     assert tasks["summary"].budget is not None and tasks["summary"].budget.max_tokens == 200000
-    assert project.config.default == ["summary"]
+    assert project.config.default == ("summary",)
 
 
 def test_task_defaults_without_defaults(tmp_path: Path) -> None:
@@ -749,7 +750,7 @@ def test_prompt_source_inline_and_file(tmp_path: Path) -> None:
     ],
 )
 def test_which_prompts_are_files(prompt: str, is_file: bool) -> None:
-    from claw_batch.clawcheck import prompt_file
+    from claw_batch.config import prompt_file
 
     assert (prompt_file(prompt) is not None) == is_file
 

@@ -6,7 +6,8 @@ from typing import Any
 import pytest
 from helpers import claw, make_project
 
-from claw_batch.clawfile import Clawfile
+from claw_batch.clawfile import ClawfileModel
+from claw_batch.config import Clawfile
 from claw_batch.errors import ClawfileError
 from claw_batch.globs import match
 from claw_batch.graph import Graph, Via, analyse, build, can_match
@@ -15,7 +16,8 @@ from claw_batch.graph import Graph, Via, analyse, build, can_match
 def config(**tasks: dict[str, Any]) -> Clawfile:
     """A clawfile of these tasks (each with a prompt), validated field by field only: the
     graph's own checks are what is under test."""
-    return Clawfile.model_validate({"tasks": {n: {"prompt": "hi", **t} for n, t in tasks.items()}})
+    document = {"tasks": {n: {"prompt": "hi", **t} for n, t in tasks.items()}}
+    return Clawfile.of(ClawfileModel.model_validate(document).model_dump(mode="json"))
 
 
 def error(cfg: Clawfile) -> str:

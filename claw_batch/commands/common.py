@@ -11,7 +11,8 @@ import click
 from claw_batch.errors import ClawError
 
 if TYPE_CHECKING:
-    from claw_batch.clawfile import Project
+    from claw_batch.config import Project
+    from claw_batch.configcache import Use
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -40,10 +41,11 @@ def project_options(fn: F) -> F:
     return fn
 
 
-def load(directory: Path | None, file: Path | None) -> Project:
-    from claw_batch.clawfile import load_project
+def load(directory: Path | None, file: Path | None, *, cache: Use = "read") -> Project:
+    """The project; `cache` says whether an unchanged clawfile may skip validation."""
+    from claw_batch.configcache import load_project
 
-    return load_project(directory=directory, file=file)
+    return load_project(directory, file, cache=cache)
 
 
 def handle_errors(fn: Callable[..., int | None]) -> Callable[..., None]:

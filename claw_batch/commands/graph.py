@@ -8,7 +8,7 @@ import click
 from claw_batch.commands.common import handle_errors, load, project_options
 
 if TYPE_CHECKING:
-    from claw_batch.clawfile import Clawfile
+    from claw_batch.config import Clawfile
     from claw_batch.graph import Graph
 
 

@@ -76,7 +76,7 @@ def run(
 
     if record and replay:
         raise UsageError("--record and --replay exclude each other")
-    project = load(directory, file)
+    project = load(directory, file, cache="read" if dry_run else "write")
     mode = Mode(
         replay=replay, record=record, cassettes=(cassettes or project.root / "cassettes").absolute()
     )

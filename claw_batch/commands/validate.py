@@ -15,7 +15,7 @@ def validate(directory: Path | None, file: Path | None, verbose: bool, quiet: bo
     """Check the clawfile, its templates and the skills (exit 2 on error)."""
     from claw_batch import skills
 
-    project = load(directory, file)
+    project = load(directory, file, cache="off")
     dirs = skills.skill_dirs(project.root, project.config.workspace)
     bad = skills.invalid(dirs)
     if bad:

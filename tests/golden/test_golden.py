@@ -140,11 +140,13 @@ def to_reply(spec: dict[str, Any]) -> Reply:
 
 
 def snapshot_files(root: Path) -> dict[str, bytes]:
-    """Every file of the project but the state database (binary, and its own tests' job)."""
+    """Every file of the project but the state database (binary, and its own tests' job)
+    and the cache of the validated clawfile (test_configcache's)."""
     return {
         p.relative_to(root).as_posix(): p.read_bytes()
         for p in sorted(root.rglob("*"))
-        if p.is_file() and not p.relative_to(root).as_posix().startswith(".claw/state.db")
+        if p.is_file()
+        and not p.relative_to(root).as_posix().startswith((".claw/state.db", ".claw/clawfile.json"))
     }
 
 

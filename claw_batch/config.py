@@ -1,0 +1,226 @@
+"""The validated clawfile as plain, frozen values: what every command works with.
+
+`clawfile` validates the YAML with pydantic and hands over a JSON document of the result;
+this module turns that document into the classes below. It imports neither pydantic nor
+YAML nor Jinja2, so a run whose clawfile has not changed (see `configcache`) loads in
+microseconds instead of importing a validation stack.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from claw_batch.errors import ClawfileError
+from claw_batch.tools import DEFAULT_TOOLS
+
+CLAWFILE_NAMES = ("clawfile.yaml", "clawfile.yml")
+PROMPT_SUFFIXES = (".md", ".j2", ".txt")
+
+JsonDict = dict[str, Any]
+
+
+def _strs(value: Any) -> tuple[str, ...]:
+    return tuple(value or ())
+
+
+@dataclass(frozen=True)
+class Provider:
+    base_url: str | None = None
+    api_key_env: str | None = None
+    max_concurrency: int | None = None
+    stream: bool = False
+    timeout: float | None = None
+
+    @classmethod
+    def of(cls, data: JsonDict) -> Provider:
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class Permissions:
+    write: tuple[str, ...] = ()
+    bash: bool | tuple[str, ...] = False  # True, or command patterns
+    network: bool = False
+
+    @classmethod
+    def of(cls, data: JsonDict) -> Permissions:
+        bash = data["bash"]
+        bash = bash if isinstance(bash, bool) else _strs(bash)
+        return cls(_strs(data["write"]), bash, data["network"])
+
+
+@dataclass(frozen=True)
+class Budget:
+    max_tokens: int | None = None  # per job run
+    max_usd: float | None = None  # per job run
+    per_day: float | None = None  # USD, all runs of the task in a day
+    per_week: float | None = None  # USD, all runs of the task in 7 days
+
+    @classmethod
+    def of(cls, data: JsonDict | None) -> Budget | None:
+        return None if data is None else cls(**data)
+
+
+@dataclass(frozen=True)
+class Price:
+    """USD per million tokens."""
+
+    input: float
+    output: float
+
+
+@dataclass(frozen=True)
+class Task:
+    """A task with `defaults:` applied. (`defaults:` itself is a Task with an empty prompt.)"""
+
+    prompt: str = ""
+    description: str = ""
+    inputs: tuple[str, ...] = ()
+    output: str | None = None
+    outputs: tuple[str, ...] = ()
+    needs: tuple[str, ...] = ()
+    foreach: str | None = None
+    tools: tuple[str, ...] | None = None
+    permissions: Permissions = Permissions()
+    json_schema: Mapping[str, Any] | None = None
+    schedule: str | None = None
+    tz: str | None = None
+    catch_up: str = "once"
+    watch: tuple[str, ...] = ()
+    hook: str | None = None
+    check: bool = False
+    model: str | None = None
+    temperature: float | None = None
+    max_steps: int = 30
+    timeout: float = 600.0
+    budget: Budget | None = None
+    always: bool = False
+    skills: tuple[str, ...] | None = None
+    # What the definition is as a document (for the fingerprint), and the template variables
+    # its prompt and output paths read (None: not known); neither is a setting.
+    definition: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    variables: frozenset[str] | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def tool_names(self) -> tuple[str, ...]:
+        return DEFAULT_TOOLS if self.tools is None else self.tools
+
+    @classmethod
+    def of(cls, data: JsonDict, variables: frozenset[str] | None = None) -> Task:
+        tools = data.get("tools")
+        skills = data.get("skills")
+        return cls(
+            prompt=data.get("prompt", ""),
+            description=data["description"],
+            inputs=_strs(data["inputs"]),
+            output=data["output"],
+            outputs=_strs(data["outputs"]),
+            needs=_strs(data["needs"]),
+            foreach=data["foreach"],
+            tools=None if tools is None else _strs(tools),
+            permissions=Permissions.of(data["permissions"]),
+            json_schema=data["json_schema"],
+            schedule=data["schedule"],
+            tz=data["tz"],
+            catch_up=data["catch_up"],
+            watch=_strs(data["watch"]),
+            hook=data["hook"],
+            check=data["check"],
+            model=data["model"],
+            temperature=data["temperature"],
+            max_steps=data["max_steps"],
+            timeout=data["timeout"],
+            budget=Budget.of(data["budget"]),
+            always=data["always"],
+            skills=None if skills is None else _strs(skills),
+            definition=data,
+            variables=variables,
+        )
+
+
+@dataclass(frozen=True)
+class Clawfile:
+    tasks: Mapping[str, Task]
+    model: str = "gpt-4o-mini"
+    workspace: str = "workspace"
+    providers: Mapping[str, Provider] = field(default_factory=dict)
+    defaults: Task = Task()
+    default: tuple[str, ...] | None = None
+    prices: Mapping[str, Price] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, data: JsonDict, variables: Mapping[str, frozenset[str]] | None = None) -> Clawfile:
+        """From the validated document; `variables`: per task, the template variables it reads."""
+        known = variables or {}
+        default = data["default"]
+        return cls(
+            tasks={n: Task.of(t, known.get(n)) for n, t in data["tasks"].items()},
+            model=data["model"],
+            workspace=data["workspace"],
+            providers={n: Provider.of(p) for n, p in data["providers"].items()},
+            defaults=Task.of(data["defaults"]),
+            default=None if default is None else _strs(default),
+            prices={n: Price(**p) for n, p in data["prices"].items()},
+        )
+
+
+@dataclass(frozen=True)
+class Project:
+    root: Path
+    clawfile: Path
+    config: Clawfile
+
+    def prompt_source(self, task_name: str) -> tuple[str, str]:
+        """(template text, the name to show for it in messages)."""
+        prompt = self.config.tasks[task_name].prompt
+        file = prompt_file(prompt)
+        if file is None:
+            return prompt, f"{self.clawfile.name}:tasks.{task_name}.prompt"
+        try:
+            return (self.root / file).read_text(encoding="utf-8"), file
+        except (OSError, UnicodeDecodeError) as exc:  # changed since the clawfile was loaded
+            raise ClawfileError(f"tasks.{task_name}.prompt: cannot read {file!r}: {exc}") from None
+
+
+def prompt_file(prompt: str) -> str | None:
+    """The path in `prompt:` when it names a file; None when it is the template itself."""
+    text = prompt.strip()
+    if not text or any(char.isspace() for char in text):
+        return None
+    return text if text.endswith(PROMPT_SUFFIXES) or "/" in text else None
+
+
+def resolve_model(config: Clawfile, model: str) -> tuple[str, Provider | None, str]:
+    """`local/qwen2.5:7b` -> ("local", <provider>, "qwen2.5:7b") when `local` is declared;
+    otherwise the whole string is a model name for the default "openai" endpoint (OpenRouter
+    names such as `qwen/qwen-2.5-72b` contain a slash too)."""
+    prefix, slash, rest = model.partition("/")
+    if slash and prefix in config.providers:
+        return prefix, config.providers[prefix], rest
+    return "openai", config.providers.get("openai"), model
+
+
+def find_clawfile(start: Path) -> Path:
+    start = start.resolve()
+    for directory in (start, *start.parents):
+        for name in CLAWFILE_NAMES:
+            if (directory / name).is_file():
+                return directory / name
+    raise ClawfileError(
+        f"no clawfile.yaml in {start} or any parent directory; "
+        "create one with `claw init` or pass -f FILE / -C DIR"
+    )
+
+
+def clawfile_path(directory: Path | None, file: Path | None) -> Path:
+    """`-C DIR` starts the search in DIR; `-f FILE` names the file (relative to DIR if both)."""
+    base = directory if directory is not None else Path.cwd()
+    if file is None:
+        return find_clawfile(base)
+    path = (base / file).resolve()
+    if not path.is_file():
+        raise ClawfileError(f"{file}: no such file")
+    return path

@@ -1,0 +1,111 @@
+"""The validated clawfile, cached in `.claw/clawfile.json`.
+
+Validating a clawfile imports pydantic, YAML, Jinja2 (and jsonschema, croniter when the
+file uses them): about half a second before any work, which is more than a whole no-op run
+may take. What validation read — the clawfile, the prompt files, the skill directories —
+is fingerprinted; while none of it changed, the validated document is loaded as JSON and no
+validator is imported. Only `claw run` writes the cache (dry runs and reports leave `.claw/`
+as it was); `claw validate` always validates.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from claw_batch import __version__
+from claw_batch.config import Clawfile, Project, clawfile_path, prompt_file
+
+CACHE = Path(".claw") / "clawfile.json"
+FORMAT = 1
+
+Use = Literal["off", "read", "write"]
+
+
+def load_project(directory: Path | None, file: Path | None, *, cache: Use = "read") -> Project:
+    path = clawfile_path(directory, file)
+    root = path.parent
+    if cache != "off":
+        cached = _read(root, path)
+        if cached is not None:
+            return Project(root, path, cached)
+    from claw_batch.clawfile import validate
+
+    validated = validate(path, root)
+    if cache == "write":
+        _write(root, path, validated.document, validated.variables)
+    return Project(root, path, validated.config)
+
+
+def _read(root: Path, path: Path) -> Clawfile | None:
+    try:
+        saved = json.loads((root / CACHE).read_bytes())
+        if saved.get("format") != FORMAT or saved.get("claw") != __version__:
+            return None
+        document, variables = saved["document"], saved["variables"]
+        if saved["sources"] != _sources(root, path, document):
+            return None
+        return Clawfile.of(document, {n: frozenset(v) for n, v in variables.items()})
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None  # no cache, or one this claw cannot read: validate
+
+
+def _write(
+    root: Path, path: Path, document: dict[str, Any], variables: dict[str, frozenset[str]]
+) -> None:
+    from claw_batch.atomic import write_atomic
+
+    if not (root / CACHE).parent.is_dir():
+        return  # a project that never ran: a mistyped `claw run` must not create .claw/
+    saved = {
+        "format": FORMAT,
+        "claw": __version__,
+        "sources": _sources(root, path, document),
+        "document": document,
+        "variables": {name: sorted(names) for name, names in variables.items()},
+    }
+    with contextlib.suppress(OSError):  # only a cache: the next run validates again
+        write_atomic(root / CACHE, json.dumps(saved, sort_keys=True))
+
+
+def _sources(root: Path, path: Path, document: dict[str, Any]) -> dict[str, str]:
+    """A fingerprint of everything validation read."""
+    sources = {path.name: _file_hash(path)}
+    tasks = document["tasks"].values()
+    for task in tasks:
+        file = prompt_file(task.get("prompt", ""))
+        if file is not None:
+            sources[file] = _file_hash(root / file)
+    if any(task.get("skills") for task in tasks):
+        from claw_batch.skills import skill_dirs
+
+        sources["skills"] = _listing(skill_dirs(root, document["workspace"]))
+    return sources
+
+
+def _file_hash(path: Path) -> str:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return "unreadable"
+
+
+def _listing(dirs: list[Path]) -> str:
+    """Which skills exist where, and when each SKILL.md last changed."""
+    entries = []
+    for directory in dirs:
+        try:
+            names = sorted(os.listdir(directory))
+        except OSError:
+            continue
+        for name in names:
+            try:
+                st = os.stat(directory / name / "SKILL.md")
+            except OSError:
+                continue
+            entries.append(f"{directory}/{name}:{st.st_mtime_ns}:{st.st_size}")
+    return hashlib.sha256("\n".join(entries).encode("utf-8", "surrogateescape")).hexdigest()
