@@ -182,6 +182,9 @@ class FakeOpenAI:
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    # socketserver's default backlog of 5 refuses (or delays by a SYN retry, 1 s) most of
+    # the connections that 32 jobs open at once.
+    request_queue_size = 128
     fake: FakeOpenAI
 
 
