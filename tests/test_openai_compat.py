@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import email.utils
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -575,3 +576,34 @@ def test_retry_after_headers() -> None:
 def test_backoff_is_capped() -> None:
     assert 30 <= backoff(7) <= 60
     assert 30 <= backoff(30) <= 60
+
+
+def test_ctrl_c_ends_a_hung_call_at_once(srv: FakeOpenAI) -> None:
+    from claw_batch import cancel
+
+    srv.enqueue(hang(30), text("the next call"))
+    llm = make_llm(srv)
+    timer = threading.Timer(0.3, cancel.cancel)
+    timer.start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            ask(llm, within=20)
+    finally:
+        timer.cancel()
+        cancel.reset()
+    assert time.monotonic() - started < 1.5
+    # The abandoned call keeps its thread until its own timeout; the next one is not held up.
+    started = time.monotonic()
+    assert ask(llm).message.content == "the next call"
+    assert time.monotonic() - started < 1.0
+
+
+def test_calls_after_a_deadline_are_not_held_up_by_the_abandoned_one(srv: FakeOpenAI) -> None:
+    srv.enqueue(hang(30), text("served"))
+    llm = make_llm(srv)
+    with pytest.raises(LimitExceeded):
+        ask(llm, within=0.3)
+    started = time.monotonic()
+    assert ask(llm).message.content == "served"
+    assert time.monotonic() - started < 1.0

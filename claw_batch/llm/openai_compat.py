@@ -1,17 +1,16 @@
 """Any OpenAI-compatible chat completions endpoint (OpenAI, Ollama, llama.cpp, vLLM, ...).
 
 The only module that imports `openai`; the rest of claw imports this one lazily.
-Every attempt runs in a daemon thread so that a hung or trickling endpoint cannot keep
-`complete` past the job's deadline; retries and their backoff are ours (`max_retries=0`).
+Every attempt runs on a daemon thread (see `callthreads`) so that a hung or trickling
+endpoint cannot keep `complete` past the job's deadline; retries and their backoff are ours
+(`max_retries=0`).
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 import email.utils
 import json
 import random
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ import openai
 from claw_batch import cancel
 from claw_batch.errors import LimitExceeded, ModelError
 from claw_batch.llm import wire
+from claw_batch.llm.callthreads import CallThreads
 from claw_batch.messages import ChatRequest, Completion
 from claw_batch.redact import Redactor
 
@@ -38,6 +38,7 @@ ADVICE = {
     422: "the endpoint could not process the request; check that the model supports tool calls",
     429: "the account is out of quota; check billing with the provider or use another provider",
 }
+CALL_THREADS = CallThreads()  # shared by every endpoint of the run
 
 
 @dataclass(frozen=True)
@@ -97,25 +98,18 @@ class OpenAICompatLLM:
         raise AssertionError("unreachable")
 
     def _attempt(self, request: ChatRequest, deadline: float) -> Completion:
-        remaining = deadline - self._clock()
-        if remaining <= 0:
+        budget = deadline - self._clock()
+        if budget <= 0:
             raise LimitExceeded(TIMEOUT)
-        future: concurrent.futures.Future[Completion] = concurrent.futures.Future()
-
-        def run() -> None:
-            try:
-                future.set_result(self._call(request, remaining, deadline))
-            except BaseException as exc:  # handed to the waiting thread, which decides
-                future.set_exception(exc)
-
-        threading.Thread(target=run, name="claw-model-call", daemon=True).start()
-        while not future.done():  # the daemon thread ends with its own SDK timeout
+        call = CALL_THREADS.submit(lambda: self._call(request, budget, deadline))
+        # Given up on, the call goes on on its thread until its own SDK timeout ends it.
+        left = budget
+        while not call.wait(min(left, cancel.POLL)):
             cancel.check()
             left = deadline - self._clock()
             if left <= 0:
                 raise LimitExceeded(TIMEOUT)
-            concurrent.futures.wait([future], timeout=min(left, cancel.POLL))
-        return future.result()
+        return call.result()
 
     def _call(self, request: ChatRequest, remaining: float, deadline: float) -> Completion:
         timeout = openai.Timeout(
