@@ -23,6 +23,18 @@ KEY_PATTERNS = re.compile(
     r"|\bgsk_[A-Za-z0-9]{20,}"  # Groq
     r"|(?<=Bearer )[A-Za-z0-9._\-]{16,}"
 )
+# Text each KEY_PATTERNS alternative must contain. The pattern costs ~0.2 µs a character (its
+# look-behind is tried at every position), a few substring searches far less: most text has
+# none of these and is left alone without running it.
+KEY_MARKERS = (
+    "sk-",
+    *(f"gh{c}_" for c in "pousr"),
+    "github_pat_",
+    "AKIA",
+    "xox",
+    "gsk_",
+    "Bearer ",
+)
 
 
 def secrets_from_env(environ: Mapping[str, str], names: Iterable[str] = ()) -> list[str]:
@@ -42,13 +54,15 @@ class Redactor:
             if len(secret) >= MIN_SECRET_LEN:
                 forms.add(secret)
                 forms.add(json.dumps(secret)[1:-1])  # as it appears inside JSON text
-        ordered = sorted(forms, key=len, reverse=True)
-        self._exact = re.compile("|".join(map(re.escape, ordered))) if ordered else None
+        self._forms = tuple(sorted(forms, key=len, reverse=True))
+        self._exact = re.compile("|".join(map(re.escape, self._forms))) if forms else None
 
     def __call__(self, text: str) -> str:
-        if self._exact is not None:
+        if self._exact is not None and any(form in text for form in self._forms):
             text = self._exact.sub(MASK, text)
-        return KEY_PATTERNS.sub(MASK, text)
+        if any(marker in text for marker in KEY_MARKERS):
+            text = KEY_PATTERNS.sub(MASK, text)
+        return text
 
 
 def redact_environment(text: str) -> str:

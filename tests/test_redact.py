@@ -30,3 +30,22 @@ def test_exact_values_json_escaped_forms_and_shapes() -> None:
         "Authorization: Bearer [REDACTED]"
     )
     assert Redactor(["short"])("short stays") == "short stays"
+
+
+def test_every_key_shape_is_redacted() -> None:
+    # Each shape is looked for only when its marker occurs (KEY_MARKERS): one sample each.
+    samples = [
+        "sk-proj-abcdefghijklmnop1234",
+        *(f"gh{c}_{'a' * 36}" for c in "pousr"),
+        "github_pat_" + "a" * 40,
+        "AKIAABCDEFGHIJKLMNOP",
+        "xoxb-1234567890-abcdef",
+        "gsk_" + "a" * 24,
+    ]
+    redact = Redactor()
+    for sample in samples:
+        assert redact(f"the key {sample}, again: {sample}.") == (
+            "the key [REDACTED], again: [REDACTED]."
+        ), sample
+    assert redact("Bearer abcdefghijklmnopqrstuvwxyz") == "Bearer [REDACTED]"
+    assert redact("no key here, though: sk-short") == "no key here, though: sk-short"
