@@ -5,10 +5,35 @@ from __future__ import annotations
 import click
 
 from claw_batch import __version__
-from claw_batch.commands import COMMANDS
+
+# name -> "module:attribute"; a command's module is imported only when it is the one run
+COMMANDS = {
+    "run": "claw_batch.commands.run:run",
+    "plan": "claw_batch.commands.plan:plan",
+    "why": "claw_batch.commands.plan:why",
+    "list": "claw_batch.commands.listing:list_tasks",
+    "validate": "claw_batch.commands.validate:validate",
+    "show": "claw_batch.commands.show:show",
+    "init": "claw_batch.commands.init:init",
+    "graph": "claw_batch.commands.graph:graph",
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Commands(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in COMMANDS:
+            return None
+        import importlib
+
+        module, _, name = COMMANDS[cmd_name].partition(":")
+        command: click.Command = getattr(importlib.import_module(module), name)
+        return command
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="claw")
 def main() -> None:
     """make for LLM agent tasks.
@@ -21,7 +46,3 @@ def main() -> None:
     (max_steps, timeout, budget, a loop of identical calls), 75 another run holds the
     project, 130 interrupted.
     """
-
-
-for command in COMMANDS:
-    main.add_command(command)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-import secrets
+import os
 from collections.abc import Mapping
 
 from claw_batch.errors import UsageError
@@ -24,4 +24,4 @@ def now_for_run(environ: Mapping[str, str]) -> dt.datetime:
 
 
 def new_run_id(now: dt.datetime) -> str:
-    return now.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
+    return now.strftime("%Y%m%d-%H%M%S-") + os.urandom(3).hex()

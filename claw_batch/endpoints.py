@@ -8,12 +8,15 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from claw_batch import cancel
 from claw_batch.config import Clawfile, resolve_model
 from claw_batch.errors import LimitExceeded, TaskFailed
-from claw_batch.llm.base import LLM
-from claw_batch.messages import ChatRequest, Completion
+
+if TYPE_CHECKING:
+    from claw_batch.llm.base import LLM
+    from claw_batch.messages import ChatRequest, Completion
 
 NO_KEY = "sk-no-key"  # what keyless local servers (Ollama, llama.cpp) are sent
 DEFAULT_REQUEST_TIMEOUT = 300.0  # seconds per HTTP request; the job's timeout bounds the total

@@ -33,10 +33,10 @@ from typing import TYPE_CHECKING
 
 from claw_batch import overlap
 from claw_batch.errors import ClawfileError
-from claw_batch.yamlsource import KeyPath, dotted
 
 if TYPE_CHECKING:
     from claw_batch.config import Clawfile
+    from claw_batch.yamlsource import KeyPath
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,8 @@ class GraphProblem:
     message: str
 
     def __str__(self) -> str:
+        from claw_batch.yamlsource import dotted  # imports YAML: only for an error
+
         return f"{dotted(self.at)}: {self.message}"
 
 

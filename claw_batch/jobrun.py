@@ -4,7 +4,6 @@ the attempt, and the result that goes into the summary."""
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
 from typing import Any
 
 from claw_batch.errors import LimitExceeded, TaskFailed
@@ -13,40 +12,8 @@ from claw_batch.jobs import Job
 from claw_batch.messages import Usage
 from claw_batch.prepare import Prepared, RunContext
 from claw_batch.progress import Progress
-from claw_batch.render import Upstream
 from claw_batch.state import State
 from claw_batch.transcript import Transcript
-
-# ok | failed | limit | interrupted : the job ran.   skipped : its upstream failed.
-# up-to-date | modified : it did not need to run.   would-run : dry run (-n / plan).
-NOT_RUN = frozenset({"up-to-date", "modified", "skipped", "would-run"})
-
-
-@dataclass(frozen=True)
-class JobResult:
-    job: Job
-    status: str
-    reason: str | None
-    duration_s: float
-    usage: Usage
-    output: str | None
-    error: str | None
-    transcript: str
-    text: str = ""
-    findings: tuple[str, ...] = ()
-    reasons: tuple[str, ...] = ()  # why it ran, or why it did not
-
-    @property
-    def tokens(self) -> int:
-        return self.usage.total_tokens
-
-
-def not_run(
-    job: Job, status: str, reasons: tuple[str, ...], output: str | None = None
-) -> JobResult:
-    reason = reasons[0] if reasons else None
-    error = reason if status == "skipped" else None
-    return JobResult(job, status, reason, 0.0, Usage(), output, error, "", reasons=reasons)
 
 
 class JobSink:
@@ -97,13 +64,6 @@ def attempt(ctx: RunContext, prepared: Prepared, sink: JobSink) -> Attempt:
     if outcome.verdict is not None and not outcome.verdict.get("ok"):
         return outcome, "failed", "check failed", str(outcome.verdict.get("summary", ""))
     return outcome, "ok", None, None
-
-
-def joined(previous: Upstream | None, output: str | None, text: str) -> Upstream:
-    """What `needs.X` shows: the output path and result; fan-out items' results joined."""
-    if previous is None:
-        return Upstream(output, text)
-    return Upstream(output, previous.result + "\n" + text)
 
 
 def findings(outcome: Outcome | None) -> tuple[str, ...]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +48,9 @@ def glob_files(root: Path, pattern: str) -> list[str]:
     if pattern.startswith(("/", "~")) or ".." in Path(pattern).parts:
         raise ClawfileError(f"glob '{pattern}' leaves the project; use a path relative to it")
     wants_hidden = any(part.startswith(".") for part in Path(pattern).parts)
+    directory, _, name = pattern.rpartition("/")
+    if not _MAGIC.search(directory) and "**" not in name:
+        return _in_one_directory(root, directory, name, wants_hidden)
     inside = _Inside(root)
     found = []
     prefix = len(str(root)) + 1
@@ -61,6 +65,36 @@ def glob_files(root: Path, pattern: str) -> list[str]:
     return sorted(found)
 
 
+_MAGIC = re.compile(r"[*?[]")
+
+
+def _in_one_directory(root: Path, directory: str, name: str, hidden: bool) -> list[str]:
+    """The common case, `inbox/*.txt`: one directory listing, names matched by one regex,
+    file types from the listing itself (no stat per file but for symlinks)."""
+    if directory.split("/", 1)[0] in NEVER_SEARCHED or (not directory and name in NEVER_SEARCHED):
+        return []
+    where = os.path.join(root, directory) if directory else str(root)
+    inside = _Inside(root)
+    if not inside.directory(where):
+        return []
+    match = re.compile(fnmatch.translate(name)).match
+    prefix = f"{directory}/" if directory else ""
+    found = []
+    try:
+        with os.scandir(where) as entries:
+            for entry in entries:
+                if (hidden or not entry.name.startswith(".")) and match(entry.name):
+                    if entry.is_symlink():
+                        if not (entry.is_file() and inside.target(entry.path)):
+                            continue
+                    elif not entry.is_file(follow_symlinks=False):
+                        continue
+                    found.append(prefix + entry.name)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return sorted(found)
+
+
 class _Inside:
     """Whether a file found under the root really is inside it once symlinks are resolved;
     directories are resolved once each, not once per file."""
@@ -71,11 +105,16 @@ class _Inside:
 
     def __call__(self, path: Path) -> bool:
         if path.is_symlink():
-            return self._contained(os.path.realpath(path))
-        parent = os.path.dirname(path)
-        if parent not in self.dirs:
-            self.dirs[parent] = self._contained(os.path.realpath(parent))
-        return self.dirs[parent]
+            return self.target(str(path))
+        return self.directory(os.path.dirname(path))
+
+    def target(self, path: str) -> bool:
+        return self._contained(os.path.realpath(path))
+
+    def directory(self, path: str) -> bool:
+        if path not in self.dirs:
+            self.dirs[path] = self._contained(os.path.realpath(path))
+        return self.dirs[path]
 
     def _contained(self, real: str) -> bool:
         return os.path.commonpath([self.real_root, real]) == self.real_root

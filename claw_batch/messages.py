@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from claw_batch.usage import Usage as Usage  # re-exported: the loop and the adapters use it
+
 Role = Literal["system", "user", "assistant", "tool"]
 
 
@@ -34,24 +36,6 @@ class ToolSpec:
 
 
 @dataclass(frozen=True)
-class Usage:
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cached_tokens: int = 0
-
-    @property
-    def total_tokens(self) -> int:
-        return self.prompt_tokens + self.completion_tokens
-
-    def __add__(self, other: Usage) -> Usage:
-        return Usage(
-            self.prompt_tokens + other.prompt_tokens,
-            self.completion_tokens + other.completion_tokens,
-            self.cached_tokens + other.cached_tokens,
-        )
-
-
-@dataclass(frozen=True)
 class ChatRequest:
     model: str  # the model name as the endpoint knows it (provider prefix stripped)
     messages: tuple[Message, ...]
@@ -67,6 +51,6 @@ class ChatRequest:
 @dataclass(frozen=True)
 class Completion:
     message: Message  # role == "assistant"
-    usage: Usage = Usage()
+    usage: Usage = field(default_factory=Usage)
     finish_reason: str | None = None
     model: str = ""

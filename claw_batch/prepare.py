@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-from collections.abc import Callable, Mapping
+import hashlib
+import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from claw_batch import answers, context, render, skills
 from claw_batch.config import Project, Task
@@ -17,8 +19,10 @@ from claw_batch.endpoints import Models
 from claw_batch.filehash import sha256_file
 from claw_batch.jobs import Job, glob_files
 from claw_batch.paths import Policy
-from claw_batch.tools.registry import TOOLS, Tool
 from claw_batch.uptodate import Fingerprint, digest, fingerprint, task_digest
+
+if TYPE_CHECKING:
+    from claw_batch.tools.registry import Tool
 
 # What `today` and `now` read as in the prompt that replay keys are computed from.
 PLACEHOLDERS = {"today": "<today>", "now": "<now>"}
@@ -82,9 +86,7 @@ def prepare(run: RunContext, job: Job, upstream_names: tuple[str, ...] = ()) -> 
         prompt=_prompt(run, job, variables, schema),
         variables=variables,
         system_key=system_key,
-        task_digest=_once(
-            run, job.task, "digest", lambda: task_digest(task.definition)
-        ),
+        task_digest=_once(run, job.task, "digest", lambda: task_digest(task.definition)),
         skills=offered,
         output=output,
         outputs=outputs,
@@ -140,9 +142,98 @@ def fingerprint_of(
     )
 
 
+# Template variables whose values are the same for every run of a job with the same item
+# content and shared inputs: a task reading only these may take the quick check (`task_key`).
+STABLE_VARIABLES = frozenset({"item", "task", "inputs"})
+
+
+@dataclass(frozen=True)
+class TaskKey:
+    """What a job's fingerprint holds besides its item, for a task whose fingerprint is a
+    function of it and of the item's content: its templates read only STABLE_VARIABLES and
+    it has no `needs:`. A job that succeeds stores `seal(...)`: this key and the stat keys
+    (mtime, size, inode) its item and outputs had when they were hashed. While the key and
+    those stat keys are the same, the job is up to date without rendering, hashing or
+    reading anything — make's check. Anything else takes the full check."""
+
+    value: str
+    shared: Mapping[str, str | None]  # the task's own `inputs:` and their hashes
+
+    def quick(self, stamp: str) -> str:
+        return hashlib.sha256(f"{self.value}\0{stamp}".encode()).hexdigest()
+
+    def seal(self, fp: Fingerprint, stamp: str | None, outputs: Sequence[str]) -> str | None:
+        """The done row's `quick`: the quick digest, then one output path per line. None
+        when the job's inputs are not the ones this key saw (a file changed in between)."""
+        inputs = fp.parts["inputs"]
+        if stamp is None or any(inputs.get(path) != h for path, h in self.shared.items()):
+            return None
+        if any("\n" in path for path in outputs):
+            return None
+        return "\n".join([self.quick(stamp), *outputs])
+
+    @staticmethod
+    def first_output(sealed: str) -> str | None:
+        paths = sealed.split("\n", 2)
+        return paths[1] if len(paths) > 1 else None
+
+    def unchanged(
+        self, sealed: str, item: str | None, stamp: Callable[[list[str]], str | None]
+    ) -> bool:
+        """Whether a job sealed as `sealed` is up to date; `stamp` gives files' stat keys now."""
+        quick, *outputs = sealed.split("\n")
+        now = stamp([item, *outputs] if item else outputs)
+        return now is not None and quick == self.quick(now)
+
+
+def task_key(run: RunContext, name: str, hash_file: Callable[[str], str | None]) -> TaskKey | None:
+    """The task's key, or None when its jobs need the full check."""
+    task = run.project.config.tasks[name]
+    if task.needs or task.always or task.variables is None:
+        return None
+    if not task.variables <= STABLE_VARIABLES:
+        return None
+    root = run.project.root
+    offered = tuple(skills.select(run.skills, task.skills))
+    shared = sorted({p for pattern in task.inputs for p in glob_files(root, pattern)})
+    hashes = {path: hash_file(path) for path in shared}
+    names = list(task.tool_names) + (["bash"] if task.permissions.bash else [])
+    value = digest(
+        {
+            "code": code_stamp(),  # tool schemas, prompt instructions: claw's own code
+            "task": _once(run, name, "digest", lambda: task_digest(task.definition)),
+            "prompt": run.project.prompt_source(name)[0],
+            "system": _once(
+                run, name, "system", lambda: system_prompt(run, Job(name), offered).key_text
+            ),
+            "skills": {s.name: _skill_hash(s.path, hash_file, root) for s in offered},
+            "model": f"{run.model_override or task.model or run.project.config.model}",
+            "tools": sorted(set(names)),
+            "inputs": hashes,
+        }
+    )
+    return TaskKey(value, hashes)
+
+
+@functools.cache
+def code_stamp() -> str:
+    """Which claw this is, down to its source files (an editable install changes under the
+    same version): mtime and size of every module."""
+    package = Path(__file__).parent
+    stamps = []
+    for directory, _, files in os.walk(package):
+        for file in files:
+            if file.endswith(".py"):
+                st = os.stat(os.path.join(directory, file))
+                stamps.append(f"{directory}/{file}:{st.st_mtime_ns}:{st.st_size}")
+    return digest(sorted(stamps))
+
+
 @functools.lru_cache(maxsize=64)
 def _tools_digest(names: tuple[str, ...]) -> str:
     """The tool set and its schemas: the same for every job of a task."""
+    from claw_batch.tools.registry import TOOLS  # builds a model per tool: only when needed
+
     return digest({"names": list(names), "specs": [TOOLS[n].spec().parameters for n in names]})
 
 
@@ -189,6 +280,8 @@ def _render_path(
 
 
 def offered_tools(task: Task) -> dict[str, Tool]:
+    from claw_batch.tools.registry import TOOLS
+
     names = list(task.tool_names)
     if task.permissions.bash and "bash" not in names:
         names.append("bash")

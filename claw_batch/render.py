@@ -7,12 +7,13 @@ import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import jinja2
+from typing import TYPE_CHECKING, Any
 
 from claw_batch.errors import ClawfileError, TaskFailed, ToolError
 from claw_batch.untrusted import fence
+
+if TYPE_CHECKING:
+    import jinja2
 
 # Every name a prompt template may use (SPEC §3). `claw validate` refuses any other.
 TEMPLATE_VARIABLES = frozenset(
@@ -47,6 +48,13 @@ class Upstream:
     result: str
 
 
+def joined(previous: Upstream | None, output: str | None, text: str) -> Upstream:
+    """What `needs.X` shows: the output path and result; fan-out items' results joined."""
+    if previous is None:
+        return Upstream(output, text)
+    return Upstream(output, previous.result + "\n" + text)
+
+
 class GitInfo:
     """`{{ git.staged_diff }}` and friends, computed only when a template asks."""
 
@@ -79,6 +87,8 @@ class GitInfo:
 
 @functools.cache
 def environment(root: Path) -> jinja2.Environment:
+    import jinja2  # lazily: a run whose jobs are all up to date renders nothing
+
     return jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(root)),
         undefined=jinja2.StrictUndefined,
@@ -113,6 +123,8 @@ def _compiled(root: Path, source: str) -> jinja2.Template:
 
 def render(source: str, name: str, variables: Mapping[str, Any], *, root: Path) -> str:
     """Render one prompt template; any template problem is a ClawfileError naming the file."""
+    import jinja2
+
     try:
         return _compiled(root, source).render({**helpers(root), **variables})
     except jinja2.TemplateSyntaxError as e:

@@ -13,11 +13,11 @@ from claw_batch.config import Project
 from claw_batch.endpoints import Mode, Models, api_keys
 from claw_batch.errors import ClawError, Interrupted, LimitExceeded, Locked, TaskFailed
 from claw_batch.graph import Graph, build
-from claw_batch.jobrun import JobResult
 from claw_batch.jobs import Job, expand, select_tasks
 from claw_batch.lock import ProjectLock
 from claw_batch.progress import Progress
 from claw_batch.redact import Redactor, secrets_from_env
+from claw_batch.results import JobResult
 from claw_batch.session import RunSession
 from claw_batch.state import State
 

@@ -6,11 +6,14 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from typing import TYPE_CHECKING
 
 from claw_batch import cancel
-from claw_batch.jobrun import JobResult
 from claw_batch.jobs import Job
+from claw_batch.results import JobResult
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future, ThreadPoolExecutor
 
 
 class Scheduler:
@@ -36,28 +39,40 @@ class Scheduler:
         self._queue: deque[Job] = deque()
         self._running: dict[Future[JobResult], Job] = {}
         self._stopping = False
+        self._pool: ThreadPoolExecutor | None = None  # started with the first job to run
 
     def run(self, tasks: list[str]) -> None:
         self._waiting = list(tasks)
-        with ThreadPoolExecutor(self.jobs, thread_name_prefix="claw-job") as pool:
-            try:
-                self._loop(pool)
-            except BaseException:
-                # Ctrl-C, or a job that stops the run: the others notice and end quickly
-                cancel.cancel()
-                self._drain()
-                raise
+        try:
+            self._loop()
+        except BaseException:
+            # Ctrl-C, or a job that stops the run: the others notice and end quickly
+            cancel.cancel()
+            self._drain()
+            raise
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
 
-    def _loop(self, pool: ThreadPoolExecutor) -> None:
+    def _loop(self) -> None:
         while True:
-            self._fill(pool)
+            self._fill()
             if not self._running:
                 return
+            from concurrent.futures import FIRST_COMPLETED, wait  # imported by _submit
+
             finished, _ = wait(self._running, timeout=cancel.POLL, return_when=FIRST_COMPLETED)
             for future in finished:
                 self._finish(future)
 
-    def _fill(self, pool: ThreadPoolExecutor) -> None:
+    def _submit(self, work: Callable[[], JobResult]) -> Future[JobResult]:
+        if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._pool = ThreadPoolExecutor(self.jobs, thread_name_prefix="claw-job")
+        return self._pool.submit(work)
+
+    def _fill(self) -> None:
         """Start jobs while there are free slots; a job that need not run (up to date,
         skipped) is settled here at once, which may release its dependents."""
         while not self._stopping:
@@ -69,7 +84,7 @@ class Scheduler:
             if isinstance(work, JobResult):
                 self._settle(job, work)
             else:
-                self._running[pool.submit(work)] = job
+                self._running[self._submit(work)] = job
 
     def _finish(self, future: Future[JobResult]) -> None:
         job = self._running.pop(future)

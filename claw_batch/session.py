@@ -7,7 +7,7 @@ import datetime as dt
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from claw_batch import notes, skills
@@ -17,26 +17,20 @@ from claw_batch.clock import now_for_run
 from claw_batch.context import daily_note_path
 from claw_batch.errors import Interrupted
 from claw_batch.filehash import FileHashes
-from claw_batch.jobrun import (
-    NOT_RUN,
-    JobResult,
-    JobSink,
-    attempt,
-    findings,
-    joined,
-    not_run,
-    transcript_name,
-)
 from claw_batch.jobs import Job, expand
-from claw_batch.prepare import Prepared, RunContext, fingerprint_of, prepare
-from claw_batch.report import envelope
+from claw_batch.prepare import Prepared, RunContext, TaskKey, fingerprint_of, prepare, task_key
+from claw_batch.render import joined
+from claw_batch.results import NOT_RUN, JobResult, not_run
 from claw_batch.scheduler import Scheduler
 from claw_batch.state import Done, JobRecord, State
-from claw_batch.transcript import Transcript
 from claw_batch.uptodate import Decision, Fingerprint, decide
 
 if TYPE_CHECKING:
+    from claw_batch.jobrun import JobSink
     from claw_batch.runner import Runner, RunSummary
+    from claw_batch.transcript import Transcript
+
+UP_TO_DATE = Decision(False, ())
 
 # The ledger's word for each exit code.
 RUN_STATUS = {0: "ok", 1: "failed", 2: "error", 3: "limit", 130: "interrupted"}
@@ -54,11 +48,13 @@ class RunSession:
         self.dry = runner.options.dry_run
         self.run_dir = root / ".claw" / "runs" / summary.run_id
         self.hashes = FileHashes(state, root) if state else FileHashes(None, root)
-        self.done = state.done() if state else {}
+        self.sealed = state.sealed() if state else {}  # every job with a last success
         self.produced: dict[str, dict[str, str | None]] = {}  # task -> its outputs' hashes
         self.pending: set[str] = set()  # dry run: tasks that would run
         self.failed: set[str] = set()
         self.noted: set[str] = set()  # tasks whose daily-note entry is written
+        self.keys: dict[str, TaskKey | None] = {}  # per task, for the quick check
+        self.quick_updates: list[tuple[str, str, str]] = []  # (quick, task, item)
         self.lock = threading.Lock()  # jobs run in threads (-j)
         if state and not self.dry:
             state.begin_run(summary.run_id, now.isoformat(), " ".join(runner.options.argv))
@@ -99,20 +95,55 @@ class RunSession:
 
     def check(self, job: Job) -> JobResult | Callable[[], JobResult]:
         """The job's result when it need not run, else the work that runs it."""
-        blocked = [n for n in self.r.graph.upstream(job.task) if n in self.failed]
-        if blocked:
-            return not_run(job, "skipped", (f"needs {', '.join(blocked)}, which failed",))
+        if self.failed:
+            blocked = [n for n in self.r.graph.upstream(job.task) if n in self.failed]
+            if blocked:
+                return not_run(job, "skipped", (f"needs {', '.join(blocked)}, which failed",))
+        key = self.task_key(job.task)
+        sealed = self.sealed.get((job.task, job.item or ""))
+        if key and sealed and key.unchanged(sealed, job.item, self.stamp):
+            if not self.r.graph.dependents(job.task):
+                return not_run(job, "up-to-date", (), TaskKey.first_output(sealed))
+            return self.keep(job, self.last_success(job), UP_TO_DATE, None)
+        record = self.last_success(job)
         prepared = prepare(self.ctx, job, self.r.graph.upstream(job.task))
         fp = fingerprint_of(prepared, self.hashes.hash, self.upstream(job.task))
-        record = self.done.get((job.task, job.item or ""))
         outputs_now = {p: self.hashes.hash(p) for p in record.outputs} if record else {}
         decision = self.decide(job, record, fp, outputs_now)
         if not decision.run:
+            if key and decision.status == "up-to-date" and not self.dry:
+                quick = self.seal(key, job, fp, list(outputs_now))
+                if quick is not None and (record is None or quick != record.quick):
+                    self.quick_updates.append((quick, job.task, job.item or ""))
             return self.keep(job, record, decision, outputs_now)
         if self.dry:
             self.pending.add(job.task)
             return not_run(job, "would-run", decision.reasons, prepared.output)
         return lambda: self.execute(prepared, fp, decision)
+
+    def task_key(self, task: str) -> TaskKey | None:
+        """The task's key for the quick check, once per run; None: every job of it takes
+        the full check (-B, an upstream that would run, templates that read the clock...)."""
+        if task not in self.keys:
+            pending = any(n in self.pending for n in self.r.graph.upstream(task))
+            eligible = not (self.r.options.force or pending)
+            self.keys[task] = task_key(self.ctx, task, self.hashes.hash) if eligible else None
+        return self.keys[task]
+
+    def last_success(self, job: Job) -> Done | None:
+        """The job's last success, from the ledger."""
+        if self.state is None or (job.task, job.item or "") not in self.sealed:
+            return None
+        return self.state.done(job.task, job.item or "")
+
+    def stamp(self, paths: list[str]) -> str | None:
+        return self.hashes.stamp(paths)
+
+    def seal(self, key: TaskKey, job: Job, fp: Fingerprint, outputs: list[str]) -> str | None:
+        """What the quick check compares next time, from the stat keys the job's item and
+        outputs had when they were hashed for this fingerprint."""
+        stamp = self.hashes.hashed_stamp([job.item, *outputs] if job.item else outputs)
+        return key.seal(fp, stamp, outputs)
 
     def upstream(self, task: str) -> dict[str, str | None]:
         """The outputs of the tasks this one `needs:` (its prompt can show them as
@@ -143,17 +174,23 @@ class RunSession:
         job: Job,
         record: Done | None,
         decision: Decision,
-        hashes: dict[str, str | None],
+        hashes: Mapping[str, str | None] | None,
     ) -> JobResult:
+        """The result of a job that need not run; `hashes`: its outputs' hashes now (None:
+        as recorded)."""
         assert record is not None  # only a job that succeeded before is not run
         first = next(iter(record.outputs), None)
-        with self.lock:
-            self.produced.setdefault(job.task, {}).update(hashes)
-            upstream = self.ctx.upstream
-            upstream[job.task] = joined(upstream.get(job.task), first, record.result)
+        if self.r.graph.dependents(job.task):  # what the tasks after it see of it
+            with self.lock:
+                self.produced.setdefault(job.task, {}).update(hashes or record.outputs)
+                upstream = self.ctx.upstream
+                upstream[job.task] = joined(upstream.get(job.task), first, record.result)
         return not_run(job, decision.status, decision.reasons, first)
 
     def execute(self, p: Prepared, fp: Fingerprint, decision: Decision) -> JobResult:
+        from claw_batch.jobrun import JobSink, attempt, findings, transcript_name
+        from claw_batch.transcript import Transcript
+
         assert self.state is not None
         job = p.job
         started_wall = now_for_run(self.r.environ)
@@ -213,9 +250,10 @@ class RunSession:
             return
         outputs = {path: self.hashes.hash(path) for path in p.declared_outputs}
         written = {path: h for path, h in outputs.items() if h is not None}
-        self.state.succeed_job(
-            row, Done(r.job.task, r.job.item or "", fp.value, fp.parts, written, r.text)
-        )
+        key = self.task_key(r.job.task)
+        quick = self.seal(key, r.job, fp, list(written)) if key else None
+        done = Done.of(r.job.task, r.job.item or "", fp.value, fp.parts, written, r.text, quick)
+        self.state.succeed_job(row, done)
         with self.lock:
             self.produced.setdefault(r.job.task, {}).update(outputs)
             upstream = self.ctx.upstream
@@ -278,12 +316,15 @@ class RunSession:
             return
         if not self.dry:
             self.hashes.save()
+            self.state.set_quick(self.quick_updates)
             for task in dict.fromkeys(r.job.task for r in self.summary.results):
                 self.note(task)  # tasks the run stopped in the middle of
             finished = now_for_run(self.r.environ).isoformat()
             status = RUN_STATUS.get(self.summary.exit_code, "error")
             self.state.end_run(self.summary.run_id, finished, status, self.summary.exit_code)
             if self.run_dir.is_dir():
+                from claw_batch.report import envelope
+
                 text = json.dumps(envelope(self.summary), indent=2)
                 write_atomic(self.run_dir / "summary.json", text)
         self.state.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import sqlite3
 import threading
@@ -47,6 +48,7 @@ CREATE TABLE IF NOT EXISTS done (
     outputs TEXT NOT NULL,         -- JSON: {path: sha256} of the outputs as written
     result TEXT NOT NULL,          -- the final answer, for needs.X.result downstream
     run_id TEXT NOT NULL,
+    quick TEXT,                    -- prepare.TaskKey.quick: up to date by stat keys alone
     PRIMARY KEY (task, item)
 );
 -- The stat shortcut: a file is re-hashed only when its mtime, size or inode changed.
@@ -94,14 +96,40 @@ Entry = tuple[int, int, int, str]  # mtime_ns, size, inode, sha256
 
 @dataclass(frozen=True)
 class Done:
-    """A job's last success."""
+    """A job's last success. Its outputs and fingerprint parts are kept as JSON and parsed
+    when asked: a no-op over 10,000 jobs that pass the quick check needs neither."""
 
     task: str
     item: str
     fingerprint: str
-    parts: dict[str, Any]
-    outputs: dict[str, str]  # path -> sha256
+    parts_json: str
+    outputs_json: str
     result: str
+    quick: str | None = None  # prepare.TaskKey.seal: a digest, then the output paths
+
+    @classmethod
+    def of(
+        cls,
+        task: str,
+        item: str,
+        fingerprint: str,
+        parts: dict[str, Any],
+        outputs: dict[str, str],
+        result: str,
+        quick: str | None = None,
+    ) -> Done:
+        return cls(task, item, fingerprint, json.dumps(parts), json.dumps(outputs), result, quick)
+
+    @functools.cached_property
+    def parts(self) -> dict[str, Any]:
+        parts: dict[str, Any] = json.loads(self.parts_json)
+        return parts
+
+    @functools.cached_property
+    def outputs(self) -> dict[str, str]:
+        """path -> sha256, as written."""
+        outputs: dict[str, str] = json.loads(self.outputs_json)
+        return outputs
 
 
 class State:
@@ -109,6 +137,7 @@ class State:
         """Open (and create) the state; `readonly` opens an existing one without writing
         anything, for `claw plan`, `claw why` and `claw list`."""
         self._lock = threading.RLock()
+        self.sealed_column = True  # whether `done` has the quick column (see sealed())
         if readonly:
             # With no WAL left behind, open it as immutable: SQLite then creates no -wal/-shm
             # files, so a dry run leaves .claw/ byte for byte as it was.
@@ -123,6 +152,11 @@ class State:
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.executescript(SCHEMA)
+        if not self._has_quick():  # a state.db from before the quick check
+            self.db.execute("ALTER TABLE done ADD COLUMN quick TEXT")
+
+    def _has_quick(self) -> bool:
+        return any(row[1] == "quick" for row in self._query("PRAGMA table_info(done)"))
 
     def _execute(self, sql: str, args: tuple[object, ...] = ()) -> sqlite3.Cursor:
         """Jobs run in threads and share this connection: one statement at a time."""
@@ -165,24 +199,45 @@ class State:
         with self.transaction():
             self.finish_job(r)
             self.db.execute(
-                "INSERT OR REPLACE INTO done VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "INSERT OR REPLACE INTO done "
+                "(task, item, fingerprint, parts, outputs, result, run_id, quick) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     done.task,
                     done.item,
                     done.fingerprint,
-                    json.dumps(done.parts),
-                    json.dumps(done.outputs),
+                    done.parts_json,
+                    done.outputs_json,
                     done.result,
                     r.run_id,
+                    done.quick,
                 ),
             )
 
-    def done(self) -> dict[tuple[str, str], Done]:
-        rows = self._query("SELECT task, item, fingerprint, parts, outputs, result FROM done")
-        return {
-            (r[0], r[1]): Done(r[0], r[1], r[2], json.loads(r[3]), json.loads(r[4]), r[5])
-            for r in rows
-        }
+    def sealed(self) -> dict[tuple[str, str], str | None]:
+        """Every job with a last success, and its quick seal (prepare.TaskKey): all that a
+        no-op needs of the ledger, a tenth of its bytes."""
+        self.sealed_column = self._has_quick()  # read-only: an old state.db stays old
+        quick = "quick" if self.sealed_column else "NULL"
+        with self._lock:
+            rows = self.db.execute(f"SELECT task, item, {quick} FROM done").fetchall()
+        return {(r[0], r[1]): r[2] for r in rows}
+
+    def done(self, task: str, item: str) -> Done | None:
+        """The job's last success in full."""
+        quick = "quick" if self.sealed_column else "NULL"
+        rows = self._query(
+            f"SELECT task, item, fingerprint, parts, outputs, result, {quick} FROM done "
+            "WHERE task = ? AND item = ?",
+            (task, item),
+        )
+        return Done(*rows[0]) if rows else None
+
+    def set_quick(self, rows: list[tuple[str, str, str]]) -> None:
+        """(quick, task, item): jobs the full check found up to date, for the next run."""
+        if rows:
+            with self.transaction():
+                self.db.executemany("UPDATE done SET quick = ? WHERE task = ? AND item = ?", rows)
 
     def file_entries(self) -> dict[str, Entry]:
         rows = self._query("SELECT path, mtime_ns, size, inode, sha256 FROM files")

@@ -9,7 +9,7 @@ import click
 from claw_batch.commands.common import handle_errors, load, project_options
 
 if TYPE_CHECKING:
-    from claw_batch.jobrun import JobResult
+    from claw_batch.results import JobResult
 
 
 @click.command("list")

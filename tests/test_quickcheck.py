@@ -1,0 +1,164 @@
+"""The quick check (prepare.TaskKey): a job whose task key, item and outputs have not
+changed is up to date by stat keys alone; every change the full fingerprint sees still
+reruns what it should."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_openai import FakeOpenAI, Reply, text
+from helpers import claw, make_project
+
+DAY1 = "2026-11-22T10:00:00+01:00"
+DAY2 = "2026-11-23T10:00:00+01:00"
+
+CLAWFILE = """
+    version: 1
+    model: fake-model
+    tasks:
+      tickets:
+        foreach: "inbox/*.txt"
+        inputs: [rules.md]
+        prompt: prompts/ticket.md
+        output: "tickets/{{ item.stem }}.txt"
+        tools: [read]
+"""
+FILES = {
+    "inbox/a.txt": "alpha\n",
+    "inbox/b.txt": "beta\n",
+    "rules.md": "Be kind.\n",
+    "prompts/ticket.md": "Ticket for {{ item.path }} ({{ inputs | join(', ') }})\n",
+}
+
+
+def answer(body: dict[str, Any]) -> Reply:
+    return text(f"answer to: {body['messages'][1]['content']}")
+
+
+@pytest.fixture
+def server() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI() as srv:
+        srv.handler = answer
+        yield srv
+
+
+@pytest.fixture
+def env(server: FakeOpenAI) -> dict[str, str]:
+    return {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-x", "CLAW_NOW": DAY1}
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    return make_project(tmp_path / "p", CLAWFILE, FILES)
+
+
+def run(root: Path, env: dict[str, str], *args: str) -> dict[str, str]:
+    r = claw(root, "run", "--json", *args, env=env)
+    assert r.exit_code == 0, r.stderr
+    return {j["item"]: j["status"] for j in json.loads(r.stdout)["jobs"]}
+
+
+def seals(root: Path) -> dict[str, str | None]:
+    with sqlite3.connect(root / ".claw" / "state.db") as db:
+        return dict(db.execute("SELECT item, quick FROM done").fetchall())
+
+
+BOTH_OK = {"inbox/a.txt": "ok", "inbox/b.txt": "ok"}
+BOTH_UP = {"inbox/a.txt": "up-to-date", "inbox/b.txt": "up-to-date"}
+
+
+def test_a_noop_reads_no_template_and_imports_no_validator(
+    project: Path, env: dict[str, str]
+) -> None:
+    assert run(project, env) == BOTH_OK
+    assert run(project, env) == BOTH_UP  # writes the validated-clawfile cache
+    code = (
+        "import sys\n"
+        "from claw_batch.cli import main\n"
+        "try:\n"
+        "    main(['run'])\n"
+        "except SystemExit as e:\n"
+        "    assert e.code == 0, e.code\n"
+        "print(sorted(m for m in ('jinja2', 'pydantic', 'yaml', 'openai', 'claw_batch.execute')"
+        " if m in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=project,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stderr == "2 jobs up to date\n"
+    assert done.stdout.strip() == "[]"
+
+
+def test_every_change_still_reruns_what_it_should(project: Path, env: dict[str, str]) -> None:
+    assert run(project, env) == BOTH_OK
+    sealed = seals(project)
+    assert all(sealed.values())
+    assert run(project, env) == BOTH_UP
+
+    a = project / "inbox/a.txt"
+    os.utime(a, ns=(a.stat().st_atime_ns, a.stat().st_mtime_ns + 10**9))  # touched: same bytes
+    assert run(project, env) == BOTH_UP
+    assert seals(project)["inbox/a.txt"] != sealed["inbox/a.txt"]  # resealed with the new stat
+    assert run(project, env) == BOTH_UP
+
+    out = project / "tickets/b.txt"
+    data = out.read_bytes()
+    out.unlink()
+    out.write_bytes(data)  # a new inode, the same bytes
+    assert run(project, env) == BOTH_UP
+
+    a.write_text("alpha, changed\n")
+    assert run(project, env) == {"inbox/a.txt": "ok", "inbox/b.txt": "up-to-date"}
+
+    for change in (
+        lambda: (project / "rules.md").write_text("Be brief.\n"),  # a shared input
+        lambda: (project / "workspace/AGENTS.md").write_text("# Agents\nBe terse.\n"),
+        lambda: (project / "prompts/ticket.md").write_text("Ticket: {{ item.path }}\n"),
+    ):
+        change()
+        assert run(project, env) == BOTH_OK
+        assert run(project, env) == BOTH_UP
+    assert run(project, env, "--model", "other-model") == BOTH_OK
+
+    (project / "tickets/a.txt").write_text("edited by hand\n")
+    (project / "tickets/b.txt").unlink()
+    assert run(project, env, "--model", "other-model") == {
+        "inbox/a.txt": "modified",
+        "inbox/b.txt": "ok",
+    }
+
+
+def test_a_task_that_reads_the_clock_takes_the_full_check(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    clawfile = CLAWFILE.replace("prompts/ticket.md", '"{{ today }}: {{ item.path }}"')
+    root = make_project(tmp_path / "p", clawfile, FILES)
+    assert run(root, env) == BOTH_OK
+    assert set(seals(root).values()) == {None}
+    assert run(root, env) == BOTH_UP
+    assert run(root, {**env, "CLAW_NOW": DAY2}) == BOTH_OK
+
+
+def test_a_state_db_from_before_the_quick_check(project: Path, env: dict[str, str]) -> None:
+    assert run(project, env) == BOTH_OK
+    with sqlite3.connect(project / ".claw" / "state.db") as db:
+        db.execute("ALTER TABLE done DROP COLUMN quick")
+    plan = claw(project, "plan", env=env)  # read-only: the old file stays as it is
+    assert plan.exit_code == 0, plan.stderr
+    assert "would run" not in plan.stderr
+    assert run(project, env) == BOTH_UP  # the full check; it seals the jobs
+    assert all(seals(project).values())
+    assert run(project, env) == BOTH_UP
