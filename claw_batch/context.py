@@ -1,9 +1,15 @@
 """The system prompt: an identity line, the workspace files, the daily notes, a skills list,
-the date and the project root (SPEC §3). Short on purpose."""
+the date and the project root (SPEC §3). Short on purpose.
+
+Every job that runs gets the prompt as its files read then (a tool or an earlier task may
+have changed MEMORY.md or today's note); the jobs of a fan-out share one built prompt for as
+long as none of its files changed.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +21,9 @@ FILE_CAP = 6_000  # characters per workspace file
 NOTES_CAP = 3_000  # characters per daily note
 TOTAL_CAP = 20_000  # characters for all files and notes together
 MIN_SHOWN = 200  # below this much budget a file is named, not cut to a stub
+CACHE_SIZE = 256  # prompts kept (per project root, task, skills and day)
+
+Stamp = tuple[int, int, int, int] | None  # (inode, size, mtime, ctime); None: missing
 
 
 @dataclass(frozen=True)
@@ -56,24 +65,37 @@ def _capped(text: str, cap: int, budget: int, rel: str) -> str:
     return truncate(text, min(cap, budget), rel)
 
 
-def _sections(root: Path, workspace: str, today: dt.date) -> tuple[list[str], str]:
+def _sources(workspace: str, today: dt.date) -> list[str]:
+    """Project-relative paths of the files the prompt shows: workspace files, then notes."""
+    days = (today - dt.timedelta(days=1), today)
+    return [f"{workspace}/{name}" for name in WORKSPACE_FILES] + [
+        f"{workspace}/memory/{day.isoformat()}.md" for day in days
+    ]
+
+
+def _stamp(path: str) -> Stamp:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _sections(root: Path, sources: list[str]) -> tuple[list[str], str]:
     """The workspace file sections and the body of the daily notes section."""
     sections: list[str] = []
     notes: list[str] = []
     budget = TOTAL_CAP
-    days = (today - dt.timedelta(days=1), today)
-    sources = [
-        (f"{workspace}/{name}", FILE_CAP, sections, f"## {name}") for name in WORKSPACE_FILES
-    ]
-    for day in days:
-        rel = daily_note_path(root, workspace, day).relative_to(root).as_posix()
-        sources.append((rel, NOTES_CAP, notes, f"### {rel}"))
-    for rel, cap, into, header in sources:
+    for n, rel in enumerate(sources):
+        is_file = n < len(WORKSPACE_FILES)
         text = _read(root / rel)
         if text:
-            body = _capped(text, cap, budget, rel)
+            body = _capped(text, FILE_CAP if is_file else NOTES_CAP, budget, rel)
             budget -= len(body)
-            into.append(f"{header}\n{body}")
+            if is_file:
+                sections.append(f"## {WORKSPACE_FILES[n]}\n{body}")
+            else:
+                notes.append(f"### {rel}\n{body}")
     return sections, "\n\n".join(notes) or "(none yet)"
 
 
@@ -85,10 +107,31 @@ def skills_section(skills: Sequence[Skill], root: Path) -> str:
     return "\n".join(lines)
 
 
+_built: dict[tuple[object, ...], tuple[list[Stamp], SystemPrompt]] = {}
+
+
 def build_system_prompt(
     *, root: Path, workspace: str, task: str, skills: Sequence[Skill], today: dt.date
 ) -> SystemPrompt:
-    sections, notes = _sections(root, workspace, today)
+    """Built again only when one of its files changed since the last time (by stat): the
+    files are read after they are stat'ed, so a change in between is seen next time."""
+    sources = _sources(workspace, today)
+    stamps = [_stamp(os.path.join(root, rel)) for rel in sources]
+    key = (root, workspace, task, tuple(skills), today)
+    cached = _built.get(key)
+    if cached is not None and cached[0] == stamps:
+        return cached[1]
+    prompt = _build(root, sources, task, skills, today)
+    if len(_built) >= CACHE_SIZE:
+        _built.clear()
+    _built[key] = (stamps, prompt)
+    return prompt
+
+
+def _build(
+    root: Path, sources: list[str], task: str, skills: Sequence[Skill], today: dt.date
+) -> SystemPrompt:
+    sections, notes = _sections(root, sources)
     skills_text = skills_section(skills, root) if skills else ""
 
     def compose(notes: str, date: str, where: str) -> str:

@@ -12,10 +12,13 @@ from claw_batch.redact import Redactor
 
 class Transcript:
     def __init__(self, path: Path, redact: Redactor) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._redact = redact
-        self._file: TextIO = path.open("a", encoding="utf-8")
+        try:
+            self._file: TextIO = path.open("a", encoding="utf-8")
+        except FileNotFoundError:  # the run's first transcript
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = path.open("a", encoding="utf-8")
         self._started = time.monotonic()
 
     def event(self, kind: str, **fields: Any) -> None:

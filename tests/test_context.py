@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 from pathlib import Path
 
 from claw_batch.context import FILE_CAP, TOTAL_CAP, build_system_prompt
@@ -72,3 +73,23 @@ def test_per_file_and_total_caps_are_marked(tmp_path: Path) -> None:
         "## MEMORY.md\n[… 10010 characters omitted: the context budget is spent; "
         "read workspace/MEMORY.md …]" in text
     )
+
+
+def test_a_changed_file_is_read_again(tmp_path: Path) -> None:
+    def build() -> str:
+        return build_system_prompt(
+            root=tmp_path, workspace="workspace", task="t", skills=[], today=TODAY
+        ).text
+
+    write(tmp_path, "workspace/MEMORY.md", "- colour: blue\n")
+    first = build()
+    assert build() is first  # nothing changed: the jobs of a fan-out share it
+    memory = tmp_path / "workspace/MEMORY.md"
+    before = memory.stat().st_mtime_ns
+    write(tmp_path, "workspace/MEMORY.md", "- colour: red!\n")  # same size, same inode
+    os.utime(memory, ns=(before + 10**9, before + 10**9))  # a clock tick later, at least
+    assert "- colour: red!" in build()
+    write(tmp_path, "workspace/memory/2026-11-22.md", "a task ran\n")  # a new daily note
+    assert "a task ran" in build()
+    memory.unlink()
+    assert "colour" not in build()
