@@ -607,3 +607,18 @@ def test_calls_after_a_deadline_are_not_held_up_by_the_abandoned_one(srv: FakeOp
     started = time.monotonic()
     assert ask(llm).message.content == "served"
     assert time.monotonic() - started < 1.0
+
+
+def test_headers_sent(srv: FakeOpenAI) -> None:
+    srv.enqueue(text("hi"))
+    ask(make_llm(srv))
+    headers = srv.headers[0]
+    assert headers["authorization"] == "Bearer sk-test"
+    assert headers["content-type"] == "application/json"
+    assert headers["user-agent"].startswith("OpenAI/Python")
+    assert headers["x-stainless-retry-count"] == "0"
+    # the SDK's platform telemetry (x-stainless-os, -arch, -runtime...) is left out
+    assert {h for h in headers if h.startswith("x-stainless")} == {
+        "x-stainless-retry-count",
+        "x-stainless-read-timeout",
+    }

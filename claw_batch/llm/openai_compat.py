@@ -39,6 +39,19 @@ ADVICE = {
     429: "the account is out of quota; check billing with the provider or use another provider",
 }
 CALL_THREADS = CallThreads()  # shared by every endpoint of the run
+# The SDK's platform telemetry (OS, arch, runtime and versions), left out: no endpoint needs
+# it, and every header costs each request a trip through httpx's and h11's validation (these
+# seven are ~15 % of the SDK's Python work per call). Auth, content type, user agent, retry
+# count and read timeout are still sent.
+TELEMETRY_HEADERS = (
+    "X-Stainless-Lang",
+    "X-Stainless-Package-Version",
+    "X-Stainless-OS",
+    "X-Stainless-Arch",
+    "X-Stainless-Runtime",
+    "X-Stainless-Runtime-Version",
+    "X-Stainless-Async",
+)
 
 
 @dataclass(frozen=True)
@@ -115,7 +128,11 @@ class OpenAICompatLLM:
         timeout = openai.Timeout(
             min(self._request_timeout, remaining), connect=min(self._connect_timeout, remaining)
         )
-        options: openai.RequestOptions = {"timeout": timeout, "security": {"bearer_auth": True}}
+        options: openai.RequestOptions = {
+            "timeout": timeout,
+            "security": {"bearer_auth": True},
+            "headers": {name: openai.Omit() for name in TELEMETRY_HEADERS},
+        }
         # Post the wire body ourselves: `chat.completions.create` re-walks every message with
         # the SDK's TypedDict transformer on each call, which grows with the conversation. And
         # take the reply as plain JSON (`cast_to=object`): `wire` reads it, odd shapes included.
