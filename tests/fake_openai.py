@@ -26,6 +26,7 @@ class Reply:
     chunks: tuple[object, ...] | None = None  # streamed as is; bytes verbatim
     headers: dict[str, str] = field(default_factory=dict)
     stall: float = 0.0  # seconds to stall before answering (after the first chunk if streaming)
+    trickle: float = 0.0  # seconds between the bytes of the body (headers go at once)
 
 
 def text(content: str | None, *, usage: tuple[int, int] = (10, 5), cached: int = 0) -> Reply:
@@ -71,6 +72,11 @@ def raw_stream(*chunks: object) -> Reply:
 def hang(seconds: float, then: Reply | None = None) -> Reply:
     """Stall `seconds` (after the first chunk when streaming), then answer `then`."""
     return replace(then or text("(late reply)"), stall=seconds)
+
+
+def trickle(seconds: float, then: Reply | None = None) -> Reply:
+    """Answer `then` one byte every `seconds`: never silent for long, never done soon."""
+    return replace(then or text("(slow reply)"), trickle=seconds)
 
 
 def completion_body(reply: Reply, model: str, n: int) -> object:
@@ -208,21 +214,36 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._stream(body, reply, n)
             if not fake.wait(reply.stall):
                 model = body.get("model", "")
-                self._json(reply.status, completion_body(reply, model, n), reply.headers)
+                answer = completion_body(reply, model, n)
+                self._json(reply.status, answer, reply.headers, reply.trickle)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (its deadline): what some tests want
 
     def do_GET(self) -> None:
         self._json(404, {"error": {"message": f"no route GET {self.path}"}})
 
-    def _json(self, status: int, body: object, headers: dict[str, str] | None = None) -> None:
+    def _json(
+        self,
+        status: int,
+        body: object,
+        headers: dict[str, str] | None = None,
+        trickle: float = 0.0,
+    ) -> None:
         data = body if isinstance(body, bytes) else json.dumps(body).encode()
         self.send_response(status)
         self.send_header("Content-Length", str(len(data)))
         for name, value in {"Content-Type": "application/json", **(headers or {})}.items():
             self.send_header(name, value)
         self.end_headers()
-        self.wfile.write(data)
+        if not trickle:
+            self.wfile.write(data)
+            return
+        self.wfile.flush()
+        for i in range(len(data)):
+            if self.server.fake.wait(trickle):
+                return
+            self.wfile.write(data[i : i + 1])
+            self.wfile.flush()
 
     def _stream(self, body: dict[str, Any], reply: Reply, n: int) -> None:
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))

@@ -19,10 +19,11 @@ from fake_openai import (
     raw_stream,
     text,
     tool_calls,
+    trickle,
 )
 
 from claw_batch.errors import LimitExceeded, ModelError
-from claw_batch.llm.openai_compat import OpenAICompatLLM, backoff, retry_after
+from claw_batch.llm.openai_compat import TIMEOUT, OpenAICompatLLM, backoff, retry_after
 from claw_batch.messages import ChatRequest, Completion, Message, ToolCall, ToolSpec, Usage
 
 READ = ToolSpec(
@@ -622,3 +623,35 @@ def test_headers_sent(srv: FakeOpenAI) -> None:
         "x-stainless-retry-count",
         "x-stainless-read-timeout",
     }
+
+
+def test_a_trickling_endpoint_cannot_outlive_the_deadline(srv: FakeOpenAI) -> None:
+    srv.enqueue(trickle(0.05))  # a byte every 50 ms: no read ever times out
+    started = time.monotonic()
+    with pytest.raises(LimitExceeded) as exc:
+        ask(make_llm(srv), within=1.0)
+    assert time.monotonic() - started < 1.5
+    assert str(exc.value) == TIMEOUT
+
+
+def test_calls_run_on_the_jobs_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+    assert OpenAICompatLLM(base_url="http://127.0.0.1:9/v1", api_key="sk-test")._inline
+
+
+def test_with_a_proxy_calls_run_on_a_call_thread_and_still_end_at_the_deadline(
+    srv: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # httpx reaches a proxy through a transport of its own, not through claw's sockets.
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    llm = make_llm(srv)
+    assert not llm._inline
+    srv.enqueue(text("through the call thread"), hang(30))
+    assert ask(llm).message.content == "through the call thread"
+    started = time.monotonic()
+    with pytest.raises(LimitExceeded):
+        ask(llm, within=1.0)
+    assert time.monotonic() - started < 1.5

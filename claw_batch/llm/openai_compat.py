@@ -1,25 +1,30 @@
 """Any OpenAI-compatible chat completions endpoint (OpenAI, Ollama, llama.cpp, vLLM, ...).
 
 The only module that imports `openai`; the rest of claw imports this one lazily.
-Every attempt runs on a daemon thread (see `callthreads`) so that a hung or trickling
-endpoint cannot keep `complete` past the job's deadline; retries and their backoff are ours
+A hung or trickling endpoint cannot keep `complete` past the job's deadline, and Ctrl-C ends
+a call at once: the call runs on the job's thread over `interruptible`'s sockets or, when a
+proxy is configured (its connections would not be made by that backend), on a daemon thread
+of `callthreads` that the job stops waiting for. Retries and their backoff are ours
 (`max_retries=0`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import email.utils
 import json
 import random
 import time
+import urllib.request
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
+import httpx2
 import openai
 
 from claw_batch import cancel
 from claw_batch.errors import LimitExceeded, ModelError
-from claw_batch.llm import wire
+from claw_batch.llm import interruptible, wire
 from claw_batch.llm.callthreads import CallThreads
 from claw_batch.messages import ChatRequest, Completion
 from claw_batch.redact import Redactor
@@ -75,8 +80,13 @@ class OpenAICompatLLM:
     ) -> None:
         # Always an explicit key and URL: given none, the SDK would read $OPENAI_API_KEY and
         # $OPENAI_BASE_URL, and the caller decides which environment counts.
+        http_client = _interruptible_client()
+        self._inline = http_client is not None
         self._client = openai.OpenAI(
-            base_url=base_url or DEFAULT_BASE_URL, api_key=api_key or NO_KEY, max_retries=0
+            base_url=base_url or DEFAULT_BASE_URL,
+            api_key=api_key or NO_KEY,
+            max_retries=0,
+            http_client=http_client,
         )
         # Some endpoints echo the key they refused; it must never reach a log or a terminal.
         self._redact = Redactor([api_key] if api_key else [])
@@ -114,6 +124,9 @@ class OpenAICompatLLM:
         budget = deadline - self._clock()
         if budget <= 0:
             raise LimitExceeded(TIMEOUT)
+        if self._inline:
+            with interruptible.deadline(time.monotonic() + budget):
+                return self._call(request, budget, deadline)
         call = CALL_THREADS.submit(lambda: self._call(request, budget, deadline))
         # Given up on, the call goes on on its thread until its own SDK timeout ends it.
         left = budget
@@ -201,6 +214,27 @@ class OpenAICompatLLM:
 
     def _where(self, request: ChatRequest) -> str:
         return f"model {request.model!r} at {str(self._client.base_url).rstrip('/')}"
+
+
+class _HttpClient(openai.DefaultHttpxClient):
+    """Closes its connections when dropped, as the SDK's own client does."""
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self.close()
+
+
+def _interruptible_client() -> httpx2.Client | None:
+    """The SDK's default HTTP client with its connections made by `interruptible.Backend`;
+    None when the environment names a proxy: httpx would reach it through a transport of
+    its own."""
+    if urllib.request.getproxies():
+        return None
+    transport = httpx2.HTTPTransport(limits=openai.DEFAULT_CONNECTION_LIMITS)
+    # httpx takes no network backend; its connection pool (httpcore2) does.
+    pool = transport._pool
+    pool._network_backend = interruptible.Backend(pool._network_backend)
+    return _HttpClient(transport=transport)
 
 
 def backoff(attempt: int) -> float:

@@ -1,0 +1,191 @@
+"""Socket I/O for model calls that gives up at the job's deadline and on Ctrl-C.
+
+A model call runs on the job's own thread: handing it to another thread and waiting there
+costs two more GIL hand-overs per call, which at -j 32 was a fifth of the run. What the
+other thread bought is kept here, one level down: this network backend for the SDK's HTTP
+client (httpx2 over httpcore2) cuts every blocking read and write into waits of at most
+`cancel.POLL` seconds and checks, between them, the run's cancel flag and the deadline the
+adapter set for the calling thread. A hung endpoint, or one that trickles its reply, cannot
+keep a call past the deadline, and Ctrl-C ends it within a poll. Connecting (DNS, TCP, TLS:
+once per connection with keep-alive) cannot be cut up like that; it runs on a call thread
+(`callthreads`) that the job waits for the same way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, TypeVar
+
+import httpcore2
+
+from claw_batch import cancel
+from claw_batch.llm.callthreads import CallThreads
+
+T = TypeVar("T")
+DEADLINE = "the job's deadline passed"
+
+_local = threading.local()  # .deadline: time.monotonic() by which the thread's call must end
+_connects = CallThreads("claw-model-connect")
+
+
+@contextlib.contextmanager
+def deadline(at: float) -> Iterator[None]:
+    """Calls made by this thread inside the block end by `at` (time.monotonic())."""
+    _local.deadline = at
+    try:
+        yield
+    finally:
+        _local.deadline = None
+
+
+def _left(timeout_error: type[Exception]) -> float | None:
+    """Seconds to the calling thread's deadline; raises on cancel or once it passed."""
+    cancel.check()
+    at: float | None = getattr(_local, "deadline", None)
+    if at is None:
+        return None
+    left = at - time.monotonic()
+    if left <= 0:
+        raise timeout_error(DEADLINE)
+    return left
+
+
+def _sliced(
+    op: Callable[[], T],
+    sock: socket.socket,
+    timeout: float | None,
+    timeout_error: type[Exception],
+    error: type[Exception],
+) -> T:
+    """`op` on `sock` within `timeout` (httpcore's per-operation timeout), in short waits."""
+    give_up = None if timeout is None else time.monotonic() + timeout
+    while True:
+        wait = cancel.POLL
+        left = _left(timeout_error)
+        if left is not None:
+            wait = min(wait, left)
+        if give_up is not None:
+            until = give_up - time.monotonic()
+            if until <= 0:
+                raise timeout_error("timed out")
+            wait = min(wait, until)
+        sock.settimeout(wait)
+        try:
+            return op()
+        except TimeoutError:  # this slice is over; nothing was read or written
+            continue
+        except OSError as exc:
+            raise error(str(exc)) from exc
+
+
+def _on_a_call_thread(fn: Callable[[], httpcore2.NetworkStream]) -> httpcore2.NetworkStream:
+    """Connect on another thread, waiting as `_sliced` does; a connection made after the
+    wait was given up is closed."""
+    lock = threading.Lock()
+    given_up = False
+    made: list[httpcore2.NetworkStream] = []
+
+    def connect() -> httpcore2.NetworkStream:
+        stream = fn()
+        with lock:
+            if given_up:
+                stream.close()
+            else:
+                made.append(stream)
+        return stream
+
+    call = _connects.submit(connect)
+    try:
+        while True:
+            left = _left(httpcore2.ConnectTimeout)
+            if call.wait(cancel.POLL if left is None else min(left, cancel.POLL)):
+                return call.result()
+    except BaseException:
+        with lock:
+            given_up = True
+            for stream in made:  # connected after all, but too late
+                stream.close()
+        raise
+
+
+class Stream(httpcore2.NetworkStream):
+    def __init__(self, inner: httpcore2.NetworkStream) -> None:
+        self._inner = inner
+        self._sock: socket.socket = inner.get_extra_info("socket")
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return _sliced(
+            functools.partial(self._sock.recv, max_bytes),
+            self._sock,
+            timeout,
+            httpcore2.ReadTimeout,
+            httpcore2.ReadError,
+        )
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        view = memoryview(buffer)
+        while view:
+            sent = _sliced(
+                functools.partial(self._sock.send, view),
+                self._sock,
+                timeout,
+                httpcore2.WriteTimeout,
+                httpcore2.WriteError,
+            )
+            view = view[sent:]
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def start_tls(
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> httpcore2.NetworkStream:
+        inner = self._inner
+        return Stream(
+            _on_a_call_thread(lambda: inner.start_tls(ssl_context, server_hostname, timeout))
+        )
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._inner.get_extra_info(info)
+
+
+class Backend(httpcore2.NetworkBackend):
+    """Wraps httpcore2's own backend; every stream it makes is a `Stream`."""
+
+    def __init__(self, inner: httpcore2.NetworkBackend) -> None:
+        self._inner = inner
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore2.NetworkStream:
+        inner = self._inner
+        return Stream(
+            _on_a_call_thread(
+                lambda: inner.connect_tcp(host, port, timeout, local_address, socket_options)
+            )
+        )
+
+    def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
+    ) -> httpcore2.NetworkStream:
+        inner = self._inner
+        return Stream(
+            _on_a_call_thread(lambda: inner.connect_unix_socket(path, timeout, socket_options))
+        )
+
+    def sleep(self, seconds: float) -> None:
+        self._inner.sleep(seconds)
