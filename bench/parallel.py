@@ -69,6 +69,7 @@ TASK = """\
 CLIENT_CALLS = 300
 TARGET = 0.9  # ideal / model phase at -j 32: issue 3, 7b
 OPENAI_COMPAT = "claw_batch/llm/openai_compat.py"
+INTERRUPTIBLE = "claw_batch/llm/interruptible.py"
 ITEM = re.compile(r"inbox/\d+\.txt")
 
 PHASES = (
@@ -79,8 +80,9 @@ PHASES = (
     ("  the tool loop", "claw_batch/loop.py", "run"),
     ("    tool specs for the loop", "claw_batch/tools/registry.py", "spec"),
     ("    model call, waited for by the job", "claw_batch/llm/openai_compat.py", "complete"),
-    ("      hand it to a call thread", "claw_batch/llm/callthreads.py", "submit"),
-    ("      on the call thread: SDK post + HTTP", "claw_batch/llm/openai_compat.py", "_call"),
+    ("      SDK post + HTTP", "claw_batch/llm/openai_compat.py", "_call"),
+    ("        connect, on a call thread (once a connection)", INTERRUPTIBLE, "_on_a_call_thread"),
+    ("        socket reads, in slices", INTERRUPTIBLE, "read"),
     ("        request body (claw's wire dicts)", "claw_batch/llm/wire.py", "request_body"),
     ("        SDK: build the request", "openai/_base_client.py", "_build_request"),
     ("        httpx: send, read the reply", "httpx2/_client.py", "send"),
@@ -307,10 +309,10 @@ def clients(base_url: str) -> dict[str, Callable[[], object]]:
         return wire.completion_from_reply(json.loads(connection.getresponse().read()))
 
     return {
-        "claw's adapter: `OpenAICompatLLM.complete` (on a call thread)": lambda: llm.complete(
+        "claw's adapter: `OpenAICompatLLM.complete`": lambda: llm.complete(
             request, deadline=time.monotonic() + 60
         ),
-        "the same, on the caller's thread: `OpenAICompatLLM._call`": lambda: llm._call(
+        "the same without its deadline: `OpenAICompatLLM._call`": lambda: llm._call(
             request, 60, time.monotonic() + 60
         ),
         "openai SDK `client.post` (body built, JSON reply)": lambda: sdk.post(
@@ -376,7 +378,7 @@ def main() -> int:
         f"{profiled.wall:.1f} s in main() under the profiler; per turn:\n"
     )
     print(phase_table(profiled.stats, PHASES, turns, profiled.wall, per="turn"), end="\n\n")
-    print("the model call's thread, by callee (per turn):\n")
+    print("one model call (`OpenAICompatLLM._call`), by callee (per turn):\n")
     tree = callee_tree(profiled.stats, OPENAI_COMPAT, "_call", turns, per="turn")
     print(f"```\n{tree}\n```\n")
     print(f"one model call, {CLIENT_CALLS} in a row to the fake server (in this process):\n")
