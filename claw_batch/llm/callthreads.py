@@ -1,11 +1,12 @@
-"""Daemon threads for model calls, reused from call to call.
+"""Daemon threads for blocking work a job must be able to give up on, reused.
 
-A model call runs on a thread of its own so that the job waiting for it can give up at its
-deadline or on Ctrl-C while a hung or trickling endpoint keeps the call's thread (until the
-SDK's own timeout ends it). Starting a thread per call costs more than the call's Python
-work under load (the new thread must win the GIL before `start` returns), so threads are
-kept: a call takes an idle one, or a new one when none is idle, never waiting for a busy
-one. A thread idle for IDLE seconds ends.
+What cannot be cut into short waits (connecting to an endpoint; a whole model call when a
+proxy is configured, see `openai_compat`) runs on a thread of its own, so that the job waiting
+for it can give up at its deadline or on Ctrl-C while a hung endpoint keeps that thread (until
+the SDK's own timeout ends it). Starting a thread each time costs more than the work under
+load (the new thread must win the GIL before `start` returns), so threads are kept: a call
+takes an idle one, or a new one when none is idle, never waiting for a busy one. A thread idle
+for IDLE seconds ends.
 """
 
 from __future__ import annotations
