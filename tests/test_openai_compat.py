@@ -638,6 +638,7 @@ def test_calls_run_on_the_jobs_thread(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
         monkeypatch.delenv(name, raising=False)
         monkeypatch.delenv(name.lower(), raising=False)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")  # names no proxy
     assert OpenAICompatLLM(base_url="http://127.0.0.1:9/v1", api_key="sk-test")._inline
 
 

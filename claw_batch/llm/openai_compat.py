@@ -228,7 +228,7 @@ def _interruptible_client() -> httpx2.Client | None:
     """The SDK's default HTTP client with its connections made by `interruptible.Backend`;
     None when the environment names a proxy: httpx would reach it through a transport of
     its own."""
-    if urllib.request.getproxies():
+    if any(scheme != "no" for scheme in urllib.request.getproxies()):  # "no": $NO_PROXY
         return None
     transport = httpx2.HTTPTransport(limits=openai.DEFAULT_CONNECTION_LIMITS)
     # httpx takes no network backend; its connection pool (httpcore2) does.
