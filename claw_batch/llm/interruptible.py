@@ -75,7 +75,8 @@ def _sliced(
             if until <= 0:
                 raise timeout_error("timed out")
             wait = min(wait, until)
-        sock.settimeout(wait)
+        if sock.gettimeout() != wait:  # setting it is a system call (even when unchanged)
+            sock.settimeout(wait)
         try:
             return op()
         except TimeoutError:  # this slice is over; nothing was read or written
