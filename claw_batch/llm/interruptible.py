@@ -1,7 +1,8 @@
 """Socket I/O for model calls that gives up at the job's deadline and on Ctrl-C.
 
 A model call runs on the job's own thread: handing it to another thread and waiting there
-costs two more GIL hand-overs per call, which at -j 32 was a fifth of the run. What the
+costs two more GIL hand-overs per call, ~14 % of claw's CPU at -j 32 (bench/parallel.py,
+zero latency). What the
 other thread bought is kept here, one level down: this network backend for the SDK's HTTP
 client (httpx2 over httpcore2) cuts every blocking read and write into waits of at most
 `cancel.POLL` seconds and checks, between them, the run's cancel flag and the deadline the
