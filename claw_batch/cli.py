@@ -16,6 +16,7 @@ COMMANDS = {
     "show": "claw_batch.commands.show:show",
     "init": "claw_batch.commands.init:init",
     "graph": "claw_batch.commands.graph:graph",
+    "hook": "claw_batch.commands.hook:hook",
 }
 
 

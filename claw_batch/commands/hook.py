@@ -1,0 +1,104 @@
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from pathlib import Path
+
+import click
+
+from claw_batch.commands.common import handle_errors, load, project_options
+
+HOOK_NAMES = ("pre-commit", "commit-msg", "pre-push")  # = claw_batch.hooks.HOOKS, unimported
+STOPPED = frozenset({"failed", "limit", "interrupted"})
+
+
+@click.group()
+def hook() -> None:
+    """Git hooks that run the tasks whose `hook:` names them."""
+
+
+@hook.command()
+@click.argument("name", type=click.Choice(HOOK_NAMES), default="pre-commit")
+@project_options
+@handle_errors
+def install(
+    name: str, directory: Path | None, file: Path | None, verbose: bool, quiet: bool
+) -> int:
+    """Install the git hook NAME (default pre-commit). A hook already there is kept as
+    NAME.pre-claw and runs first."""
+    from claw_batch import hooks
+
+    message = hooks.install(load(directory, file), name, sys.executable)
+    if not quiet:
+        click.echo(f"claw: {message}", err=True)
+    return 0
+
+
+@hook.command()
+@click.argument("name", type=click.Choice(HOOK_NAMES), default="pre-commit")
+@project_options
+@handle_errors
+def uninstall(
+    name: str, directory: Path | None, file: Path | None, verbose: bool, quiet: bool
+) -> int:
+    """Remove claw's git hook NAME and put back the hook it had kept, if any."""
+    from claw_batch import hooks
+
+    message = hooks.uninstall(load(directory, file), name)
+    if not quiet:
+        click.echo(f"claw: {message}", err=True)
+    return 0
+
+
+@hook.command("run", context_settings={"ignore_unknown_options": True})
+@click.argument("name", type=click.Choice(HOOK_NAMES))
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+@click.option(
+    "--wait", is_flag=True, help="If a claw run holds the project, wait instead of exit 75."
+)
+@project_options
+@handle_errors
+def run_hook(
+    name: str,
+    args: tuple[str, ...],
+    wait: bool,
+    directory: Path | None,
+    file: Path | None,
+    verbose: bool,
+    quiet: bool,
+) -> int:
+    """Run the tasks whose `hook:` is NAME, as git does: ARGS are the hook's arguments
+    (for pre-commit, file names become `files`). Exit 1 blocks the commit."""
+    from claw_batch import hooks
+
+    cwd = Path.cwd()
+    os.environ.update(hooks.absolute_git_paths(os.environ, cwd))
+    project = load(directory, file, cache="write")
+    names = hooks.tasks_for(project.config, name)
+    if not names:
+        return 0
+
+    from claw_batch.progress import Progress
+    from claw_batch.runner import Runner, RunOptions
+
+    options = RunOptions(
+        targets=tuple(names),
+        files=hooks.files_for(name, args, cwd, project.root),
+        wait=wait,
+        argv=tuple(sys.argv),
+    )
+    progress = Progress(quiet=quiet, verbose=verbose)
+    signal.signal(signal.SIGTERM, _interrupt)
+    summary = Runner(project, options, progress=progress).run()
+    progress.finish()
+    if summary.error:
+        click.echo(f"claw: {summary.error}", err=True)
+    if summary.exit_code:
+        failed = ", ".join(r.job.name for r in summary.results if r.status in STOPPED) or name
+        click.echo(f"claw: the {name} hook failed ({failed}); git stops here", err=True)
+    return summary.exit_code
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
