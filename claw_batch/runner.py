@@ -3,6 +3,8 @@ record what happened."""
 
 from __future__ import annotations
 
+import datetime as dt
+import functools
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,7 +20,9 @@ from claw_batch.lock import ProjectLock
 from claw_batch.progress import Progress
 from claw_batch.redact import Redactor, secrets_from_env
 from claw_batch.results import JobResult
-from claw_batch.session import RunSession
+from claw_batch.schedule import describe_due, due
+from claw_batch.session import RUN_STATUS, RunSession
+from claw_batch.slots import Entry, Slots
 from claw_batch.state import State
 
 
@@ -34,6 +38,7 @@ class RunOptions:
     mode: Mode = field(default_factory=Mode)
     argv: tuple[str, ...] = ()
     wait: bool = False  # another run holds the project: wait instead of exiting 75
+    due: bool = False  # only scheduled tasks whose latest slot has not run (claw run --due)
 
 
 @dataclass
@@ -74,8 +79,16 @@ class Runner:
         self.graph: Graph = build(project.config)
 
     def tasks(self) -> list[str]:
-        """The selected tasks and everything they depend on, each after its upstream."""
-        return self.graph.order(select_tasks(self.project.config, self.options.targets))
+        """The selected tasks and everything they depend on, each after its upstream. With
+        --due: the scheduled ones among the targets (all of them without targets), not yet
+        in order — which of them run is decided under the lock."""
+        config = self.project.config
+        if self.options.due:
+            chosen = (
+                select_tasks(config, self.options.targets) if self.options.targets else config.tasks
+            )
+            return [name for name in chosen if config.tasks[name].schedule]
+        return self.graph.order(select_tasks(config, self.options.targets))
 
     def plan(self) -> list[Job]:
         """The jobs as they are now; a fan-out over an upstream's outputs is expanded again
@@ -107,6 +120,15 @@ class Runner:
         now = now_for_run(self.environ)
         summary = RunSummary("" if self.options.dry_run else new_run_id(now))
         state = self._open_state()
+        due_slots: list[Entry] = []
+        if self.options.due:
+            slots = Slots(state, readonly=self.options.dry_run)
+            due_slots = self._due(slots, names, now, summary.run_id)
+            names = self.graph.order([e.task for e in due_slots if e.due.run])
+            if not names:  # nothing to run: no run in the ledger, nothing printed
+                if state is not None:
+                    state.close()
+                return summary
         run = RunSession(self, state, summary, now)
         summary.exit_code = 1  # what the ledger says if a bug ends the run
         try:
@@ -117,8 +139,41 @@ class Runner:
         except KeyboardInterrupt:
             summary.exit_code, summary.error = Interrupted.exit_code, "interrupted"
         finally:
+            if due_slots and not self.options.dry_run:
+                self._finish_slots(slots, due_slots, summary)
             run.close()
         return summary
+
+    def _due(self, slots: Slots, names: list[str], now: dt.datetime, run_id: str) -> list[Entry]:
+        """Each scheduled task's latest slot that needs something: to run, or to be recorded
+        as missed. Recorded before anything runs (not in a dry run)."""
+        entries = []
+        for name in names:
+            task = self.project.config.tasks[name]
+            assert task.schedule is not None
+            found = due(
+                task.schedule,
+                task.tz,
+                now,
+                seen=functools.partial(slots.seen, name),
+                last=slots.last(name),
+                catch_up=task.catch_up,
+            )
+            if found is not None:
+                entries.append(Entry(name, found))
+        for e in entries:
+            self.progress.message(describe_due(e.task, e.due))
+        if entries and not self.options.dry_run:
+            slots.record(entries, run_id, now)
+        return entries
+
+    def _finish_slots(self, slots: Slots, due: list[Entry], summary: RunSummary) -> None:
+        for e in due:
+            if not e.due.run:
+                continue
+            results = [r for r in summary.results if r.job.task == e.task]
+            code = exit_code(results) if results else summary.exit_code or Interrupted.exit_code
+            slots.finish(e.task, e.due.slot.name, RUN_STATUS.get(code, "error"))
 
     def _open_state(self) -> State | None:
         path = self.project.root / ".claw" / "state.db"

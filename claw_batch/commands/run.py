@@ -44,6 +44,11 @@ from claw_batch.errors import UsageError
     help="Where recorded replies live (default: cassettes/ in the project).",
 )
 @click.option("--model", help="Use this model for every task.")
+@click.option(
+    "--due",
+    is_flag=True,
+    help="Run the scheduled tasks whose latest slot has not run yet (what cron calls).",
+)
 @project_options
 @handle_errors
 def run(
@@ -59,6 +64,7 @@ def run(
     replay: bool,
     cassettes: Path | None,
     model: str | None,
+    due: bool,
     directory: Path | None,
     file: Path | None,
     verbose: bool,
@@ -91,12 +97,13 @@ def run(
         model=model,
         mode=mode,
         argv=tuple(sys.argv),
+        due=due,
     )
     progress = Progress(quiet=quiet, verbose=verbose)
     runner = Runner(project, options, progress=progress)
     signal.signal(signal.SIGTERM, _interrupt)  # a service manager's stop is a Ctrl-C
     summary = runner.run()
-    if not summary.results and not summary.error:
+    if not summary.results and not summary.error and not due:  # --due: silent when idle
         progress.message("claw: nothing to run")
     progress.finish()
     if summary.error:
