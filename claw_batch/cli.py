@@ -17,6 +17,7 @@ COMMANDS = {
     "init": "claw_batch.commands.init:init",
     "graph": "claw_batch.commands.graph:graph",
     "hook": "claw_batch.commands.hook:hook",
+    "cron": "claw_batch.commands.cron:cron",
 }
 
 

@@ -1,0 +1,73 @@
+"""What `claw cron print` prints: crontab lines, or systemd units, that call `claw run
+--due` every minute for a project. Absolute paths throughout (cron starts with an almost
+empty environment and the home directory as its working directory); output is appended to
+a log file a person can read the next morning."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+from claw_batch.config import Project
+
+LOG = Path(".claw") / "cron.log"
+
+
+def claw_command(project: Project, *args: str) -> str:
+    """The claw of this interpreter, by absolute path, on this project."""
+    argv = [sys.executable, "-m", "claw_batch", *args, "-C", str(project.root)]
+    if project.clawfile.name not in ("clawfile.yaml", "clawfile.yml"):
+        argv += ["-f", project.clawfile.name]
+    return shlex.join(argv)
+
+
+def crontab(project: Project) -> str:
+    scheduled = {n: t for n, t in project.config.tasks.items() if t.schedule}
+    log = shlex.quote(str(project.root / LOG))
+    lines = [
+        f"# claw: {project.root}",
+        "# `claw run --due` every minute runs each scheduled task once per slot (a ledger in",
+        "# .claw/state.db); a slot missed while the machine was off is caught up or recorded.",
+        "# cron does not read your shell profile: set the API key variables your providers",
+        "# use (OPENAI_API_KEY, api_key_env) at the top of the crontab. `claw log` shows runs.",
+    ]
+    for name, task in scheduled.items():
+        zone = task.tz or "the machine's time zone"
+        about = f" - {task.description}" if task.description else ""
+        lines.append(f"#   {name}: {task.schedule} ({zone}, catch_up: {task.catch_up}){about}")
+    if not scheduled:
+        lines.append("#   (no task has a schedule: this line runs nothing until one does)")
+    lines.append(f"* * * * * {claw_command(project, 'run', '--due')} >> {log} 2>&1")
+    return "\n".join(lines) + "\n"
+
+
+def systemd_units(project: Project, name: str) -> dict[str, str]:
+    """A oneshot service and a timer that starts it every minute."""
+    service = f"""\
+# {name}.service: claw run --due for {project.root}
+[Unit]
+Description=claw scheduled tasks in {project.root}
+
+[Service]
+Type=oneshot
+WorkingDirectory={project.root}
+ExecStart={claw_command(project, "run", "--due")}
+# the API key variables your providers use (OPENAI_API_KEY, api_key_env), e.g.:
+# EnvironmentFile=%h/.config/claw/env
+# exit 75: another claw run holds the project; its slots are checked at the next minute
+SuccessExitStatus=75
+"""
+    timer = f"""\
+# {name}.timer: every minute; enable with `systemctl --user enable --now {name}.timer`
+[Unit]
+Description=claw scheduled tasks in {project.root}, every minute
+
+[Timer]
+OnCalendar=*-*-* *:*:00
+AccuracySec=1s
+
+[Install]
+WantedBy=timers.target
+"""
+    return {f"{name}.service": service, f"{name}.timer": timer}

@@ -1,0 +1,74 @@
+"""`claw cron print`: crontab lines that really work when a shell runs them."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner, Result
+from fake_openai import FakeOpenAI, text
+from helpers import make_project
+
+from claw_batch.cli import main
+
+CLAWFILE = """
+    version: 1
+    model: fake-model
+    tasks:
+      nightly:
+        description: Summarise the day
+        prompt: "Summarise"
+        output: report.md
+        schedule: "0 23 * * *"
+        tz: Europe/Berlin
+        tools: []
+      adhoc:
+        prompt: "Not scheduled"
+        output: adhoc.md
+"""
+
+
+def cron_print(root: Path, *args: str) -> Result:
+    return CliRunner().invoke(main, ["cron", "print", *args, "-C", str(root)])
+
+
+def test_the_crontab_line_runs_the_due_tasks(tmp_path: Path) -> None:
+    root = make_project(tmp_path / "p", CLAWFILE)
+    printed = cron_print(root)
+    assert printed.exit_code == 0, printed.stderr
+    lines = printed.stdout.splitlines()
+    assert "#   nightly: 0 23 * * * (Europe/Berlin, catch_up: once) - Summarise the day" in lines
+    assert not any("adhoc" in line for line in lines)
+    entry = lines[-1]
+    schedule, command = entry[: len("* * * * * ")], entry[len("* * * * * ") :]
+    assert schedule == "* * * * * "
+    assert shlex.split(command)[:3] == [sys.executable, "-m", "claw_batch"]
+    assert command.endswith(f">> {root / '.claw' / 'cron.log'} 2>&1")
+    with FakeOpenAI() as server:
+        server.handler = lambda body: text("done")
+        env = {
+            "PATH": "/usr/bin:/bin",  # what cron gives: no venv, no profile
+            "HOME": str(tmp_path),
+            "OPENAI_BASE_URL": server.base_url,
+            "OPENAI_API_KEY": "sk-x",
+            "CLAW_NOW": "2026-11-23T23:01:00+01:00",
+        }
+        (root / ".claw").mkdir()
+        done = subprocess.run(["sh", "-c", command], cwd=tmp_path, env=env, timeout=60)
+        assert done.returncode == 0
+        assert len(server.requests) == 1
+    log = (root / ".claw" / "cron.log").read_text()
+    assert "nightly: slot 2026-11-23T23:00 Europe/Berlin is due" in log
+    assert (root / "report.md").is_file()
+
+
+def test_systemd_units(tmp_path: Path) -> None:
+    root = make_project(tmp_path / "p", CLAWFILE)
+    printed = cron_print(root, "--systemd", "--name", "notes")
+    assert printed.exit_code == 0, printed.stderr
+    assert "# --- ~/.config/systemd/user/notes.service" in printed.stdout
+    assert "# --- ~/.config/systemd/user/notes.timer" in printed.stdout
+    assert f"ExecStart={sys.executable} -m claw_batch run --due -C {root}" in printed.stdout
+    assert "OnCalendar=*-*-* *:*:00" in printed.stdout
