@@ -18,6 +18,7 @@ COMMANDS = {
     "graph": "claw_batch.commands.graph:graph",
     "hook": "claw_batch.commands.hook:hook",
     "cron": "claw_batch.commands.cron:cron",
+    "schedule": "claw_batch.commands.schedule:schedule",
 }
 
 

@@ -1,0 +1,71 @@
+"""`claw schedule`: a foreground scheduler for systemd or a terminal. It runs what `claw run
+--due` would, then sleeps until the next slot of any scheduled task, and again — with the
+same slot ledger, so it and a crontab calling `--due` never run a slot twice between them.
+One run at a time (single flight per task); SIGTERM or Ctrl-C while it sleeps ends it with
+exit 0; during a run it cancels the run like `claw run` does (exit 130)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from claw_batch import cancel, schedule
+from claw_batch.clock import now_for_run
+from claw_batch.config import Project
+from claw_batch.errors import Interrupted, UsageError
+from claw_batch.jobs import select_tasks
+from claw_batch.progress import Progress
+from claw_batch.runner import Runner, RunOptions
+
+RETRY = dt.timedelta(seconds=30)  # after a run that found the project locked (exit 75)
+
+
+@dataclass(frozen=True)
+class Clock:
+    """The loop's time: the real one, or a fake that tests advance."""
+
+    now: Callable[[], dt.datetime]
+    sleep: Callable[[float], None]
+    pinned: bool = False  # pass the time to each run as CLAW_NOW (a fake clock)
+
+
+def real_clock(environ: Mapping[str, str]) -> Clock:
+    return Clock(lambda: now_for_run(environ), cancel.sleep)
+
+
+def serve(
+    project: Project,
+    options: RunOptions,
+    *,
+    progress: Progress,
+    environ: Mapping[str, str],
+    clock: Clock,
+    until: dt.datetime | None = None,  # tests: stop when the clock passes it
+) -> int:
+    config = project.config
+    names = select_tasks(config, options.targets) if options.targets else list(config.tasks)
+    scheduled = {n: config.tasks[n] for n in names if config.tasks[n].schedule}
+    if not scheduled:
+        raise UsageError("no task has a schedule: nothing for claw schedule to do")
+    progress.message(f"claw schedule: {len(scheduled)} scheduled task(s): {', '.join(scheduled)}")
+    while True:
+        now = clock.now()
+        env = {**environ, "CLAW_NOW": now.isoformat()} if clock.pinned else environ
+        summary = Runner(project, options, progress=progress, environ=env).run()
+        progress.finish()
+        if summary.error:
+            progress.message(f"claw: {summary.error}")
+        if summary.exit_code == Interrupted.exit_code:
+            return summary.exit_code
+        after = clock.now()
+        wake = min(schedule.next_slot(t.schedule or "", t.tz, after) for t in scheduled.values())
+        if summary.exit_code == 75:
+            wake = min(wake, after + RETRY)
+        if until is not None and wake > until:
+            return 0
+        try:
+            clock.sleep(max((wake - after).total_seconds(), 0.0))
+        except KeyboardInterrupt:
+            progress.message("claw schedule: stopped")
+            return 0
