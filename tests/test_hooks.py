@@ -269,6 +269,19 @@ def test_a_project_in_a_subdirectory(
     assert (root / ".claw/state.db").exists()
 
 
+def test_a_commit_in_a_worktree(repo: Path, server: FakeOpenAI, env: dict[str, str]) -> None:
+    hook(repo, "install")
+    other = repo.parent / "other"
+    git(repo, "worktree", "add", "-q", str(other))
+    (other / "app.py").write_text("def f():\n    return 'worktree'\n")
+    git(other, "add", "app.py")
+    server.enqueue(verdict(True, "fine"))
+    done = commit(other, env)
+    assert done.returncode == 0, done.stderr
+    assert "+    return 'worktree'" in prompt(server)
+    assert (other / ".claw/state.db").exists()
+
+
 def test_the_foreign_hook_runs_first_and_its_failure_blocks(
     repo: Path, server: FakeOpenAI, env: dict[str, str]
 ) -> None:
