@@ -19,6 +19,7 @@ COMMANDS = {
     "hook": "claw_batch.commands.hook:hook",
     "cron": "claw_batch.commands.cron:cron",
     "schedule": "claw_batch.commands.schedule:schedule",
+    "log": "claw_batch.commands.log:log",
 }
 
 

@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from claw_batch.commands.common import handle_errors, load, project_options
+
+
+@click.command()
+@click.argument("task", required=False)
+@click.option("--since", "since_text", metavar="SPAN", help="Only runs since: 12h, 7d, 2w, a date.")
+@click.option("-n", "--limit", type=click.IntRange(min=1), default=20, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+@project_options
+@handle_errors
+def log(
+    task: str | None,
+    since_text: str | None,
+    limit: int,
+    as_json: bool,
+    directory: Path | None,
+    file: Path | None,
+    verbose: bool,
+    quiet: bool,
+) -> int:
+    """Recent runs and the jobs that ran in them (oldest first), from .claw/state.db."""
+    import os
+
+    from claw_batch import history
+    from claw_batch.clock import now_for_run
+    from claw_batch.errors import UsageError
+
+    project = load(directory, file)
+    if task is not None and task not in project.config.tasks:
+        raise UsageError(f"unknown task '{task}' (tasks: {', '.join(project.config.tasks)})")
+    after = history.since(since_text, now_for_run(os.environ)) if since_text else None
+    rows = history.runs(project.root / ".claw" / "state.db", task=task, after=after, limit=limit)
+    if as_json:
+        click.echo(json.dumps([r.as_json() for r in rows], indent=2))
+    elif rows:
+        click.echo(history.render(rows), nl=False)
+    else:
+        click.echo("claw: no runs yet" + (" of that task" if task else ""), err=True)
+    return 0
