@@ -103,6 +103,7 @@ class TaskSettingsModel(_Strict):
     watch: ProjectGlobs = []
     hook: Literal["pre-commit", "commit-msg", "pre-push"] | None = None
     check: bool = False
+    on_error: Literal["block", "warn"] = "block"
     model: str | None = None
     temperature: NonNegativeFloat | None = None
     max_steps: PositiveInt = 30

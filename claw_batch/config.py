@@ -92,6 +92,7 @@ class Task:
     watch: tuple[str, ...] = ()
     hook: str | None = None
     check: bool = False
+    on_error: str = "block"  # block | warn: does a model that cannot be reached fail the run
     model: str | None = None
     temperature: float | None = None
     max_steps: int = 30
@@ -129,6 +130,7 @@ class Task:
             watch=_strs(data["watch"]),
             hook=data["hook"],
             check=data["check"],
+            on_error=data["on_error"],
             model=data["model"],
             temperature=data["temperature"],
             max_steps=data["max_steps"],

@@ -133,7 +133,7 @@ class Runner:
         summary.exit_code = 1  # what the ledger says if a bug ends the run
         try:
             run.tasks(names)
-            summary.exit_code = exit_code(summary.results)
+            summary.exit_code = exit_code(self._counted(summary.results))
         except ClawError as e:
             summary.exit_code, summary.error = e.exit_code, self.redact(str(e))
         except KeyboardInterrupt:
@@ -174,6 +174,21 @@ class Runner:
             results = [r for r in summary.results if r.job.task == e.task]
             code = exit_code(results) if results else summary.exit_code or Interrupted.exit_code
             slots.finish(e.task, e.due.slot.name, RUN_STATUS.get(code, "error"))
+
+    def _counted(self, results: list[JobResult]) -> list[JobResult]:
+        """The results that decide the exit code: with `on_error: warn`, a job that failed
+        because the model could not be reached (or did not answer in time) only warns."""
+        counted = []
+        for r in results:
+            unreachable = r.reason == "ModelError" or (r.reason or "").startswith("timeout")
+            if unreachable and self.project.config.tasks[r.job.task].on_error == "warn":
+                self.progress.message(
+                    f"claw: {r.job.name}: {r.error or r.reason}; on_error: warn, so it does "
+                    "not fail the run"
+                )
+                continue
+            counted.append(r)
+        return counted
 
     def _open_state(self) -> State | None:
         path = self.project.root / ".claw" / "state.db"

@@ -20,10 +20,11 @@ from claw_batch.filehash import FileHashes
 from claw_batch.jobs import Job, expand
 from claw_batch.prepare import Prepared, RunContext, TaskKey, fingerprint_of, prepare, task_key
 from claw_batch.render import joined
-from claw_batch.results import NOT_RUN, JobResult, not_run
+from claw_batch.results import NO_USAGE, NOT_RUN, JobResult, not_run
 from claw_batch.scheduler import Scheduler
 from claw_batch.state import Done, JobRecord, State
 from claw_batch.uptodate import Decision, Fingerprint, decide
+from claw_batch.verdicts import Verdicts
 
 if TYPE_CHECKING:
     from claw_batch.jobrun import JobSink
@@ -55,6 +56,7 @@ class RunSession:
         self.noted: set[str] = set()  # tasks whose daily-note entry is written
         self.keys: dict[str, TaskKey | None] = {}  # per task, for the quick check
         self.quick_updates: list[tuple[str, str, str]] = []  # (quick, task, item)
+        self._verdicts: Verdicts | None = None  # opened by the first check task
         self.lock = threading.Lock()  # jobs run in threads (-j)
         if state and not self.dry:
             state.begin_run(summary.run_id, now.isoformat(), " ".join(runner.options.argv))
@@ -119,7 +121,37 @@ class RunSession:
         if self.dry:
             self.pending.add(job.task)
             return not_run(job, "would-run", decision.reasons, prepared.output)
+        if prepared.task.check and not self.r.options.force:
+            known = self.verdicts().get(job.task, job.item or "", fp.value)
+            if known is not None:
+                return self.recall(prepared, *known)
         return lambda: self.execute(prepared, fp, decision)
+
+    def verdicts(self) -> Verdicts:
+        assert self.state is not None
+        if self._verdicts is None:
+            self._verdicts = Verdicts(self.state)
+        return self._verdicts
+
+    def recall(self, p: Prepared, verdict: str, run_id: str) -> JobResult:
+        """A failed check whose fingerprint has not changed since: the same verdict."""
+        from claw_batch.answers import findings_text
+
+        parsed = json.loads(verdict)
+        why = f"the verdict of run {run_id}: nothing it reads has changed (-B asks again)"
+        return JobResult(
+            job=p.job,
+            status="failed",
+            reason="check failed",
+            duration_s=0.0,
+            usage=NO_USAGE,
+            output=p.output,
+            error=self.r.redact(str(parsed.get("summary", ""))),
+            transcript="",
+            text=verdict,
+            findings=tuple(self.r.redact(f) for f in findings_text(parsed)),
+            reasons=(why,),
+        )
 
     def task_key(self, task: str) -> TaskKey | None:
         """The task's key for the quick check, once per run; None: every job of it takes
@@ -245,6 +277,11 @@ class RunSession:
             r.error,
             r.transcript,
         )
+        if p.task.check:  # a failed verdict is given again while nothing changes
+            if r.status == "failed" and r.reason == "check failed":
+                self.verdicts().put(r.job.task, r.job.item or "", fp.value, r.text, row.run_id)
+            elif r.status == "ok":
+                self.verdicts().forget(r.job.task, r.job.item or "")
         if r.status != "ok":
             self.state.finish_job(row)
             return

@@ -20,7 +20,18 @@ from claw_batch.state import Done
 
 # Task fields that do not decide the result: triggers, limits, documentation.
 NOT_FINGERPRINTED = frozenset(
-    {"description", "timeout", "budget", "schedule", "tz", "catch_up", "watch", "hook", "always"}
+    {
+        "description",
+        "timeout",
+        "budget",
+        "schedule",
+        "tz",
+        "catch_up",
+        "watch",
+        "hook",
+        "always",
+        "on_error",
+    }
 )
 
 

@@ -313,11 +313,6 @@ def test_an_unchanged_staged_tree_reuses_a_passing_verdict(
     assert len(server.requests) == 1
 
 
-@pytest.mark.xfail(
-    reason="a failed check is not recorded as done, so the same staged tree calls the model "
-    "again; needs the runner to keep failed verdicts by fingerprint",
-    strict=True,
-)
 def test_an_unchanged_staged_tree_reuses_a_failing_verdict(
     repo: Path, server: FakeOpenAI, env: dict[str, str]
 ) -> None:
@@ -342,9 +337,6 @@ def test_an_api_outage_blocks_a_check(repo: Path, server: FakeOpenAI, env: dict[
     assert git(repo, "rev-list", "--count", "HEAD") == "1\n"
 
 
-@pytest.mark.xfail(
-    reason="`on_error: block|warn` is not a task key yet (issue 4 part 3)", strict=True
-)
 def test_on_error_warn_lets_the_commit_through_with_a_warning(
     repo: Path, server: FakeOpenAI, env: dict[str, str]
 ) -> None:
