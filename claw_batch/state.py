@@ -72,6 +72,8 @@ CREATE TABLE IF NOT EXISTS calls (
 );
 """
 
+INSERT_CALL = "INSERT INTO calls VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+
 
 @dataclass(frozen=True)
 class JobRecord:
@@ -137,6 +139,8 @@ class State:
         """Open (and create) the state; `readonly` opens an existing one without writing
         anything, for `claw plan`, `claw why` and `claw list`."""
         self._lock = threading.RLock()
+        # A job's model calls, kept until its final transaction (see record_call).
+        self._calls: dict[tuple[str, str, str], list[tuple[object, ...]]] = {}
         self.sealed_column = True  # whether `done` has the quick column (see sealed())
         if readonly:
             # With no WAL left behind, open it as immutable: SQLite then creates no -wal/-shm
@@ -168,6 +172,11 @@ class State:
             return self.db.execute(sql, args).fetchall()
 
     def close(self) -> None:
+        if self._calls:  # jobs that never reached finish_job: keep what they cost
+            with self.transaction():
+                for calls in self._calls.values():
+                    self.db.executemany(INSERT_CALL, calls)
+            self._calls.clear()
         self.db.close()
 
     def begin_run(self, run_id: str, started: str, argv: str) -> None:
@@ -197,7 +206,7 @@ class State:
         """Record success with the output hashes in one transaction (after the outputs are
         safely on disk)."""
         with self.transaction():
-            self.finish_job(r)
+            self._finish_job(r)
             self.db.execute(
                 "INSERT OR REPLACE INTO done "
                 "(task, item, fingerprint, parts, outputs, result, run_id, quick) "
@@ -262,7 +271,12 @@ class State:
             self.db.execute("COMMIT")
 
     def finish_job(self, r: JobRecord) -> None:
-        self._execute(
+        """Record how the job ended, with its model calls, in one transaction."""
+        with self.transaction():
+            self._finish_job(r)
+
+    def _finish_job(self, r: JobRecord) -> None:
+        self.db.execute(
             "UPDATE jobs SET status=?, reason=?, duration_s=?, prompt_tokens=?, "
             "completion_tokens=?, cached_tokens=?, cost_usd=?, output=?, error=?, transcript=? "
             "WHERE run_id=? AND task=? AND item=?",
@@ -282,6 +296,9 @@ class State:
                 r.item,
             ),
         )
+        calls = self._calls.pop((r.run_id, r.task, r.item), None)
+        if calls:
+            self.db.executemany(INSERT_CALL, calls)
 
     def record_call(
         self,
@@ -293,20 +310,23 @@ class State:
         usage: dict[str, int],
         seconds: float,
     ) -> None:
-        self._execute(
-            "INSERT INTO calls VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                run_id,
-                task,
-                item,
-                step,
-                model,
-                usage.get("prompt", 0),
-                usage.get("completion", 0),
-                usage.get("cached", 0),
-                seconds,
-            ),
+        """Keep a model call for the job's final transaction (finish_job, succeed_job, or
+        close for a job left unfinished): a transaction per call would cost each model turn a
+        write to the WAL and the system calls around it. A process killed outright (kill -9,
+        a power cut) loses the call rows of the jobs it was running; Ctrl-C, SIGTERM and
+        errors end every job through finish_job."""
+        row = (
+            run_id,
+            task,
+            item,
+            step,
+            model,
+            usage.get("prompt", 0),
+            usage.get("completion", 0),
+            usage.get("cached", 0),
+            seconds,
         )
+        self._calls.setdefault((run_id, task, item), []).append(row)  # atomic under the GIL
 
     def last_run_id(self) -> str | None:
         """The run that started last (in this database's order: a pinned clock may lie)."""

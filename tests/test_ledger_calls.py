@@ -1,0 +1,52 @@
+"""The ledger's model calls: kept with the job until its final transaction."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from claw_batch.state import Done, JobRecord, State
+
+RUN = "20261122-000000-abcdef"
+USAGE = {"prompt": 10, "completion": 5, "cached": 2}
+
+
+def record(item: str, status: str = "ok") -> JobRecord:
+    return JobRecord(
+        RUN, "t", item, status, None, "2026-11-22T00:00:00", 1.0, 20, 10, 4, None, None, None, None
+    )
+
+
+def calls(db: Path) -> list[tuple[object, ...]]:
+    with sqlite3.connect(db) as conn:
+        return conn.execute("SELECT item, step, prompt_tokens FROM calls ORDER BY rowid").fetchall()
+
+
+def open_run(tmp_path: Path) -> tuple[State, Path]:
+    db = tmp_path / "state.db"
+    state = State(db)
+    state.begin_run(RUN, "2026-11-22T00:00:00", "claw run")
+    for item in ("a", "b"):
+        state.start_job(RUN, "t", item, "2026-11-22T00:00:00")
+    return state, db
+
+
+def test_calls_are_written_with_the_job_that_made_them(tmp_path: Path) -> None:
+    state, db = open_run(tmp_path)
+    state.record_call(RUN, "t", "a", 1, "m", USAGE, 0.1)
+    state.record_call(RUN, "t", "b", 1, "m", USAGE, 0.1)
+    state.record_call(RUN, "t", "a", 2, "m", {"prompt": 30}, 0.1)
+    assert calls(db) == []  # no transaction per call
+    state.succeed_job(record("a"), Done.of("t", "a", "fp", {}, {}, "text"))
+    assert calls(db) == [("a", 1, 10), ("a", 2, 30)]
+    state.finish_job(record("b", "failed"))
+    assert calls(db) == [("a", 1, 10), ("a", 2, 30), ("b", 1, 10)]
+    state.close()
+    assert calls(db) == [("a", 1, 10), ("a", 2, 30), ("b", 1, 10)]
+
+
+def test_calls_of_a_job_left_unfinished_are_written_on_close(tmp_path: Path) -> None:
+    state, db = open_run(tmp_path)
+    state.record_call(RUN, "t", "a", 1, "m", USAGE, 0.1)
+    state.close()
+    assert calls(db) == [("a", 1, 10)]
