@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,10 +28,18 @@ class Outcome:
 
 
 class JobExecution:
-    def __init__(self, run: RunContext, prepared: Prepared, on_event: EventSink) -> None:
+    def __init__(
+        self,
+        run: RunContext,
+        prepared: Prepared,
+        on_event: EventSink,
+        *,
+        before_call: Callable[[], None] | None = None,
+    ) -> None:
         self.run = run
         self.p = prepared
         self.on_event = on_event
+        self.before_call = before_call
 
     def execute(self) -> Outcome:
         started = time.monotonic()
@@ -73,6 +82,7 @@ class JobExecution:
             ctx,
             settings,
             on_event=self.on_event,
+            before_call=self.before_call,
             check_answer=answers.checker(schema) if schema is not None else None,
         )
 

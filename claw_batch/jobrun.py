@@ -46,6 +46,10 @@ class JobSink:
             )
         self.progress.job_event(self.job, kind, fields)
 
+    def flush(self) -> None:
+        """Called before each model call: the turn so far goes to disk (see Transcript)."""
+        self.transcript.flush()
+
 
 Attempt = tuple["Outcome | None", str, "str | None", "str | None"]
 
@@ -54,7 +58,7 @@ def attempt(ctx: RunContext, prepared: Prepared, sink: JobSink) -> Attempt:
     """Run the job; (outcome, status, reason, error). What ends a job is caught here; what
     ends the run (a clawfile or template error, a replay miss) propagates."""
     try:
-        outcome = JobExecution(ctx, prepared, sink).execute()
+        outcome = JobExecution(ctx, prepared, sink, before_call=sink.flush).execute()
     except KeyboardInterrupt:
         return None, "interrupted", "interrupted", "interrupted (Ctrl-C or SIGTERM)"
     except LimitExceeded as e:

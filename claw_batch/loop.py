@@ -58,6 +58,7 @@ class ToolLoop:
         settings: LoopSettings,
         *,
         on_event: EventSink = _ignore,
+        before_call: Callable[[], None] | None = None,
         check_answer: AnswerCheck | None = None,
     ) -> None:
         self.llm = llm
@@ -65,6 +66,7 @@ class ToolLoop:
         self.ctx = ctx
         self.settings = settings
         self.on_event = on_event
+        self.before_call = before_call  # e.g. write the turn's events before a long wait
         self.check_answer = check_answer
         self.specs = tuple(t.spec() for t in tools.values())
 
@@ -111,6 +113,8 @@ class ToolLoop:
             job=s.job,
             key_messages=s.key_messages,
         )
+        if self.before_call is not None:
+            self.before_call()
         started = time.monotonic()
         reply = self.llm.complete(request, deadline=s.deadline)
         self.on_event(
