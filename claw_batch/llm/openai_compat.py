@@ -58,6 +58,9 @@ TELEMETRY_HEADERS = (
     "X-Stainless-Async",
 )
 
+OMITTED_HEADERS = {name: openai.Omit() for name in TELEMETRY_HEADERS}
+IDEMPOTENCY_KEY = "claw"
+
 
 @dataclass(frozen=True)
 class _Retryable:
@@ -88,6 +91,8 @@ class OpenAICompatLLM:
             max_retries=0,
             http_client=http_client,
         )
+        # Absolute: the SDK would otherwise parse and rebuild the base URL for every request.
+        self._url = f"{self._client.base_url}chat/completions"
         # Some endpoints echo the key they refused; it must never reach a log or a terminal.
         self._redact = Redactor([api_key] if api_key else [])
         self._stream = stream
@@ -144,29 +149,28 @@ class OpenAICompatLLM:
         options: openai.RequestOptions = {
             "timeout": timeout,
             "security": {"bearer_auth": True},
-            "headers": {name: openai.Omit() for name in TELEMETRY_HEADERS},
+            "headers": OMITTED_HEADERS,
+            # Only sent by clients that name an idempotency header, which this one does not;
+            # given none, the SDK makes a uuid4 for every request (a getrandom system call).
+            "idempotency_key": IDEMPOTENCY_KEY,
         }
         # Post the wire body ourselves: `chat.completions.create` re-walks every message with
         # the SDK's TypedDict transformer on each call, which grows with the conversation. And
         # take the reply as plain JSON (`cast_to=object`): `wire` reads it, odd shapes included.
-        body = wire.request_body(request, stream=self._stream)
+        body = wire.request_json(request, stream=self._stream)
         try:
             if not self._stream:
-                reply = self._client.post(
-                    "/chat/completions", cast_to=object, body=body, options=options
-                )
+                reply = self._client.post(self._url, cast_to=object, content=body, options=options)
                 return wire.completion_from_reply(reply)
             return self._streamed(body, options, deadline)
         except json.JSONDecodeError as exc:  # raised by the SDK as it decodes a body or chunk
             raise wire.MalformedReply(f"not JSON: {wire.excerpt(exc.doc)}") from None
 
-    def _streamed(
-        self, body: dict[str, object], options: openai.RequestOptions, deadline: float
-    ) -> Completion:
+    def _streamed(self, body: bytes, options: openai.RequestOptions, deadline: float) -> Completion:
         chunks = self._client.post(
-            "/chat/completions",
+            self._url,
             cast_to=object,
-            body=body,
+            content=body,
             options=options,
             stream=True,
             stream_cls=openai.Stream[object],

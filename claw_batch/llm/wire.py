@@ -35,6 +35,12 @@ def request_body(request: ChatRequest, *, stream: bool = False) -> dict[str, Any
     return body
 
 
+def request_json(request: ChatRequest, *, stream: bool = False) -> bytes:
+    """`request_body` as the bytes sent: compact UTF-8, as the SDK would encode it."""
+    body = request_body(request, stream=stream)
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
 def wire_message(message: Message) -> dict[str, Any]:
     content = message.content
     if content is None and message.role != "assistant":
