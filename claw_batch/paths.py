@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -60,13 +61,32 @@ class Policy:
     def _resolve(self, path: str, doing: str) -> Path:
         if not path or "\0" in path:
             raise ToolError(f"invalid path {path!r}: give a path relative to the project root")
-        real = os.path.realpath(os.path.join(self.root, path))
+        real = _realpath(str(self.root), path)
         if os.path.commonpath([self.root, real]) != str(self.root):
             raise ToolError(
                 f"refused {doing} {path}: it resolves to {real}, outside the project root "
                 f"{self.root}; use paths inside the project"
             )
         return Path(real)
+
+
+def _realpath(root: str, path: str) -> str:
+    """os.path.realpath(root/path) for a root that is already real, without the lstat of
+    each of the root's own parents: only the components of `path` are looked at. A path with
+    `..`, an absolute one, or one that passes through a symlink is left to realpath."""
+    parts = [p for p in path.split("/") if p and p != "."]
+    if path.startswith("/") or ".." in parts:
+        return os.path.realpath(os.path.join(root, path))
+    real = root
+    for n, part in enumerate(parts):
+        real = f"{real}/{part}" if real != "/" else f"/{part}"
+        try:
+            mode = os.lstat(real).st_mode
+        except OSError:  # missing, or not a directory: the rest cannot be a symlink
+            return "/".join((real, *parts[n + 1 :]))
+        if stat.S_ISLNK(mode):
+            return os.path.realpath(os.path.join(root, path))
+    return real
 
 
 @functools.lru_cache(maxsize=64)

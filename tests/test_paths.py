@@ -174,3 +174,27 @@ def test_nonsense_paths(root: Path) -> None:
     )
     assert "\0" not in os.fspath(root)
     assert refused(Policy(root).resolve_read, "a\0b").startswith("invalid path 'a\\x00b'")
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        ".",
+        "notes/a.md",
+        "./notes//a.md/",
+        "notes/missing/deeper.md",
+        "notes/a.md/under-a-file",
+        "inlink/a.md",
+        "inlink/../notes/a.md",
+        "notes/../../proj-evil/secret.txt",
+        "out/secret.txt",
+        "/etc/hostname",
+    ],
+)
+def test_paths_resolve_as_realpath_does(root: Path, tmp_path: Path, path: str) -> None:
+    """paths._realpath skips the lstat of the root's parents; what it returns must not differ."""
+    from claw_batch.paths import _realpath
+
+    (root / "inlink").symlink_to(root / "notes")
+    (root / "out").symlink_to(tmp_path / "outside")
+    assert _realpath(str(root), path) == os.path.realpath(os.path.join(root, path))
