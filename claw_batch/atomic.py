@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import stat
 from pathlib import Path
+
+TMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
 
 
 def write_atomic(path: Path, data: bytes | str) -> None:
@@ -16,20 +19,28 @@ def write_atomic(path: Path, data: bytes | str) -> None:
     """
     if isinstance(data, str):
         data = data.encode("utf-8")
-    path.parent.mkdir(parents=True, exist_ok=True)
     try:
         mode: int | None = stat.S_IMODE(os.stat(path).st_mode)
     except FileNotFoundError:
         mode = None
-    tmp = path.with_name(f".{path.name}.{os.urandom(4).hex()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+    # The name needs no strong randomness (O_EXCL refuses a clash): `random` makes it without
+    # a system call, of which each one here hands the GIL to another job.
+    tmp = path.with_name(f".{path.name}.{random.getrandbits(32):08x}.tmp")
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
+        fd = os.open(tmp, TMP_FLAGS, 0o666)
+    except FileNotFoundError:  # a new directory: made only when needed
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(tmp, TMP_FLAGS, 0o666)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
             if mode is not None:
-                os.fchmod(f.fileno(), mode)
-            os.fsync(f.fileno())
+                os.fchmod(fd, mode)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

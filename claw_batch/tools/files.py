@@ -185,13 +185,31 @@ def load_text(real: Path, shown: str, errors: str) -> str:
         fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as e:
         raise ToolError(f"cannot read {shown}: {e.strerror}") from None
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             raise ToolError(f"{shown} is not a regular file; refused")
-        data = f.read(MAX_FILE_BYTES + 1)
+        data = _read_all(fd, st.st_size)
+    finally:
+        os.close(fd)
     if b"\0" in data[:BINARY_SNIFF]:
         raise ToolError(f"{shown} looks like a binary file (it contains NUL bytes); not read")
     return data.decode("utf-8", errors)
+
+
+def _read_all(fd: int, size: int) -> bytes:
+    """Up to MAX_FILE_BYTES + 1 bytes: reads of the size fstat gave (plus one, to see that
+    the file ended), rather than a buffered read that would map a 50 MB buffer each time."""
+    parts: list[bytes] = []
+    got = 0
+    while got <= MAX_FILE_BYTES:
+        ask = min(max(size + 1 - got, 65536 if got else 1), MAX_FILE_BYTES + 1 - got)
+        chunk = os.read(fd, ask)
+        parts.append(chunk)
+        got += len(chunk)
+        if len(chunk) < ask:  # a short read of a regular file: its end
+            break
+    return b"".join(parts)
 
 
 def _window(lines: list[str], offset: int, limit: int) -> str:
