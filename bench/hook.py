@@ -72,10 +72,15 @@ PHASES = (
     ("run under the lock", "claw_batch/runner.py", "run"),
     ("  discover skills", "claw_batch/skills.py", "discover"),
     ("  check the job", "claw_batch/session.py", "check"),
-    ("    prepare (the full check)", "claw_batch/prepare.py", "prepare"),
+    ("    the task key (git state: three git calls)", "claw_batch/prepare.py", "task_key"),
+    ("      git diff --cached, --name-only, rev-parse HEAD", "claw_batch/render.py", "_git"),
+    (
+        "    prepare (the full check; not taken when the key matches)",
+        "claw_batch/prepare.py",
+        "prepare",
+    ),
     ("      the tool set (tool registry import)", "claw_batch/prepare.py", "offered_tools"),
     ("      render the prompt", "claw_batch/render.py", "render"),
-    ("        git diff --cached, --name-only", "claw_batch/render.py", "_git"),
     ("  end of run", "claw_batch/session.py", "close"),
 )
 
@@ -198,9 +203,9 @@ def main() -> int:
     )
     print(phase_table(profiled.stats, PHASES, 1, profiled.wall, per="run"), end="\n\n")
     print(
-        "the cached hook's job is not up to date by the quick check: its template reads `git`, "
-        "so every run renders the prompt (Jinja2, two git calls) and builds the tool set "
-        "(the tool registry and pydantic) to compare fingerprints\n"
+        "the review's template reads `git`: its task key holds the staged diff, the staged "
+        "files and HEAD, so an unchanged staged tree is up to date without rendering the "
+        "prompt or building the tool set\n"
     )
     print(f"the script took {time.perf_counter() - began:.0f} s; {load()}")
     if requests:

@@ -145,6 +145,9 @@ def fingerprint_of(
 # Template variables whose values are the same for every run of a job with the same item
 # content and shared inputs: a task reading only these may take the quick check (`task_key`).
 STABLE_VARIABLES = frozenset({"item", "task", "inputs"})
+# ... and those whose values the task key holds itself: the staged changes a pre-commit review
+# reads (three git calls, no rendering), the `--files` of a hook run.
+KEYED_VARIABLES = frozenset({"git", "files"})
 
 
 @dataclass(frozen=True)
@@ -191,7 +194,7 @@ def task_key(run: RunContext, name: str, hash_file: Callable[[str], str | None])
     task = run.project.config.tasks[name]
     if task.needs or task.always or task.variables is None:
         return None
-    if not task.variables <= STABLE_VARIABLES:
+    if not task.variables <= STABLE_VARIABLES | KEYED_VARIABLES:
         return None
     root = run.project.root
     offered = tuple(skills.select(run.skills, task.skills))
@@ -210,9 +213,17 @@ def task_key(run: RunContext, name: str, hash_file: Callable[[str], str | None])
             "model": f"{run.model_override or task.model or run.project.config.model}",
             "tools": sorted(set(names)),
             "inputs": hashes,
+            "files": list(run.files) if "files" in task.variables else None,
+            "git": _git_state(root) if "git" in task.variables else None,
         }
     )
     return TaskKey(value, hashes)
+
+
+def _git_state(root: Path) -> list[str]:
+    """What `git.*` can show a template: the staged diff and files, and HEAD."""
+    git = render.GitInfo(root)
+    return [digest(git.staged_diff), digest(git.staged_files), git.head]
 
 
 @functools.cache
