@@ -39,6 +39,7 @@ class RunOptions:
     argv: tuple[str, ...] = ()
     wait: bool = False  # another run holds the project: wait instead of exiting 75
     due: bool = False  # only scheduled tasks whose latest slot has not run (claw run --due)
+    hook: str | None = None  # the git hook this run serves: its tools cannot commit or stash
 
 
 @dataclass

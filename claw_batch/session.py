@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from claw_batch import notes, skills
 from claw_batch.atomic import write_atomic
-from claw_batch.childenv import scrubbed_env
+from claw_batch.childenv import git_read_only, scrubbed_env
 from claw_batch.clock import now_for_run
 from claw_batch.context import daily_note_path
 from claw_batch.errors import Interrupted
@@ -65,7 +65,7 @@ class RunSession:
             project=runner.project,
             models=runner.models,
             now=now,
-            env=scrubbed_env(),
+            env={**scrubbed_env(), **(git_read_only(root) if runner.options.hook else {})},
             files=runner.options.files,
             model_override=runner.options.model,
             skills=tuple(skills.discover(skills.skill_dirs(root, ws))),

@@ -350,10 +350,6 @@ def test_on_error_warn_lets_the_commit_through_with_a_warning(
     assert "invalid key" in r.stderr
 
 
-@pytest.mark.xfail(
-    reason="tools may still run `git commit` / `git stash` from a hook run (issue 4 part 3)",
-    strict=True,
-)
 def test_a_hook_run_cannot_commit_or_stash(
     repo: Path, server: FakeOpenAI, env: dict[str, str]
 ) -> None:

@@ -87,6 +87,7 @@ def run_hook(
         files=hooks.files_for(name, args, cwd, project.root),
         wait=wait,
         argv=tuple(sys.argv),
+        hook=name,
     )
     progress = Progress(quiet=quiet, verbose=verbose)
     signal.signal(signal.SIGTERM, _interrupt)
