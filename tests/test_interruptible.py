@@ -38,3 +38,13 @@ def test_a_request_head_and_body_go_out_together_before_the_reply_is_read() -> N
         assert stream.read(100, timeout=5) == b"HTTP/1.1 200 OK\r\n"
         theirs.setblocking(True)
         assert theirs.recv(100) == b"POST / HTTP/1.1\r\nContent-Length: 4\r\n\r\nbody"
+
+
+def test_an_idle_connection_closed_by_the_server_is_readable() -> None:
+    """What httpcore asks of an idle pooled connection before it reuses it."""
+    ours, theirs = socket.socketpair()
+    with ours:
+        stream = Stream(_Inner(ours))
+        assert stream.get_extra_info("is_readable") is False
+        theirs.close()
+        assert stream.get_extra_info("is_readable") is True

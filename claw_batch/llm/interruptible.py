@@ -15,9 +15,12 @@ once per connection with keep-alive) cannot be cut up like that; it runs on a ca
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
+import select
 import socket
 import ssl
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -116,6 +119,38 @@ def _on_a_call_thread(fn: Callable[[], httpcore2.NetworkStream]) -> httpcore2.Ne
         raise
 
 
+def _libc_poll() -> Callable[..., int] | None:
+    """libc's poll(2), called without releasing the GIL (ctypes.PyDLL); None off POSIX."""
+    if sys.platform == "win32":
+        return None
+    try:
+        poll: Callable[..., int] = ctypes.PyDLL(None).poll
+    except (OSError, AttributeError):
+        return None
+    poll.argtypes = (ctypes.c_void_p, ctypes.c_ulong, ctypes.c_int)
+    poll.restype = ctypes.c_int
+    return poll
+
+
+class _PollFd(ctypes.Structure):
+    _fields_ = (("fd", ctypes.c_int), ("events", ctypes.c_short), ("revents", ctypes.c_short))
+
+
+_poll = _libc_poll()
+
+
+def _readable(sock: socket.socket) -> bool:
+    """httpcore's is_socket_readable (has an idle connection been closed by the server?) with
+    the GIL held. httpcore asks it of every idle connection in the pool twice a request: at
+    -j 32 some twenty polls a request, each of which would hand the GIL to another job. With
+    a zero timeout the call never blocks, so holding the GIL through it costs nothing."""
+    fd = sock.fileno()
+    if fd < 0 or _poll is None:
+        return True
+    pollfd = _PollFd(fd, select.POLLIN, 0)
+    return _poll(ctypes.byref(pollfd), 1, 0) != 0
+
+
 class Stream(httpcore2.NetworkStream):
     """httpcore writes a request's head and its body separately, then reads the reply: the
     writes are kept and sent together before the first read, in one system call (and one
@@ -172,6 +207,8 @@ class Stream(httpcore2.NetworkStream):
         )
 
     def get_extra_info(self, info: str) -> Any:
+        if info == "is_readable" and _poll is not None:
+            return _readable(self._sock)
         return self._inner.get_extra_info(info)
 
 
