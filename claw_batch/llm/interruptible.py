@@ -124,11 +124,12 @@ def _libc_poll() -> Callable[..., int] | None:
     if sys.platform == "win32":
         return None
     try:
-        poll: Callable[..., int] = ctypes.PyDLL(None).poll
+        fn = ctypes.PyDLL(None).poll
     except (OSError, AttributeError):
         return None
-    poll.argtypes = (ctypes.c_void_p, ctypes.c_ulong, ctypes.c_int)
-    poll.restype = ctypes.c_int
+    fn.argtypes = (ctypes.c_void_p, ctypes.c_ulong, ctypes.c_int)
+    fn.restype = ctypes.c_int
+    poll: Callable[..., int] = fn
     return poll
 
 
