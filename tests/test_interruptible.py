@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import shutil
 import socket
+import ssl
+import subprocess
+import threading
+from pathlib import Path
 from typing import Any
 
 import httpcore2
+import pytest
 
 from claw_batch.llm.interruptible import Stream
 
@@ -48,3 +54,40 @@ def test_an_idle_connection_closed_by_the_server_is_readable() -> None:
         assert stream.get_extra_info("is_readable") is False
         theirs.close()
         assert stream.get_extra_info("is_readable") is True
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="makes its certificate with openssl")
+def test_a_tls_stream_reads_and_writes_without_blocking(tmp_path: Path) -> None:
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    request = ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"]
+    names = ["-keyout", str(key), "-out", str(cert), "-subj", "/CN=localhost"]
+    subprocess.run([*request, *names], check=True, capture_output=True)
+    server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_ctx.load_cert_chain(cert, key)
+    client_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    client_ctx.check_hostname = False
+    client_ctx.verify_mode = ssl.CERT_NONE
+    ours, theirs = socket.socketpair()
+    received: list[bytes] = []
+    reply = b"HTTP/1.1 200 OK\r\n" + b"x" * 50_000 + b"end"
+
+    def endpoint() -> None:
+        with server_ctx.wrap_socket(theirs, server_side=True) as tls:
+            data = b""
+            while not data.endswith(b"body"):
+                data += tls.recv(100)
+            received.append(data)
+            tls.sendall(reply)
+
+    thread = threading.Thread(target=endpoint)
+    thread.start()
+    with client_ctx.wrap_socket(ours, server_hostname="localhost") as tls:
+        stream = Stream(_Inner(tls))
+        stream.write(b"POST / HTTP/1.1\r\n\r\n", timeout=5)
+        stream.write(b"body", timeout=5)
+        got = b""
+        while len(got) < len(reply):
+            got += stream.read(65536, timeout=5)
+    thread.join()
+    assert received == [b"POST / HTTP/1.1\r\n\r\nbody"]
+    assert got == reply

@@ -66,10 +66,31 @@ def _sliced(
     timeout: float | None,
     timeout_error: type[Exception],
     error: type[Exception],
+    *,
+    events: int,
+    wait_first: bool = False,
 ) -> T:
-    """`op` on `sock` within `timeout` (httpcore's per-operation timeout), in short waits."""
+    """`op` on the non-blocking `sock` within `timeout` (httpcore's per-operation timeout).
+
+    The operation is tried at once: a socket with a timeout would poll before every send and
+    recv, a second system call (and GIL hand-over) when the socket is ready anyway, as it is
+    to send a request or to read the rest of a reply. When it would block, the wait is cut
+    into polls of at most `cancel.POLL` seconds; `wait_first` starts with one (the first read
+    after a request: its reply cannot be there yet).
+    """
     give_up = None if timeout is None else time.monotonic() + timeout
+    ready = not wait_first
     while True:
+        want = events
+        if ready:
+            try:
+                return op()
+            except ssl.SSLWantWriteError:  # TLS may need to write to go on reading
+                want = select.POLLOUT
+            except (BlockingIOError, ssl.SSLWantReadError):
+                pass
+            except OSError as exc:
+                raise error(str(exc)) from exc
         wait = cancel.POLL
         left = _left(timeout_error)
         if left is not None:
@@ -79,14 +100,12 @@ def _sliced(
             if until <= 0:
                 raise timeout_error("timed out")
             wait = min(wait, until)
-        if sock.gettimeout() != wait:  # setting it is a system call (even when unchanged)
-            sock.settimeout(wait)
+        poller = select.poll()
         try:
-            return op()
-        except TimeoutError:  # this slice is over; nothing was read or written
-            continue
-        except OSError as exc:
+            poller.register(sock, want)
+        except ValueError as exc:  # closed meanwhile: no file descriptor left
             raise error(str(exc)) from exc
+        ready = bool(poller.poll(wait * 1000))
 
 
 def _on_a_call_thread(fn: Callable[[], httpcore2.NetworkStream]) -> httpcore2.NetworkStream:
@@ -160,18 +179,25 @@ class Stream(httpcore2.NetworkStream):
     def __init__(self, inner: httpcore2.NetworkStream) -> None:
         self._inner = inner
         self._sock: socket.socket = inner.get_extra_info("socket")
+        self._sock.setblocking(False)  # see _sliced
         self._unsent: list[bytes] = []
         self._write_timeout: float | None = None
+        self._sent = False  # a request went out that no read has followed yet
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         if self._unsent:
             self._send()
+        # Decrypted bytes a TLS socket holds already are not seen by poll.
+        wait = self._sent and not (isinstance(self._sock, ssl.SSLSocket) and self._sock.pending())
+        self._sent = False
         return _sliced(
             functools.partial(self._sock.recv, max_bytes),
             self._sock,
             timeout,
             httpcore2.ReadTimeout,
             httpcore2.ReadError,
+            events=select.POLLIN,
+            wait_first=wait,
         )
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
@@ -189,8 +215,10 @@ class Stream(httpcore2.NetworkStream):
                 self._write_timeout,
                 httpcore2.WriteTimeout,
                 httpcore2.WriteError,
+                events=select.POLLOUT,
             )
             view = view[sent:]
+        self._sent = True
 
     def close(self) -> None:
         self._unsent.clear()
