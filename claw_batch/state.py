@@ -141,6 +141,10 @@ class State:
         self._lock = threading.RLock()
         # A job's model calls, kept until its final transaction (see record_call).
         self._calls: dict[tuple[str, str, str], list[tuple[object, ...]]] = {}
+        # Ended jobs not yet written, and whether a thread is writing them (see _end_job).
+        self._ends: list[tuple[JobRecord, Done | None]] = []
+        self._ends_lock = threading.Lock()
+        self._writing = False
         self.sealed_column = True  # whether `done` has the quick column (see sealed())
         if readonly:
             # With no WAL left behind, open it as immutable: SQLite then creates no -wal/-shm
@@ -172,6 +176,10 @@ class State:
             return self.db.execute(sql, args).fetchall()
 
     def close(self) -> None:
+        if self._ends and not self._writing:  # a batch that failed, tried once more
+            with self._ends_lock:
+                self._writing = True
+            self._write_ends()
         if self._calls:  # jobs that never reached finish_job: keep what they cost
             with self.transaction():
                 for calls in self._calls.values():
@@ -203,25 +211,9 @@ class State:
             self.db.execute("DELETE FROM done WHERE task = ? AND item = ?", (task, item))
 
     def succeed_job(self, r: JobRecord, done: Done) -> None:
-        """Record success with the output hashes in one transaction (after the outputs are
-        safely on disk)."""
-        with self.transaction():
-            self._finish_job(r)
-            self.db.execute(
-                "INSERT OR REPLACE INTO done "
-                "(task, item, fingerprint, parts, outputs, result, run_id, quick) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    done.task,
-                    done.item,
-                    done.fingerprint,
-                    done.parts_json,
-                    done.outputs_json,
-                    done.result,
-                    r.run_id,
-                    done.quick,
-                ),
-            )
+        """Record success with the output hashes (after the outputs are safely on disk): the
+        job's row, its model calls and its `done` row in one transaction (see _end_job)."""
+        self._end_job(r, done)
 
     def sealed(self) -> dict[tuple[str, str], str | None]:
         """Every job with a last success, and its quick seal (prepare.TaskKey): all that a
@@ -272,33 +264,57 @@ class State:
 
     def finish_job(self, r: JobRecord) -> None:
         """Record how the job ended, with its model calls, in one transaction."""
-        with self.transaction():
-            self._finish_job(r)
+        self._end_job(r, None)
 
-    def _finish_job(self, r: JobRecord) -> None:
-        self.db.execute(
+    def _end_job(self, r: JobRecord, done: Done | None) -> None:
+        """Group commit: the thread that finds no other writing writes every job that ended
+        meanwhile, in one transaction per batch, until none is left; a job that ends while
+        another thread writes leaves its rows to it and goes on at once. At -j 32 a
+        transaction of its own per job held the ledger for several GIL hand-overs each, and
+        the jobs queued behind it. A process killed outright can lose the rows of jobs that
+        ended in its last moments (their outputs are on disk; they run again); close()
+        writes whatever is left."""
+        with self._ends_lock:
+            self._ends.append((r, done))
+            if self._writing:
+                return
+            self._writing = True
+        self._write_ends()
+
+    def _write_ends(self) -> None:
+        while True:
+            with self._ends_lock:
+                batch, self._ends = self._ends, []
+                if not batch:
+                    self._writing = False
+                    return
+            try:
+                with self.transaction():
+                    self._write_batch(batch)
+            except BaseException:
+                with self._ends_lock:
+                    self._ends[:0] = batch  # for close(), or the next job, to try again
+                    self._writing = False
+                raise
+
+    def _write_batch(self, batch: list[tuple[JobRecord, Done | None]]) -> None:
+        self.db.executemany(
             "UPDATE jobs SET status=?, reason=?, duration_s=?, prompt_tokens=?, "
             "completion_tokens=?, cached_tokens=?, cost_usd=?, output=?, error=?, transcript=? "
             "WHERE run_id=? AND task=? AND item=?",
-            (
-                r.status,
-                r.reason,
-                r.duration_s,
-                r.prompt_tokens,
-                r.completion_tokens,
-                r.cached_tokens,
-                r.cost_usd,
-                r.output,
-                r.error,
-                r.transcript,
-                r.run_id,
-                r.task,
-                r.item,
-            ),
+            [_job_row(r) for r, _ in batch],
         )
-        calls = self._calls.pop((r.run_id, r.task, r.item), None)
+        calls = [c for r, _ in batch for c in self._calls.pop((r.run_id, r.task, r.item), ())]
         if calls:
             self.db.executemany(INSERT_CALL, calls)
+        done_rows = [_done_row(r, done) for r, done in batch if done is not None]
+        if done_rows:
+            self.db.executemany(
+                "INSERT OR REPLACE INTO done "
+                "(task, item, fingerprint, parts, outputs, result, run_id, quick) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                done_rows,
+            )
 
     def record_call(
         self,
@@ -332,3 +348,34 @@ class State:
         """The run that started last (in this database's order: a pinned clock may lie)."""
         rows = self._query("SELECT id FROM runs ORDER BY rowid DESC LIMIT 1")
         return str(rows[0]["id"]) if rows else None
+
+
+def _job_row(r: JobRecord) -> tuple[object, ...]:
+    return (
+        r.status,
+        r.reason,
+        r.duration_s,
+        r.prompt_tokens,
+        r.completion_tokens,
+        r.cached_tokens,
+        r.cost_usd,
+        r.output,
+        r.error,
+        r.transcript,
+        r.run_id,
+        r.task,
+        r.item,
+    )
+
+
+def _done_row(r: JobRecord, done: Done) -> tuple[object, ...]:
+    return (
+        done.task,
+        done.item,
+        done.fingerprint,
+        done.parts_json,
+        done.outputs_json,
+        done.result,
+        r.run_id,
+        done.quick,
+    )

@@ -50,3 +50,27 @@ def test_calls_of_a_job_left_unfinished_are_written_on_close(tmp_path: Path) -> 
     state.record_call(RUN, "t", "a", 1, "m", USAGE, 0.1)
     state.close()
     assert calls(db) == [("a", 1, 10)]
+
+
+def test_jobs_that_end_while_another_writes_are_written_by_it(tmp_path: Path) -> None:
+    """Group commit: rows of jobs that end during another's transaction go in the next one."""
+    state, db = open_run(tmp_path)
+    state.record_call(RUN, "t", "b", 1, "m", USAGE, 0.1)
+    original = state._write_batch
+    batches: list[list[str]] = []
+
+    def write(batch: list[tuple[JobRecord, Done | None]]) -> None:
+        batches.append([r.item for r, _ in batch])
+        if len(batches) == 1:  # job b ends while job a's rows are being written
+            state.finish_job(record("b", "failed"))
+            assert calls(db) == []  # b went on without waiting; its rows come next
+        original(batch)
+
+    state._write_batch = write  # type: ignore[method-assign]
+    state.succeed_job(record("a"), Done.of("t", "a", "fp", {}, {}, "text"))
+    assert batches == [["a"], ["b"]]
+    assert calls(db) == [("b", 1, 10)]
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT item, status FROM jobs ORDER BY item").fetchall()
+    assert rows == [("a", "ok"), ("b", "failed")]
+    state.close()
