@@ -1,7 +1,7 @@
 """Where a tool may read and write: the project root, the write globs and the protected dirs.
 
 Every path is resolved (symlinks included) before it is checked, and containment is decided
-with `os.path.commonpath` on the resolved paths, so neither `../proj-evil` (a sibling whose
+on the resolved paths by the root plus a separator, so neither `../proj-evil` (a sibling whose
 name starts like the root) nor a symlink pointing outside gets through.
 """
 
@@ -56,18 +56,28 @@ class Policy:
         raise ToolError(f"refused: writing {shown} is not permitted; {why}")
 
     def relative(self, path: Path) -> str:
+        real, root = str(path), str(self.root)
+        if real == root:
+            return "."
+        if real.startswith(_prefix(root)):  # what _resolve returns: no relpath needed
+            return real[len(_prefix(root)) :]
         return Path(os.path.relpath(path, self.root)).as_posix()
 
     def _resolve(self, path: str, doing: str) -> Path:
         if not path or "\0" in path:
             raise ToolError(f"invalid path {path!r}: give a path relative to the project root")
-        real = _realpath(str(self.root), path)
-        if os.path.commonpath([self.root, real]) != str(self.root):
+        root = str(self.root)
+        real = _realpath(root, path)
+        if real != root and not real.startswith(_prefix(root)):  # realpath's are normalised
             raise ToolError(
                 f"refused {doing} {path}: it resolves to {real}, outside the project root "
                 f"{self.root}; use paths inside the project"
             )
         return Path(real)
+
+
+def _prefix(root: str) -> str:
+    return root if root.endswith("/") else root + "/"
 
 
 def _realpath(root: str, path: str) -> str:
