@@ -82,15 +82,17 @@ PHASES = (
     ("    model call, waited for by the job", "claw_batch/llm/openai_compat.py", "complete"),
     ("      SDK post + HTTP", "claw_batch/llm/openai_compat.py", "_call"),
     ("        connect, on a call thread (once a connection)", INTERRUPTIBLE, "_on_a_call_thread"),
-    ("        socket reads, in slices", INTERRUPTIBLE, "read"),
+    ("        socket reads", INTERRUPTIBLE, "read"),
     ("        request body (claw's wire dicts)", "claw_batch/llm/wire.py", "request_body"),
     ("        SDK: build the request", "openai/_base_client.py", "_build_request"),
     ("        httpx: send, read the reply", "httpx2/_client.py", "send"),
     ("        reply to a Completion", "claw_batch/llm/wire.py", "completion_from_reply"),
     ("    a tool call (read, ls)", "claw_batch/tools/registry.py", "invoke"),
     ("    events: transcript, ledger, progress", "claw_batch/jobrun.py", "__call__"),
+    ("    transcript writes, once a turn", "claw_batch/transcript.py", "flush"),
     ("  write the output (fsync, rename)", "claw_batch/atomic.py", "write_atomic"),
-    ("  ledger: start_job + succeed_job", "claw_batch/state.py", "transaction"),
+    ("  ledger: every transaction", "claw_batch/state.py", "transaction"),
+    ("  ledger: job ends, by group commit", "claw_batch/state.py", "_write_ends"),
 )
 
 
