@@ -7,12 +7,14 @@ import socket
 import ssl
 import subprocess
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import httpcore2
 import pytest
 
+from claw_batch import cancel
 from claw_batch.llm.interruptible import Stream
 
 
@@ -91,3 +93,20 @@ def test_a_tls_stream_reads_and_writes_without_blocking(tmp_path: Path) -> None:
     thread.join()
     assert received == [b"POST / HTTP/1.1\r\n\r\nbody"]
     assert got == reply
+
+
+def test_ctrl_c_ends_a_wait_that_has_no_deadline_and_the_next_run_waits_again() -> None:
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        stream = Stream(_Inner(ours))
+        timer = threading.Timer(0.2, cancel.cancel)
+        timer.start()
+        started = time.monotonic()
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                stream.read(100)  # nothing comes, and no timeout: only Ctrl-C ends it
+        finally:
+            cancel.reset()  # a new run, while the cancel pipe may still say cancelled
+        assert time.monotonic() - started < 1.0
+        threading.Timer(0.3, theirs.sendall, (b"late",)).start()
+        assert stream.read(100, timeout=5) == b"late"
