@@ -75,13 +75,19 @@ def template_errors(text: str, *, foreach: bool) -> list[tuple[int, str]]:
     return errors
 
 
+INCLUDES = "{% include %}"  # in task_variables: the templates include, import or extend others
+
+
 def task_variables(task: Task, root: Path) -> frozenset[str]:
     """The template variables a valid task's prompt and output paths read."""
     file = prompt_file(task.prompt)
     prompt = (root / file).read_text(encoding="utf-8") if file else task.prompt
     names: set[str] = set()
     for text in (prompt, task.output or "", *task.outputs):
-        names |= meta.find_undeclared_variables(_environment().parse(text))
+        ast = _environment().parse(text)
+        names |= meta.find_undeclared_variables(ast)
+        if any(True for _ in meta.find_referenced_templates(ast)):
+            names.add(INCLUDES)  # what an included template reads is not known here
     return frozenset(names)
 
 

@@ -174,6 +174,8 @@ class RunSession:
     def seal(self, key: TaskKey, job: Job, fp: Fingerprint, outputs: list[str]) -> str | None:
         """What the quick check compares next time, from the stat keys the job's item and
         outputs had when they were hashed for this fingerprint."""
+        if job.item in outputs or not key.shared.keys().isdisjoint(outputs):
+            return None  # a job that rewrites what it reads: its inputs' stats are not its own
         stamp = self.hashes.hashed_stamp([job.item, *outputs] if job.item else outputs)
         return key.seal(fp, stamp, outputs)
 

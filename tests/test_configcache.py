@@ -89,7 +89,7 @@ def test_a_change_to_what_validation_read_validates_again(
 def test_a_corrupt_or_foreign_cache_is_ignored(tmp_path: Path) -> None:
     root = project(tmp_path)
     expected = load_project(root, None, cache="write")
-    for junk in ("{not json", "[]", '{"format": 1}', '{"format": 99, "claw": "0"}'):
+    for junk in ("{not json", "[]", '{"format": 2}', '{"format": 99, "claw": "0"}'):
         (root / CACHE).write_text(junk)
         assert load_project(root, None, cache="read") == expected
 

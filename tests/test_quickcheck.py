@@ -162,3 +162,22 @@ def test_a_state_db_from_before_the_quick_check(project: Path, env: dict[str, st
     assert run(project, env) == BOTH_UP  # the full check; it seals the jobs
     assert all(seals(project).values())
     assert run(project, env) == BOTH_UP
+
+
+def test_included_templates_and_jobs_that_rewrite_their_item_take_the_full_check(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    include = CLAWFILE.replace(
+        "prompts/ticket.md", "\"Ticket {{ item.path }}\\n{% include 'prompts/guide.md' %}\""
+    )
+    root = make_project(tmp_path / "inc", include, {**FILES, "prompts/guide.md": "Be kind.\n"})
+    assert run(root, env) == BOTH_OK
+    assert set(seals(root).values()) == {None}
+    (root / "prompts/guide.md").write_text("Be brief.\n")
+    assert run(root, env) == BOTH_OK  # the included file is part of the prompt
+
+    in_place = CLAWFILE.replace('"tickets/{{ item.stem }}.txt"', '"{{ item.path }}"')
+    root = make_project(tmp_path / "inplace", in_place, FILES)
+    assert run(root, env) == BOTH_OK  # each job rewrote its own item
+    assert set(seals(root).values()) == {None}
+    assert run(root, env) == BOTH_OK  # its input changed: the full check says so
