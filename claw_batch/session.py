@@ -103,7 +103,7 @@ class RunSession:
                 return not_run(job, "skipped", (f"needs {', '.join(blocked)}, which failed",))
         key = self.task_key(job.task)
         sealed = self.sealed.get((job.task, job.item or ""))
-        if key and sealed and key.unchanged(sealed, job.item, self.stamp):
+        if key and sealed and key.unchanged(sealed, job.item, self.hashes.stamp):
             if not self.r.graph.dependents(job.task):
                 return not_run(job, "up-to-date", (), TaskKey.first_output(sealed))
             return self.keep(job, self.last_success(job), UP_TO_DATE, None)
@@ -167,9 +167,6 @@ class RunSession:
         if self.state is None or (job.task, job.item or "") not in self.sealed:
             return None
         return self.state.done(job.task, job.item or "")
-
-    def stamp(self, paths: list[str]) -> str | None:
-        return self.hashes.stamp(paths)
 
     def seal(self, key: TaskKey, job: Job, fp: Fingerprint, outputs: list[str]) -> str | None:
         """What the quick check compares next time, from the stat keys the job's item and

@@ -145,7 +145,6 @@ class State:
         self._ends: list[tuple[JobRecord, Done | None]] = []
         self._ends_lock = threading.Lock()
         self._writing = False
-        self.sealed_column = True  # whether `done` has the quick column (see sealed())
         if readonly:
             # With no WAL left behind, open it as immutable: SQLite then creates no -wal/-shm
             # files, so a dry run leaves .claw/ byte for byte as it was.
@@ -153,6 +152,7 @@ class State:
             mode = "mode=ro" if wal else "immutable=1"
             self.db = sqlite3.connect(f"file:{path}?{mode}", uri=True, check_same_thread=False)
             self.db.row_factory = sqlite3.Row
+            self.has_quick = self._has_quick()  # read-only: an old state.db stays old
             return
         path.parent.mkdir(parents=True, exist_ok=True)
         self.db = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
@@ -162,6 +162,7 @@ class State:
         self.db.executescript(SCHEMA)
         if not self._has_quick():  # a state.db from before the quick check
             self.db.execute("ALTER TABLE done ADD COLUMN quick TEXT")
+        self.has_quick = True
 
     def _has_quick(self) -> bool:
         return any(row[1] == "quick" for row in self._query("PRAGMA table_info(done)"))
@@ -218,15 +219,14 @@ class State:
     def sealed(self) -> dict[tuple[str, str], str | None]:
         """Every job with a last success, and its quick seal (prepare.TaskKey): all that a
         no-op needs of the ledger, a tenth of its bytes."""
-        self.sealed_column = self._has_quick()  # read-only: an old state.db stays old
-        quick = "quick" if self.sealed_column else "NULL"
+        quick = "quick" if self.has_quick else "NULL"
         with self._lock:
             rows = self.db.execute(f"SELECT task, item, {quick} FROM done").fetchall()
         return {(r[0], r[1]): r[2] for r in rows}
 
     def done(self, task: str, item: str) -> Done | None:
         """The job's last success in full."""
-        quick = "quick" if self.sealed_column else "NULL"
+        quick = "quick" if self.has_quick else "NULL"
         rows = self._query(
             f"SELECT task, item, fingerprint, parts, outputs, result, {quick} FROM done "
             "WHERE task = ? AND item = ?",

@@ -33,6 +33,12 @@ def text(content: str | None, *, usage: tuple[int, int] = (10, 5), cached: int =
     return Reply(message={"role": "assistant", "content": content}, usage=(*usage, cached))
 
 
+def echo_prompt(body: dict[str, Any]) -> Reply:
+    """The same request always gets the same answer, the user prompt echoed: what makes
+    early cutoff and reruns visible."""
+    return text(f"answer to: {body['messages'][1]['content']}")
+
+
 def call(name: str, args: dict[str, Any] | str, id: str | None = None) -> dict[str, Any]:
     arguments = args if isinstance(args, str) else json.dumps(args)
     return {"id": id, "type": "function", "function": {"name": name, "arguments": arguments}}

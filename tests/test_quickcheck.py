@@ -11,10 +11,9 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from fake_openai import FakeOpenAI, Reply, text
+from fake_openai import FakeOpenAI, echo_prompt
 from helpers import claw, make_project
 
 DAY1 = "2026-11-22T10:00:00+01:00"
@@ -39,14 +38,10 @@ FILES = {
 }
 
 
-def answer(body: dict[str, Any]) -> Reply:
-    return text(f"answer to: {body['messages'][1]['content']}")
-
-
 @pytest.fixture
 def server() -> Iterator[FakeOpenAI]:
     with FakeOpenAI() as srv:
-        srv.handler = answer
+        srv.handler = echo_prompt
         yield srv
 
 

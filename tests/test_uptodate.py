@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_openai import FakeOpenAI, Reply, text
+from fake_openai import FakeOpenAI, echo_prompt
 from helpers import claw, make_project
 
 NOW = "2026-11-22T23:05:00+01:00"
@@ -31,16 +31,10 @@ FANOUT = """
 """
 
 
-def answer(body: dict[str, Any]) -> Reply:
-    """The same request always gets the same answer: what makes early cutoff visible."""
-    prompt = body["messages"][1]["content"]
-    return text(f"answer to: {prompt}")
-
-
 @pytest.fixture
 def server() -> Iterator[FakeOpenAI]:
     with FakeOpenAI() as srv:
-        srv.handler = answer
+        srv.handler = echo_prompt
         yield srv
 
 

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import click
@@ -26,8 +27,6 @@ def log(
     quiet: bool,
 ) -> int:
     """Recent runs and the jobs that ran in them (oldest first), from .claw/state.db."""
-    import os
-
     from claw_batch import history
     from claw_batch.clock import now_for_run
     from claw_batch.errors import UsageError
