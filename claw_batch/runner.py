@@ -40,6 +40,7 @@ class RunOptions:
     wait: bool = False  # another run holds the project: wait instead of exiting 75
     due: bool = False  # only scheduled tasks whose latest slot has not run (claw run --due)
     hook: str | None = None  # the git hook this run serves: its tools cannot commit or stash
+    only: tuple[Job, ...] = ()  # claw watch: these jobs of their tasks, not every match
 
 
 @dataclass
@@ -94,8 +95,12 @@ class Runner:
     def plan(self) -> list[Job]:
         """The jobs as they are now; a fan-out over an upstream's outputs is expanded again
         when its turn comes, after the upstream ran."""
-        root = self.project.root
-        return [job for name in self.tasks() for job in expand(self.project.config, root, name)]
+        return [job for name in self.tasks() for job in self.jobs_of(name)]
+
+    def jobs_of(self, name: str) -> list[Job]:
+        """The task's jobs; in a run for `claw watch`, the files it hands over."""
+        only = [job for job in self.options.only if job.task == name]
+        return only or expand(self.project.config, self.project.root, name)
 
     def run(self) -> RunSummary:
         """Run the planned jobs under the project lock. Errors that stop the run (the lock,

@@ -17,7 +17,7 @@ from claw_batch.clock import now_for_run
 from claw_batch.context import daily_note_path
 from claw_batch.errors import Interrupted
 from claw_batch.filehash import FileHashes
-from claw_batch.jobs import Job, expand
+from claw_batch.jobs import Job
 from claw_batch.prepare import Prepared, RunContext, TaskKey, fingerprint_of, prepare, task_key
 from claw_batch.render import joined
 from claw_batch.results import NO_USAGE, NOT_RUN, JobResult, not_run
@@ -75,7 +75,7 @@ class RunSession:
         scheduler = Scheduler(
             jobs=self.r.options.jobs,
             upstream=self.r.graph.upstream,
-            expand=lambda name: expand(self.r.project.config, self.r.project.root, name),
+            expand=self.r.jobs_of,
             check=self.check,
             on_result=self.finished,
             on_task_done=self.note,
