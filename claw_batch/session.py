@@ -284,7 +284,14 @@ class RunSession:
         if r.status != "ok":
             self.state.finish_job(row)
             return
-        outputs = {path: self.hashes.hash(path) for path in p.declared_outputs}
+        # The output the runner wrote holds r.text: hashed from it, not read back (a file the
+        # model's tools wrote is read).
+        outputs = {
+            path: self.hashes.hash_written(path, r.text.encode())
+            if path == r.output
+            else self.hashes.hash(path)
+            for path in p.declared_outputs
+        }
         written = {path: h for path, h in outputs.items() if h is not None}
         key = self.task_key(r.job.task)
         quick = self.seal(key, r.job, fp, list(written)) if key else None

@@ -1,0 +1,51 @@
+"""File hashes read through the descriptor, and outputs hashed from the bytes written."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import pytest
+
+from claw_batch.filehash import CHUNK, FileHashes, sha256_file
+from claw_batch.state import State
+
+
+@pytest.mark.parametrize("size", [0, 1, 4096, CHUNK - 1, CHUNK, CHUNK + 1, 2 * CHUNK + 7])
+def test_sha256_file_with_and_without_the_size(tmp_path: Path, size: int) -> None:
+    path = tmp_path / "f"
+    data = os.urandom(size)
+    path.write_bytes(data)
+    want = hashlib.sha256(data).hexdigest()
+    assert sha256_file(path) == want
+    assert sha256_file(str(path), size) == want
+
+
+@pytest.mark.parametrize("stale", [0, 10, 200])
+def test_sha256_file_when_the_size_given_is_stale(tmp_path: Path, stale: int) -> None:
+    """The file changed between the stat and the read: all of it is still read."""
+    path = tmp_path / "f"
+    data = b"x" * 100
+    path.write_bytes(data)
+    assert sha256_file(path, stale) == hashlib.sha256(data).hexdigest()
+
+
+def test_an_output_hashed_from_its_bytes_is_known_by_its_stat_key(tmp_path: Path) -> None:
+    state = State(tmp_path / "state.db")
+    (tmp_path / "out.md").write_bytes(b"answer\n")
+    hashes = FileHashes(state, tmp_path)
+    digest = hashes.hash_written("out.md", b"answer\n")
+    assert digest == hashlib.sha256(b"answer\n").hexdigest()
+    hashes.save()
+    st = os.stat(tmp_path / "out.md")
+    assert state.file_entries()["out.md"] == (st.st_mtime_ns, st.st_size, st.st_ino, digest)
+    state.close()
+
+
+def test_an_output_replaced_by_other_bytes_is_read(tmp_path: Path) -> None:
+    (tmp_path / "out.md").write_bytes(b"someone else's text\n")
+    hashes = FileHashes(None, tmp_path)
+    digest = hashes.hash_written("out.md", b"answer\n")
+    assert digest == hashlib.sha256(b"someone else's text\n").hexdigest()
+    assert hashes.hash_written("missing.md", b"answer\n") is None
