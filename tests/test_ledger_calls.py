@@ -74,3 +74,18 @@ def test_jobs_that_end_while_another_writes_are_written_by_it(tmp_path: Path) ->
         rows = conn.execute("SELECT item, status FROM jobs ORDER BY item").fetchall()
     assert rows == [("a", "ok"), ("b", "failed")]
     state.close()
+
+
+def test_a_job_that_starts_again_is_no_longer_done(tmp_path: Path) -> None:
+    """start_job marks the job running and deletes its `done` row in one statement."""
+    state, db = open_run(tmp_path)
+    state.succeed_job(record("a"), Done.of("t", "a", "fp", {}, {}, "text"))
+    state.succeed_job(record("b"), Done.of("t", "b", "fp", {}, {}, "text"))
+    assert set(state.sealed()) == {("t", "a"), ("t", "b")}
+    state.begin_run("run-2", "2026-11-22T00:01:00", "claw run")
+    state.start_job("run-2", "t", "a", "2026-11-22T00:01:00")
+    assert set(state.sealed()) == {("t", "b")}
+    state.close()
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT run_id, item, status FROM jobs ORDER BY rowid").fetchall()
+    assert rows[-1] == ("run-2", "a", "running")
