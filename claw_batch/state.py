@@ -79,6 +79,8 @@ CREATE TABLE IF NOT EXISTS calls (
 """
 
 INSERT_CALL = "INSERT INTO calls VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+# Parameters in one statement: the limit of SQLite before 3.32 (later ones allow 32766).
+MAX_PARAMS = 999
 
 
 @dataclass(frozen=True)
@@ -304,23 +306,38 @@ class State:
                 raise
 
     def _write_batch(self, batch: list[tuple[JobRecord, Done | None]]) -> None:
-        self.db.executemany(
-            "UPDATE jobs SET status=?, reason=?, duration_s=?, prompt_tokens=?, "
-            "completion_tokens=?, cached_tokens=?, cost_usd=?, output=?, error=?, transcript=? "
-            "WHERE run_id=? AND task=? AND item=?",
+        self._insert(
+            "INSERT INTO jobs",
             [_job_row(r) for r, _ in batch],
+            " ON CONFLICT (run_id, task, item) DO UPDATE SET status=excluded.status, "
+            "reason=excluded.reason, duration_s=excluded.duration_s, "
+            "prompt_tokens=excluded.prompt_tokens, completion_tokens=excluded.completion_tokens, "
+            "cached_tokens=excluded.cached_tokens, cost_usd=excluded.cost_usd, "
+            "output=excluded.output, error=excluded.error, transcript=excluded.transcript",
         )
         calls = [c for r, _ in batch for c in self._calls.pop((r.run_id, r.task, r.item), ())]
         if calls:
-            self.db.executemany(INSERT_CALL, calls)
+            self._insert("INSERT INTO calls", calls)
         done_rows = [_done_row(r, done) for r, done in batch if done is not None]
         if done_rows:
-            self.db.executemany(
+            self._insert(
                 "INSERT OR REPLACE INTO done "
-                "(task, item, fingerprint, parts, outputs, result, run_id, quick) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "(task, item, fingerprint, parts, outputs, result, run_id, quick)",
                 done_rows,
             )
+
+    def _insert(self, head: str, rows: list[tuple[object, ...]], tail: str = "") -> None:
+        """`head VALUES (...), (...)tail`: the rows in one statement, or as few as SQLite's
+        limit on parameters allows. executemany is a step per row, and sqlite3 lets go of
+        the GIL at each: at -j 32 a batch of ends then waited for it dozens of times while
+        holding the ledger, and the jobs starting meanwhile waited behind it."""
+        width = len(rows[0])
+        one = "(" + ", ".join("?" * width) + ")"
+        per = max(1, MAX_PARAMS // width)
+        for start in range(0, len(rows), per):
+            chunk = rows[start : start + per]
+            values = ", ".join([one] * len(chunk))
+            self.db.execute(f"{head} VALUES {values}{tail}", [v for row in chunk for v in row])
 
     def record_call(
         self,
@@ -357,9 +374,14 @@ class State:
 
 
 def _job_row(r: JobRecord) -> tuple[object, ...]:
+    """The jobs table's columns, in its order."""
     return (
+        r.run_id,
+        r.task,
+        r.item,
         r.status,
         r.reason,
+        r.started,
         r.duration_s,
         r.prompt_tokens,
         r.completion_tokens,
@@ -368,9 +390,6 @@ def _job_row(r: JobRecord) -> tuple[object, ...]:
         r.output,
         r.error,
         r.transcript,
-        r.run_id,
-        r.task,
-        r.item,
     )
 
 

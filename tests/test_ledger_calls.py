@@ -89,3 +89,29 @@ def test_a_job_that_starts_again_is_no_longer_done(tmp_path: Path) -> None:
     with sqlite3.connect(db) as conn:
         rows = conn.execute("SELECT run_id, item, status FROM jobs ORDER BY rowid").fetchall()
     assert rows[-1] == ("run-2", "a", "running")
+
+
+def test_a_batch_of_ends_larger_than_one_statement_takes(tmp_path: Path) -> None:
+    """Rows go in multi-row statements, chunked under SQLite's parameter limit; a job's row
+    is updated where its start put it (`claw log` lists jobs in the order they started)."""
+    db = tmp_path / "state.db"
+    state = State(db)
+    state.begin_run(RUN, "2026-11-22T00:00:00", "claw run")
+    items = [f"{i:03d}" for i in range(150)]
+    for item in items:
+        state.start_job(RUN, "t", item, "2026-11-22T00:00:00")
+        for step in (1, 2, 3):
+            state.record_call(RUN, "t", item, step, "m", USAGE, 0.1)
+    ends = [
+        (record(item), Done.of("t", item, "fp", {}, {}, "text") if int(item) % 2 else None)
+        for item in reversed(items)
+    ]
+    with state.transaction():
+        state._write_batch(ends)
+    state.close()
+    with sqlite3.connect(db) as conn:
+        jobs = conn.execute("SELECT item, status, prompt_tokens FROM jobs ORDER BY rowid")
+        assert jobs.fetchall() == [(item, "ok", 20) for item in items]
+        assert conn.execute("SELECT count(*) FROM calls").fetchone() == (450,)
+        done = conn.execute("SELECT item FROM done ORDER BY item").fetchall()
+        assert done == [(item,) for item in items if int(item) % 2]
