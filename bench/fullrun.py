@@ -337,17 +337,17 @@ def callee_tree(
 # Where a run's time goes; rows nest (a job contains its model call, its output write...).
 PHASES = (
     ("imports (inside the run)", "<frozen importlib._bootstrap>", "_find_and_load"),
-    ("load and validate the clawfile", "claw_batch/clawfile.py", "load_project"),
+    ("load the clawfile", "claw_batch/configcache.py", "load_project"),
     ("glob the fan-out", "claw_batch/jobs.py", "glob_files"),
-    ("check a job: prepare, fingerprint, decide", "claw_batch/runner.py", "check"),
+    ("check a job: prepare, fingerprint, decide", "claw_batch/session.py", "check"),
     ("  prepare (prompt, output path, policy)", "claw_batch/prepare.py", "prepare"),
     ("  fingerprint", "claw_batch/prepare.py", "fingerprint_of"),
-    ("  up-to-date decision (hashes outputs)", "claw_batch/runner.py", "decide"),
-    ("run a job", "claw_batch/runner.py", "execute"),
+    ("  up-to-date decision (hashes outputs)", "claw_batch/session.py", "decide"),
+    ("run a job", "claw_batch/session.py", "execute"),
     ("  OpenAI client (imports openai), once", "claw_batch/endpoints.py", "_make"),
     ("  system prompt (reads workspace files)", "claw_batch/context.py", "build_system_prompt"),
     ("  model call, waited for by the job", "claw_batch/llm/openai_compat.py", "complete"),
-    ("    on its own thread: SDK post + HTTP", "claw_batch/llm/openai_compat.py", "_call"),
+    ("    SDK post + HTTP", "claw_batch/llm/openai_compat.py", "_call"),
     ("  write the output (fsync, rename)", "claw_batch/atomic.py", "write_atomic"),
     ("  transcript: open", "claw_batch/transcript.py", "__init__"),
     ("  transcript: events", "claw_batch/transcript.py", "event"),
@@ -355,8 +355,8 @@ PHASES = (
     ("  ledger: record_call", "claw_batch/state.py", "record_call"),
     ("  ledger: succeed_job", "claw_batch/state.py", "succeed_job"),
     ("progress lines", "claw_batch/progress.py", "_print"),
-    ("daily note", "claw_batch/runner.py", "note"),
-    ("end of run (hashes, notes, summary.json)", "claw_batch/runner.py", "close"),
+    ("daily note", "claw_batch/session.py", "note"),
+    ("end of run (hashes, notes, summary.json)", "claw_batch/session.py", "close"),
 )
 
 
@@ -556,7 +556,7 @@ def main() -> int:
     )
     print(phase_table(profiled.stats, PHASES, n, profiled.wall), end="\n\n")
     print("running one job, by callee (cumulative, from that caller):\n")
-    print(f"```\n{callee_tree(profiled.stats, 'claw_batch/runner.py', 'execute', n)}\n```\n")
+    print(f"```\n{callee_tree(profiled.stats, 'claw_batch/session.py', 'execute', n)}\n```\n")
     print("top functions by own time (waits left out):\n")
     print(top_table(profiled.stats, n, own=True), end="\n\n")
     print(f"the script took {time.perf_counter() - started:.0f} s; {load()}")
