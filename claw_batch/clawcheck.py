@@ -20,7 +20,7 @@ from claw_batch.yamlsource import KeyPath, Problem, YamlSource
 if TYPE_CHECKING:
     from claw_batch.config import Budget, Clawfile, Task
 
-_ITEM = "template variable 'item' is only defined for tasks with foreach"
+_ITEM = "template variable 'item' is only defined for tasks with foreach or watch"
 _NO_BASE_URL = (
     "missing required key 'base_url': the URL of this provider's OpenAI-compatible API, "
     "e.g. base_url: http://localhost:11434/v1 (only a provider named 'openai' may leave it out, "
@@ -202,8 +202,9 @@ def _task(name: str, task: Task, source: YamlSource, root: Path) -> list[Problem
                 "its verdict has a fixed one, {ok, summary, findings}",
             )
         )
+    problems += _watch(name, task, source)
     problems += _prompt(name, task, source, root)
-    foreach = task.foreach is not None
+    foreach = task.fans_out
     if task.output is not None:
         problems += _inline(task.output, _where(source, name, "output"), source, foreach)
     for index, output in enumerate(task.outputs):
@@ -211,8 +212,39 @@ def _task(name: str, task: Task, source: YamlSource, root: Path) -> list[Problem
     return problems
 
 
+def _watch(name: str, task: Task, source: YamlSource) -> list[Problem]:
+    """A file that claw watch moves to `done:` or `failed:` must not be watched (or be an
+    item) again."""
+    from claw_batch import overlap
+
+    problems = []
+    for key, folder in (("done", task.done), ("failed", task.failed)):
+        if folder is None:
+            continue
+        if not task.watch:
+            problems.append(
+                source.problem(
+                    _where(source, name, key),
+                    f"{key}: is where claw watch moves a file it processed; "
+                    "this task has no watch:",
+                )
+            )
+            continue
+        inside = overlap.glob_nfa(f"{folder}/**")
+        for glob in dict.fromkeys((*task.watch, *task.item_globs)):
+            if overlap.intersect(overlap.glob_nfa(glob), inside):
+                problems.append(
+                    source.problem(
+                        _where(source, name, key),
+                        f"{folder!r} is reached by the glob {glob!r}: a file moved "
+                        "there would be processed again; use a folder the globs do not reach",
+                    )
+                )
+    return problems
+
+
 def _prompt(name: str, task: Task, source: YamlSource, root: Path) -> list[Problem]:
-    path, foreach = ("tasks", name, "prompt"), task.foreach is not None
+    path, foreach = ("tasks", name, "prompt"), task.fans_out
     if not task.prompt.strip():
         return [source.problem(path, "the prompt is empty")]
     file = prompt_file(task.prompt)
@@ -227,7 +259,7 @@ def _prompt(name: str, task: Task, source: YamlSource, root: Path) -> list[Probl
         text = (root / file).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         return [source.problem(path, f"prompt file {file!r} cannot be read: {exc}")]
-    # The file may serve several tasks: say which one lacks the foreach.
+    # The file may serve several tasks: say which one lacks the foreach or watch.
     return [
         Problem(
             file, line, (), message + (f" (task {name!r} has none)" if message == _ITEM else "")

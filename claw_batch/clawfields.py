@@ -25,6 +25,7 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _KEY_PREFIXES = ("sk-", "sk_", "gsk_", "xai-", "hf_", "ghp_", "github_pat_", "AIza", "pplx-")
 # `{a,b}` alternatives are split too: `{..,notes}` would match `..` in a write glob.
 _SEGMENT_BREAK = re.compile(r"[/{},]")
+_GLOB_MAGIC = re.compile(r"[*?[]")
 _TEMPLATE_CODE = re.compile(r"\{\{.*?\}\}|\{%.*?%\}|\{#.*?#\}", re.DOTALL)
 KEY_ADVICE = (
     "put the key in an environment variable and name that variable with api_key_env "
@@ -146,14 +147,22 @@ def _template_in_project(path: str) -> str:
     return path
 
 
-def _workspace(path: str) -> str:
-    top = PurePosixPath(_in_project(path)).parts[:1]
-    if top and top[0] in (STATE_DIR, ".git"):
-        raise refuse(
-            f"{path!r} is in {top[0]}/, which tools may never write; "
-            "use a directory of its own, such as 'workspace'"
-        )
-    return path
+def _own_directory(example: str) -> Any:
+    """A directory inside the project that is not .git/ or .claw/ (the workspace, a watch
+    task's done: folder)."""
+
+    def check(path: str) -> str:
+        top = PurePosixPath(_in_project(path)).parts[:1]
+        if top and top[0] in (STATE_DIR, ".git"):
+            raise refuse(
+                f"{path!r} is in {top[0]}/, which tools may never write; "
+                f"use a directory of its own, such as {example!r}"
+            )
+        if _GLOB_MAGIC.search(path):
+            raise refuse(f"{path!r} is a glob; name one directory, such as {example!r}")
+        return path.rstrip("/") or "."
+
+    return check
 
 
 def _url(url: str) -> str:
@@ -199,7 +208,8 @@ ProjectGlob = Annotated[str, AfterValidator(_in_project)]
 ProjectGlobs = Annotated[list[ProjectGlob], BeforeValidator(_one_or_many)]
 PathTemplate = Annotated[str, AfterValidator(_template_in_project)]
 PathTemplates = Annotated[list[PathTemplate], BeforeValidator(_one_or_many)]
-Workspace = Annotated[str, AfterValidator(_workspace)]
+Workspace = Annotated[str, AfterValidator(_own_directory("workspace"))]
+ProjectDir = Annotated[str, AfterValidator(_own_directory("inbox/done"))]
 BashPolicy = Annotated[list[str] | bool, BeforeValidator(_bash)]
 CronExpr = Annotated[str, AfterValidator(_cron)]
 TimeZone = Annotated[str, AfterValidator(_zone)]

@@ -36,6 +36,7 @@ from claw_batch.clawfields import (
     OrEmpty,
     PathTemplate,
     PathTemplates,
+    ProjectDir,
     ProjectGlob,
     ProjectGlobs,
     TimeZone,
@@ -45,6 +46,7 @@ from claw_batch.clawfields import (
 from claw_batch.config import Clawfile, Project, clawfile_path
 from claw_batch.errors import ClawfileError
 from claw_batch.modelerrors import describe
+from claw_batch.tools import READ_ONLY_TOOLS
 from claw_batch.yamlsource import Problem, YamlSource, load_yaml, problems_error
 
 
@@ -101,6 +103,8 @@ class TaskSettingsModel(_Strict):
     tz: TimeZone | None = None
     catch_up: Literal["once", "skip"] = "once"
     watch: ProjectGlobs = []
+    done: ProjectDir | None = None
+    failed: ProjectDir | None = None
     hook: Literal["pre-commit", "commit-msg", "pre-push"] | None = None
     check: bool = False
     on_error: Literal["block", "warn"] = "block"
@@ -215,11 +219,23 @@ def _drop(data: dict[str, Any], error: ErrorDetails) -> bool:
 
 
 def _apply_defaults(config: ClawfileModel) -> ClawfileModel:
-    preset = config.defaults.model_fields_set
-    tasks = {
-        name: task.model_copy(
-            update={key: getattr(config.defaults, key) for key in preset - task.model_fields_set}
-        )
-        for name, task in config.tasks.items()
-    }
-    return config.model_copy(update={"tasks": tasks})
+    return config.model_copy(
+        update={
+            "tasks": {
+                name: _with_defaults(task, config.defaults) for name, task in config.tasks.items()
+            }
+        }
+    )
+
+
+def _with_defaults(task: TaskModel, defaults: TaskSettingsModel) -> TaskModel:
+    """The task with the defaults it does not set. A watch task reads files from outside:
+    it takes only the read-only tools of `defaults:` and none of its permissions; whatever
+    more it needs, it grants itself."""
+    unset = defaults.model_fields_set - task.model_fields_set
+    update = {key: getattr(defaults, key) for key in unset}
+    if update.get("watch", task.watch):
+        update.pop("permissions", None)
+        if defaults.tools is not None and "tools" in update:
+            update["tools"] = [t for t in defaults.tools if t in READ_ONLY_TOOLS]
+    return task.model_copy(update=update)

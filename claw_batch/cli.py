@@ -20,6 +20,7 @@ COMMANDS = {
     "cron": "claw_batch.commands.cron:cron",
     "schedule": "claw_batch.commands.schedule:schedule",
     "log": "claw_batch.commands.log:log",
+    "watch": "claw_batch.commands.watch:watch",
 }
 
 

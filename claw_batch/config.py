@@ -90,6 +90,8 @@ class Task:
     tz: str | None = None
     catch_up: str = "once"
     watch: tuple[str, ...] = ()
+    done: str | None = None  # watch: where a file that was processed is moved
+    failed: str | None = None  # watch: where a file whose job failed is moved
     hook: str | None = None
     check: bool = False
     on_error: str = "block"  # block | warn: does a model that cannot be reached fail the run
@@ -104,6 +106,16 @@ class Task:
     # its prompt and output paths read (None: not known); neither is a setting.
     definition: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
     variables: frozenset[str] | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def item_globs(self) -> tuple[str, ...]:
+        """What a job's item matches: the `foreach:` glob, else (a watch task) the watched
+        globs; none for a task that is one job."""
+        return (self.foreach,) if self.foreach is not None else self.watch
+
+    @property
+    def fans_out(self) -> bool:
+        return bool(self.item_globs)
 
     @property
     def tool_names(self) -> tuple[str, ...]:
@@ -128,6 +140,8 @@ class Task:
             tz=data["tz"],
             catch_up=data["catch_up"],
             watch=_strs(data["watch"]),
+            done=data["done"],
+            failed=data["failed"],
             hook=data["hook"],
             check=data["check"],
             on_error=data["on_error"],

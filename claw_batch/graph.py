@@ -172,11 +172,12 @@ class _Path:
 
 
 def _paths(config: Clawfile) -> tuple[dict[str, list[_Path]], dict[str, list[_Path]]]:
-    """Per task, what it reads (inputs, foreach) and what it writes (output, outputs)."""
+    """Per task, what it reads (inputs, foreach, watch) and what it writes (output, outputs)."""
     reads, writes = {}, {}
     for name, task in config.tasks.items():
         globs: list[tuple[KeyPath, str]] = [(("inputs", i), g) for i, g in enumerate(task.inputs)]
         globs += [(("foreach",), task.foreach)] if task.foreach is not None else []
+        globs += [(("watch", i), g) for i, g in enumerate(task.watch)]
         reads[name] = [_Path(name, key, g, overlap.reads(g)) for key, g in globs]
         outputs: list[tuple[KeyPath, str]] = [(("output",), task.output)] if task.output else []
         outputs += [(("outputs", i), output) for i, output in enumerate(task.outputs)]

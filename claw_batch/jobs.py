@@ -121,7 +121,12 @@ class _Inside:
 
 
 def expand(config: Clawfile, root: Path, task: str) -> list[Job]:
-    pattern = config.tasks[task].foreach
-    if pattern is None:
+    """The task's jobs: one per `foreach:` match or watched file, else the task itself."""
+    patterns = config.tasks[task].item_globs
+    if not patterns:
         return [Job(task)]
-    return [Job(task, item) for item in glob_files(root, pattern)]
+    if len(patterns) == 1:
+        items = glob_files(root, patterns[0])
+    else:
+        items = sorted({item for pattern in patterns for item in glob_files(root, pattern)})
+    return [Job(task, item) for item in items]

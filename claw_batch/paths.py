@@ -26,6 +26,7 @@ class Policy:
     write_globs: tuple[str, ...] = ()
     outputs: tuple[str, ...] = ()
     protected: tuple[str, ...] = (".git", STATE_DIR)
+    untrusted: tuple[str, ...] = ()  # globs of files from outside (watched): shown fenced
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "root", _real(self.root))
@@ -54,6 +55,9 @@ class Policy:
         allowed = ", ".join((*self.write_globs, *self.outputs))
         why = f"this task may write only: {allowed}" if allowed else "this task may not write files"
         raise ToolError(f"refused: writing {shown} is not permitted; {why}")
+
+    def is_untrusted(self, rel: str) -> bool:
+        return any(globs.match(g, rel) for g in self.untrusted)
 
     def relative(self, path: Path) -> str:
         real, root = str(path), str(self.root)

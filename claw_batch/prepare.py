@@ -275,9 +275,10 @@ def _prompt(
     run: RunContext, job: Job, variables: Mapping[str, Any], schema: Mapping[str, Any] | None
 ) -> str:
     source, name = run.project.prompt_source(job.task)
-    prompt = render.render(source, name, variables, root=run.project.root)
+    task = run.project.config.tasks[job.task]
+    prompt = render.render(source, name, variables, root=run.project.root, untrusted=task.watch)
     if schema is not None:
-        prompt += answers.instructions(schema, check=run.project.config.tasks[job.task].check)
+        prompt += answers.instructions(schema, check=task.check)
     return prompt
 
 
@@ -306,4 +307,5 @@ def policy_for(run: RunContext, task: Task, output: str | None, outputs: tuple[s
         write_globs=tuple(task.permissions.write),
         outputs=declared,
         protected=(".git", ".claw", f"{run.workspace}/memory"),
+        untrusted=task.watch,
     )

@@ -98,14 +98,17 @@ def environment(root: Path) -> jinja2.Environment:
 
 
 @functools.cache
-def helpers(root: Path) -> dict[str, Callable[..., Any]]:
+def helpers(root: Path, untrusted: tuple[str, ...] = ()) -> dict[str, Callable[..., Any]]:
+    """`read()` and `glob()` for templates; `read()` fences a file matching `untrusted`."""
     from claw_batch.paths import Policy
 
-    policy = Policy(root)
+    policy = Policy(root, untrusted=untrusted)
 
     def read(path: str) -> str:
-        data = policy.resolve_read(path).read_bytes()[:READ_HELPER_LIMIT]
-        return data.decode("utf-8", errors="replace")
+        real = policy.resolve_read(path)
+        text = real.read_bytes()[:READ_HELPER_LIMIT].decode("utf-8", errors="replace")
+        shown = policy.relative(real)
+        return fence(text, shown) if policy.is_untrusted(shown) else text
 
     def glob(pattern: str) -> list[str]:
         from claw_batch.jobs import glob_files
@@ -121,12 +124,20 @@ def _compiled(root: Path, source: str) -> jinja2.Template:
     return environment(root).from_string(source)
 
 
-def render(source: str, name: str, variables: Mapping[str, Any], *, root: Path) -> str:
-    """Render one prompt template; any template problem is a ClawfileError naming the file."""
+def render(
+    source: str,
+    name: str,
+    variables: Mapping[str, Any],
+    *,
+    root: Path,
+    untrusted: tuple[str, ...] = (),
+) -> str:
+    """Render one prompt template; any template problem is a ClawfileError naming the file.
+    `untrusted`: globs of files whose content `read()` shows fenced."""
     import jinja2
 
     try:
-        return _compiled(root, source).render({**helpers(root), **variables})
+        return _compiled(root, source).render({**helpers(root, untrusted), **variables})
     except jinja2.TemplateSyntaxError as e:
         raise ClawfileError(f"{name}:{e.lineno}: {e.message}") from e
     except jinja2.UndefinedError as e:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from claw_batch import cancel
@@ -102,10 +102,10 @@ class Runner:
         only = [job for job in self.options.only if job.task == name]
         return only or expand(self.project.config, self.project.root, name)
 
-    def run(self) -> RunSummary:
-        """Run the planned jobs under the project lock. Errors that stop the run (the lock,
-        a replay miss, a template error, Ctrl-C) end up in the summary; only a bug
-        propagates."""
+    def run(self, then: Callable[[RunSummary], None] | None = None) -> RunSummary:
+        """Run the planned jobs under the project lock, and `then` with the summary before
+        the lock is let go. Errors that stop the run (the lock, a replay miss, a template
+        error, Ctrl-C) end up in the summary; only a bug propagates."""
         names = self.tasks()  # an unknown target is a usage error before anything is written
         if self.options.dry_run:  # read-only: no lock, never in a running run's way
             return self._run(names)
@@ -117,7 +117,10 @@ class Runner:
         )
         try:
             with lock:
-                return self._run(names)
+                summary = self._run(names)
+                if then is not None:
+                    then(summary)
+                return summary
         except Locked as e:  # nothing ran and nothing was written: no ledger entry
             return RunSummary("", exit_code=e.exit_code, error=str(e))
 

@@ -28,6 +28,8 @@ NOT_FINGERPRINTED = frozenset(
         "tz",
         "catch_up",
         "watch",
+        "done",
+        "failed",
         "hook",
         "always",
         "on_error",

@@ -544,9 +544,9 @@ def test_item_needs_foreach(tmp_path: Path) -> None:
     assert error(tmp_path, clawfile, files) == "\n".join(
         [
             "clawfile.yaml:3: tasks.inline.prompt: "
-            "template variable 'item' is only defined for tasks with foreach",
+            "template variable 'item' is only defined for tasks with foreach or watch",
             "prompts/triage.md:2: template variable 'item' is only defined for tasks with "
-            "foreach (task 'file' has none)",
+            "foreach or watch (task 'file' has none)",
         ]
     )
 

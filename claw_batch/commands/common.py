@@ -73,3 +73,14 @@ def handle_errors(fn: Callable[..., int | None]) -> Callable[..., None]:
         sys.exit(code or 0)
 
     return wrapper
+
+
+def stop_on_sigterm() -> None:
+    """A service manager's stop (SIGTERM) is a Ctrl-C: the run cancels its jobs and exits."""
+    import signal
+
+    signal.signal(signal.SIGTERM, _interrupt)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt

@@ -1,13 +1,12 @@
 from __future__ import annotations
 
 import json
-import signal
 import sys
 from pathlib import Path
 
 import click
 
-from claw_batch.commands.common import handle_errors, load, project_options
+from claw_batch.commands.common import handle_errors, load, project_options, stop_on_sigterm
 from claw_batch.errors import UsageError
 
 
@@ -101,7 +100,7 @@ def run(
     )
     progress = Progress(quiet=quiet, verbose=verbose)
     runner = Runner(project, options, progress=progress)
-    signal.signal(signal.SIGTERM, _interrupt)  # a service manager's stop is a Ctrl-C
+    stop_on_sigterm()
     summary = runner.run()
     if not summary.results and not summary.error and not due:  # --due: silent when idle
         progress.message("claw: nothing to run")
@@ -111,7 +110,3 @@ def run(
     if as_json:
         click.echo(json.dumps(envelope(summary), indent=2))
     return summary.exit_code
-
-
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt

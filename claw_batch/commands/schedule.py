@@ -1,13 +1,12 @@
 from __future__ import annotations
 
 import os
-import signal
 import sys
 from pathlib import Path
 
 import click
 
-from claw_batch.commands.common import handle_errors, load, project_options
+from claw_batch.commands.common import handle_errors, load, project_options, stop_on_sigterm
 
 
 @click.command()
@@ -37,11 +36,7 @@ def schedule(
     options = RunOptions(
         targets=targets, jobs=jobs, keep_going=keep_going, due=True, argv=tuple(sys.argv)
     )
-    signal.signal(signal.SIGTERM, _interrupt)
+    stop_on_sigterm()
     progress = Progress(quiet=quiet, verbose=verbose)
     environ = dict(os.environ)
     return serve(project, options, progress=progress, environ=environ, clock=real_clock(environ))
-
-
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt

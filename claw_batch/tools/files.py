@@ -16,6 +16,7 @@ from claw_batch.atomic import write_atomic
 from claw_batch.errors import ToolError
 from claw_batch.paths import NEVER_SEARCHED, Policy
 from claw_batch.tools.base import ToolContext
+from claw_batch.untrusted import fence
 
 MAX_LINES = 2000
 MAX_BYTES = 50_000
@@ -43,7 +44,8 @@ def read(
     lines = load_text(real, shown, "replace").split("\n")
     if lines[-1] == "":  # the newline that ends the last line does not start another one
         lines.pop()
-    return _window(lines, offset or 1, min(limit or MAX_LINES, MAX_LINES))
+    text = _window(lines, offset or 1, min(limit or MAX_LINES, MAX_LINES))
+    return fence(text, shown) if pol.is_untrusted(shown) else text
 
 
 def write(

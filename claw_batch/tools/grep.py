@@ -14,6 +14,7 @@ from claw_batch.errors import ToolError
 from claw_batch.paths import NEVER_SEARCHED, Policy
 from claw_batch.tools.base import ToolContext
 from claw_batch.tools.files import is_never_listed, policy, stat_path
+from claw_batch.untrusted import fence
 
 MAX_LINES = 200
 MAX_BYTES = 50_000
@@ -47,13 +48,16 @@ def grep(
     chunks = _search(("(?i)" if ignore_case else "") + pattern, real, glob, context)
     single_file = None if stat.S_ISDIR(mode) else base
     blocks = sorted(_block(chunk, single_file, pol) for chunk in chunks)
-    lines = [
-        line
+    shown = [
+        (rel, block)
         for rel, block in blocks
         if not is_never_listed(rel) and (glob is None or globs.match_file(glob, rel, base))
-        for line in block
     ]
-    return _capped(lines) if lines else "no matches"
+    lines = [line for _, block in shown for line in block]
+    if not lines:
+        return "no matches"
+    outside = sorted({rel for rel, _ in shown if pol.is_untrusted(rel)})
+    return fence(_capped(lines), ", ".join(outside)) if outside else _capped(lines)
 
 
 def _search(pattern: str, real: Path, glob: str | None, context: int) -> list[str]:

@@ -1,0 +1,66 @@
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from claw_batch.commands.common import handle_errors, load, project_options, stop_on_sigterm
+
+
+@click.command()
+@click.argument("targets", nargs=-1)
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option(
+    "--settle",
+    type=click.FloatRange(min=0),
+    default=1.0,
+    show_default=True,
+    help="Seconds a file must go unwritten before its job starts.",
+)
+@click.option(
+    "--rescan",
+    type=click.FloatRange(min=1),
+    default=30.0,
+    show_default=True,
+    help="Seconds between rescans for files the OS did not report.",
+)
+@click.option("--model", help="Use this model for every task.")
+@project_options
+@handle_errors
+def watch(
+    targets: tuple[str, ...],
+    jobs: int,
+    settle: float,
+    rescan: float,
+    model: str | None,
+    directory: Path | None,
+    file: Path | None,
+    verbose: bool,
+    quiet: bool,
+) -> int:
+    """Run watch tasks (all of them, or TARGETS) as files arrive or change.
+
+    One job per settled file, through the same engine as `claw run` (fingerprints, the
+    project lock, -j); the same content is processed once per task. Files already there
+    are processed at start. SIGTERM or Ctrl-C stops it.
+    """
+    from claw_batch.progress import Progress
+    from claw_batch.runner import RunOptions
+    from claw_batch.watch import Watcher, WatchOptions
+
+    project = load(directory, file, cache="write")
+    options = RunOptions(
+        targets=targets, jobs=jobs, keep_going=True, model=model, argv=tuple(sys.argv)
+    )
+    stop_on_sigterm()
+    watcher = Watcher(
+        project,
+        options,
+        WatchOptions(settle=settle, rescan=rescan),
+        progress=Progress(quiet=quiet, verbose=verbose),
+        environ=dict(os.environ),
+        reload=lambda: load(directory, file, cache="write"),
+    )
+    return watcher.serve()
