@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from claw_batch.skills import Skill
+from claw_batch.skills import Skill, shown_directory
 
 WORKSPACE_FILES = ("AGENTS.md", "SOUL.md", "USER.md", "IDENTITY.md", "MEMORY.md")
 FILE_CAP = 6_000  # characters per workspace file
@@ -99,11 +99,10 @@ def _sections(root: Path, sources: list[str]) -> tuple[list[str], str]:
     return sections, "\n\n".join(notes) or "(none yet)"
 
 
-def skills_section(skills: Sequence[Skill], root: Path) -> str:
+def skills_section(skills: Sequence[Skill], root: Path, *, key: bool = False) -> str:
     lines = ["## Skills", "Read a skill's SKILL.md with `read` before you use it."]
     for s in skills:
-        where = s.path.relative_to(root) if s.path.is_relative_to(root) else s.path
-        lines.append(f"- {s.name}: {s.description} ({where})")
+        lines.append(f"- {s.name}: {s.description} ({shown_directory(s, root, key=key)}/SKILL.md)")
     return "\n".join(lines)
 
 
@@ -132,9 +131,9 @@ def _build(
     root: Path, sources: list[str], task: str, skills: Sequence[Skill], today: dt.date
 ) -> SystemPrompt:
     sections, notes = _sections(root, sources)
-    skills_text = skills_section(skills, root) if skills else ""
 
-    def compose(notes: str, date: str, where: str) -> str:
+    def compose(notes: str, date: str, where: str, key: bool = False) -> str:
+        skills_text = skills_section(skills, root, key=key) if skills else ""
         parts = [
             f"You are claw, a headless agent running the task '{task}' of the project below. "
             "Use the tools to do the work; your last message, without tool calls, is the "
@@ -148,5 +147,6 @@ def _build(
 
     date = f"{today.isoformat()} ({today.strftime('%A')})"
     return SystemPrompt(
-        compose(notes, date, str(root)), compose("<daily notes>", "<today>", "<project root>")
+        compose(notes, date, str(root)),
+        compose("<daily notes>", "<today>", "<project root>", key=True),
     )

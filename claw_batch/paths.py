@@ -27,6 +27,9 @@ class Policy:
     outputs: tuple[str, ...] = ()
     protected: tuple[str, ...] = (".git", STATE_DIR)
     untrusted: tuple[str, ...] = ()  # globs of files from outside (watched): shown fenced
+    # The real directories of the skills the task is offered: readable wherever they are
+    # (a user's or a built-in skill is outside the project), never writable.
+    skill_dirs: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "root", _real(self.root))
@@ -34,7 +37,7 @@ class Policy:
         object.__setattr__(self, "protected", tuple(_clean(p) for p in self.protected))
 
     def resolve_read(self, path: str) -> Path:
-        real = self._resolve(path, "reading")
+        real = self._resolve(path, "reading", also=self.skill_dirs)
         if _is_under(self.relative(real), STATE_DIR):
             raise ToolError(
                 f"refused: {path} is runner state ({STATE_DIR}/), which tools may not read"
@@ -60,18 +63,25 @@ class Policy:
         return any(globs.match(g, rel) for g in self.untrusted)
 
     def relative(self, path: Path) -> str:
+        """Project-relative; a path outside the project (an offered skill's) stays absolute."""
         real, root = str(path), str(self.root)
         if real == root:
             return "."
         if real.startswith(_prefix(root)):  # what _resolve returns: no relpath needed
             return real[len(_prefix(root)) :]
-        return Path(os.path.relpath(path, self.root)).as_posix()
+        return real
 
-    def _resolve(self, path: str, doing: str) -> Path:
+    def skill_dir(self, real: Path) -> str | None:
+        """The offered skill directory that holds `real`, if one does."""
+        return next((d for d in self.skill_dirs if _is_under(str(real), d)), None)
+
+    def _resolve(self, path: str, doing: str, also: tuple[str, ...] = ()) -> Path:
         if not path or "\0" in path:
             raise ToolError(f"invalid path {path!r}: give a path relative to the project root")
         root = str(self.root)
         real = _realpath(root, path)
+        if any(_is_under(real, d) for d in also):
+            return Path(real)
         if real != root and not real.startswith(_prefix(root)):  # realpath's are normalised
             raise ToolError(
                 f"refused {doing} {path}: it resolves to {real}, outside the project root "

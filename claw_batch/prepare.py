@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 from claw_batch import answers, context, render, skills
 from claw_batch.config import Project, Task
 from claw_batch.endpoints import Models
-from claw_batch.filehash import sha256_file
 from claw_batch.jobs import Job, glob_files
 from claw_batch.paths import Policy
 from claw_batch.uptodate import Fingerprint, digest, fingerprint, task_digest
@@ -57,6 +56,7 @@ class Prepared:
     system_key: str  # the system prompt with placeholders (the real one is built to run)
     task_digest: str
     skills: tuple[skills.Skill, ...]
+    skill_digests: Mapping[str, str]  # per offered skill, its files' content
     output: str | None  # project-relative
     outputs: tuple[str, ...]
     schema: Mapping[str, Any] | None
@@ -78,7 +78,7 @@ def prepare(run: RunContext, job: Job, upstream_names: tuple[str, ...] = ()) -> 
     schema = answers.VERDICT_SCHEMA if task.check else task.json_schema
     output = _render_path(run, job, task.output, variables)
     outputs = tuple(_render_path(run, job, p, variables) or "" for p in task.outputs)
-    offered = tuple(skills.select(run.skills, task.skills))
+    offered = offered_skills(run, task)
     system_key = _once(run, job.task, "system", lambda: system_prompt(run, job, offered).key_text)
     return Prepared(
         job=job,
@@ -88,10 +88,11 @@ def prepare(run: RunContext, job: Job, upstream_names: tuple[str, ...] = ()) -> 
         system_key=system_key,
         task_digest=_once(run, job.task, "digest", lambda: task_digest(task.definition)),
         skills=offered,
+        skill_digests=_once(run, job.task, "skills", lambda: skill_digests(offered)),
         output=output,
         outputs=outputs,
         schema=schema,
-        policy=policy_for(run, task, output, outputs),
+        policy=policy_for(run, task, output, outputs, offered),
         tools=offered_tools(task),
         model=run.model_override or task.model or run.project.config.model,
         inputs=tuple(sorted({*inputs, *([job.item] if job.item else [])})),
@@ -129,12 +130,11 @@ def fingerprint_of(
     upstream: Mapping[str, str | None],
 ) -> Fingerprint:
     """The job's fingerprint; `hash_file` hashes a project-relative path (None: missing)."""
-    skill_files = {s.name: _skill_hash(s.path, hash_file, p.policy.root) for s in p.skills}
     return fingerprint(
         task=p.task_digest,
         prompt=p.prompt,
         system=p.system_key,
-        skills=skill_files,
+        skills=p.skill_digests,
         model=f"{p.model}@{p.task.temperature}",
         tools=_tools_digest(tuple(p.tools)),
         inputs={path: hash_file(path) for path in p.inputs},
@@ -197,10 +197,9 @@ def task_key(run: RunContext, name: str, hash_file: Callable[[str], str | None])
     if not task.variables <= STABLE_VARIABLES | KEYED_VARIABLES:
         return None
     root = run.project.root
-    offered = tuple(skills.select(run.skills, task.skills))
+    offered = offered_skills(run, task)
     shared = sorted({p for pattern in task.inputs for p in glob_files(root, pattern)})
     hashes = {path: hash_file(path) for path in shared}
-    names = list(task.tool_names) + (["bash"] if task.permissions.bash else [])
     value = digest(
         {
             "code": code_stamp(),  # tool schemas, prompt instructions: claw's own code
@@ -209,9 +208,9 @@ def task_key(run: RunContext, name: str, hash_file: Callable[[str], str | None])
             "system": _once(
                 run, name, "system", lambda: system_prompt(run, Job(name), offered).key_text
             ),
-            "skills": {s.name: _skill_hash(s.path, hash_file, root) for s in offered},
+            "skills": _once(run, name, "skills", lambda: skill_digests(offered)),
             "model": f"{run.model_override or task.model or run.project.config.model}",
-            "tools": sorted(set(names)),
+            "tools": sorted(tool_names(task)),
             "inputs": hashes,
             "files": list(run.files) if "files" in task.variables else None,
             "git": _git_state(root) if "git" in task.variables else None,
@@ -248,10 +247,10 @@ def _tools_digest(names: tuple[str, ...]) -> str:
     return digest({"names": list(names), "specs": [TOOLS[n].spec().parameters for n in names]})
 
 
-def _skill_hash(path: Path, hash_file: Callable[[str], str | None], root: Path) -> str | None:
-    if path.is_relative_to(root):
-        return hash_file(path.relative_to(root).as_posix())
-    return sha256_file(path) if path.is_file() else None  # a user skill outside the project
+def skill_digests(offered: Sequence[skills.Skill]) -> dict[str, str]:
+    """What the model may read of each skill: SKILL.md and every file beside and below it
+    (references/, scripts/). Once per task per run."""
+    return {s.name: digest(skills.files(s)) for s in offered}
 
 
 def _variables(
@@ -291,16 +290,29 @@ def _render_path(
     return render.render(template, where, variables, root=run.project.root).strip()
 
 
+def tool_names(task: Task) -> tuple[str, ...]:
+    """The tools the task offers: its `tools:`, and bash with `permissions.bash`."""
+    bash = ("bash",) if task.permissions.bash and "bash" not in task.tool_names else ()
+    return (*task.tool_names, *bash)
+
+
 def offered_tools(task: Task) -> dict[str, Tool]:
     from claw_batch.tools.registry import TOOLS
 
-    names = list(task.tool_names)
-    if task.permissions.bash and "bash" not in names:
-        names.append("bash")
-    return {n: TOOLS[n] for n in names if n in TOOLS}
+    return {n: TOOLS[n] for n in tool_names(task) if n in TOOLS}
 
 
-def policy_for(run: RunContext, task: Task, output: str | None, outputs: tuple[str, ...]) -> Policy:
+def offered_skills(run: RunContext, task: Task) -> tuple[skills.Skill, ...]:
+    return tuple(skills.select(run.skills, task.skills, tool_names(task)))
+
+
+def policy_for(
+    run: RunContext,
+    task: Task,
+    output: str | None,
+    outputs: tuple[str, ...],
+    offered: tuple[skills.Skill, ...] = (),
+) -> Policy:
     declared = tuple(p for p in [output, *outputs] if p)
     return Policy(
         run.project.root,
@@ -308,4 +320,5 @@ def policy_for(run: RunContext, task: Task, output: str | None, outputs: tuple[s
         outputs=declared,
         protected=(".git", ".claw", f"{run.workspace}/memory"),
         untrusted=task.watch,
+        skill_dirs=tuple(d for s in offered if (d := s.readable_directory(run.project.root))),
     )

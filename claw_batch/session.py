@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from claw_batch import notes, skills
+from claw_batch import notes, skillcache, skills
 from claw_batch.atomic import write_atomic
 from claw_batch.childenv import git_read_only, scrubbed_env
 from claw_batch.clock import now_for_run
@@ -61,6 +61,10 @@ class RunSession:
         if state and not self.dry:
             state.begin_run(summary.run_id, now.isoformat(), " ".join(runner.options.argv))
         ws = runner.project.config.workspace
+        scanned = skillcache.scan(root, skills.skill_dirs(root, ws), write=not self.dry)
+        found = skills.pick(scanned)
+        # Per skill that is not available on this machine: what it lacks.
+        self.unavailable = {s.name: s.unavailable(runner.environ) for s in found}
         self.ctx = RunContext(
             project=runner.project,
             models=runner.models,
@@ -68,10 +72,11 @@ class RunSession:
             env={**scrubbed_env(), **(git_read_only(root) if runner.options.hook else {})},
             files=runner.options.files,
             model_override=runner.options.model,
-            skills=tuple(skills.discover(skills.skill_dirs(root, ws))),
+            skills=tuple(s for s in found if not self.unavailable[s.name]),
         )
 
     def tasks(self, names: list[str]) -> None:
+        self._say_unavailable(names)
         scheduler = Scheduler(
             jobs=self.r.options.jobs,
             upstream=self.r.graph.upstream,
@@ -83,6 +88,16 @@ class RunSession:
         scheduler.run(names)
         if any(r.status == "interrupted" for r in self.summary.results):
             raise Interrupted("interrupted")
+
+    def _say_unavailable(self, names: list[str]) -> None:
+        """A skill a task names that this machine cannot offer: said, not fatal."""
+        for name in names:
+            for skill in self.r.project.config.tasks[name].skills or ():
+                if self.unavailable.get(skill):
+                    self.r.progress.message(
+                        f"claw: {name}: skill {skill!r} is not offered: it needs "
+                        f"{', '.join(self.unavailable[skill])}"
+                    )
 
     def finished(self, result: JobResult) -> bool:
         """Record a job's result; True when no more jobs should start."""

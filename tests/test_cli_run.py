@@ -335,7 +335,7 @@ def test_list_validate_show(tmp_path: Path, server: FakeOpenAI, env: dict[str, s
     r = claw(root, "list")
     assert (r.exit_code, r.stdout) == (0, "summary  never ran      Summarise the notes\n")
     r = claw(root, "validate")
-    assert (r.exit_code, r.stderr) == (0, "clawfile.yaml: ok (1 task, 0 skills)\n")
+    assert (r.exit_code, r.stderr) == (0, "clawfile.yaml: ok (1 task, 1 skill)\n")  # claw's memory
     server.enqueue(tool_calls(call("ls", {})), text("all done"))
     assert claw(root, "run", env=env).exit_code == 0
     assert claw(root, "list", env={"CLAW_NOW": NOW}).stdout == (

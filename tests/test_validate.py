@@ -41,8 +41,8 @@ def test_invalid_skill_file_fails_validate(tmp_path: Path) -> None:
     r = claw(root, "validate")
     assert (r.exit_code, r.stderr) == (
         2,
-        "claw: skills/broken/SKILL.md: not a valid skill: it needs YAML front matter "
-        "with a name and a description\n",
+        "claw: skills/broken/SKILL.md: not a valid skill: no front matter: it must start "
+        "with a --- block holding name and description\n",
     )
 
 

@@ -14,18 +14,18 @@ from claw_batch.errors import ClawfileError
 def validate(directory: Path | None, file: Path | None, verbose: bool, quiet: bool) -> int:
     """Check the clawfile, its templates and the skills (exit 2 on error)."""
     from claw_batch import skills
+    from claw_batch.skillreport import shown
 
     project = load(directory, file, cache="off")
     dirs = skills.skill_dirs(project.root, project.config.workspace)
-    bad = skills.invalid(dirs)
+    scanned = skills.scan(dirs)
+    bad = [
+        f"{shown(s.path, project.root)}: not a valid skill: {problem}"
+        for s in scanned
+        for problem in s.problems
+    ]
     if bad:
-        raise ClawfileError(
-            "\n".join(
-                f"{_shown(p, project.root)}: not a valid skill: it needs YAML front matter "
-                "with a name and a description"
-                for p in bad
-            )
-        )
+        raise ClawfileError("\n".join(bad))
     found = skills.discover(dirs)
     if not quiet:
         n = len(project.config.tasks)
@@ -35,7 +35,3 @@ def validate(directory: Path | None, file: Path | None, verbose: bool, quiet: bo
             err=True,
         )
     return 0
-
-
-def _shown(path: Path, root: Path) -> str:
-    return path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)

@@ -44,6 +44,10 @@ def read(
     lines = load_text(real, shown, "replace").split("\n")
     if lines[-1] == "":  # the newline that ends the last line does not start another one
         lines.pop()
+    if real.name == "SKILL.md" and pol.skill_dir(real) is not None:
+        # Agent Skills write {baseDir} for their own directory, as the model should name it
+        base = pol.relative(real.parent)
+        lines = [line.replace("{baseDir}", base) for line in lines]
     text = _window(lines, offset or 1, min(limit or MAX_LINES, MAX_LINES))
     return fence(text, shown) if pol.is_untrusted(shown) else text
 

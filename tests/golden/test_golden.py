@@ -141,12 +141,13 @@ def to_reply(spec: dict[str, Any]) -> Reply:
 
 def snapshot_files(root: Path) -> dict[str, bytes]:
     """Every file of the project but the state database (binary, and its own tests' job)
-    and the cache of the validated clawfile (test_configcache's)."""
+    and the caches of the validated clawfile and the parsed skills (test_configcache's and
+    test_skills')."""
+    caches = (".claw/state.db", ".claw/clawfile.json", ".claw/skills.json")
     return {
         p.relative_to(root).as_posix(): p.read_bytes()
         for p in sorted(root.rglob("*"))
-        if p.is_file()
-        and not p.relative_to(root).as_posix().startswith((".claw/state.db", ".claw/clawfile.json"))
+        if p.is_file() and not p.relative_to(root).as_posix().startswith(caches)
     }
 
 

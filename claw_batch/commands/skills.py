@@ -1,0 +1,86 @@
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from claw_batch.commands.common import handle_errors, load, project_options
+
+if TYPE_CHECKING:
+    from claw_batch.skillreport import Entry
+
+
+@click.group()
+def skills() -> None:
+    """The skills tasks can be offered: workspace/skills, skills/, ~/.config/claw/skills and
+    claw's built-in ones, in that order of precedence."""
+
+
+@skills.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+@project_options
+@handle_errors
+def list_skills(
+    as_json: bool, directory: Path | None, file: Path | None, verbose: bool, quiet: bool
+) -> int:
+    """Each skill found: where it is, whether it is offered (ok) or why not."""
+    listed = _entries(directory, file)
+    if as_json:
+        rows = [
+            {
+                "name": e.skill.name,
+                "source": e.skill.source,
+                "path": e.shown,
+                "state": e.state,
+                "detail": e.detail,
+                "description": e.skill.description,
+            }
+            for e in listed
+        ]
+        click.echo(json.dumps(rows, indent=2))
+        return 0
+    if not listed:
+        click.echo("claw: no skills found", err=True)
+        return 0
+    width = max(len(e.skill.name) for e in listed)
+    for e in listed:
+        state = f"{e.state}: {e.detail}" if e.detail else e.state
+        click.echo(f"{e.skill.name:<{width}}  {e.skill.source:<9}  {state}")
+        if e.skill.description and not quiet:
+            click.echo(f"{'':<{width}}  {'':<9}  {e.skill.description}  ({e.shown})")
+    return 0
+
+
+@skills.command()
+@project_options
+@handle_errors
+def check(directory: Path | None, file: Path | None, verbose: bool, quiet: bool) -> int:
+    """Validate every skill found (exit 2 when one is invalid); warn about skills that are
+    not available here, shadowed, or use front matter keys claw does not know."""
+    from claw_batch.errors import ClawfileError
+    from claw_batch.skillreport import findings
+
+    listed = _entries(directory, file)
+    found = findings(listed)
+    for f in found:
+        if f.level == "warning" and not quiet:
+            click.echo(f"{f.shown}: warning: {f.text}", err=True)
+    errors = [f"{f.shown}: {f.text}" for f in found if f.level == "error"]
+    if errors:
+        raise ClawfileError("\n".join(errors))
+    if not quiet:
+        ok = sum(e.state == "ok" for e in listed)
+        click.echo(f"claw: {len(listed)} skills found, {ok} offered, none invalid", err=True)
+    return 0
+
+
+def _entries(directory: Path | None, file: Path | None) -> list[Entry]:
+    from claw_batch import skills as skill_lib
+    from claw_batch.skillreport import entries
+
+    project = load(directory, file)
+    dirs = skill_lib.skill_dirs(project.root, project.config.workspace)
+    return entries(skill_lib.scan(dirs), project.root, os.environ)
