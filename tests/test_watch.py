@@ -77,6 +77,10 @@ class Session:
         finished = threading.Event()
 
         def run_script() -> None:
+            # Once it watches: a slow start (a loaded machine) must not reorder the drops.
+            deadline = time.monotonic() + limit
+            while not self.watcher.watched and time.monotonic() < deadline:
+                time.sleep(0.01)
             script()
             finished.set()
 
