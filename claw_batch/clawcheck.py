@@ -203,6 +203,7 @@ def _task(name: str, task: Task, source: YamlSource, root: Path) -> list[Problem
             )
         )
     problems += _watch(name, task, source)
+    problems += _watched_outputs(name, task, source)
     problems += _prompt(name, task, source, root)
     foreach = task.fans_out
     if task.output is not None:
@@ -240,6 +241,32 @@ def _watch(name: str, task: Task, source: YamlSource) -> list[Problem]:
                         "there would be processed again; use a folder the globs do not reach",
                     )
                 )
+    return problems
+
+
+def _watched_outputs(name: str, task: Task, source: YamlSource) -> list[Problem]:
+    """An output that claw watch would see as a new file of the task's own (watched and,
+    with foreach, an item) starts its task again, and that one's output another, forever."""
+    from claw_batch import overlap
+
+    outputs: list[tuple[KeyPath, str]] = [(_where(source, name, "output"), task.output or "")]
+    outputs += [((*_where(source, name, "outputs"), i), o) for i, o in enumerate(task.outputs)]
+    problems = []
+    for at, output in outputs:
+        if not output or not task.watch:
+            continue
+        written = overlap.writes(output, name)
+        if task.foreach is not None and not overlap.intersect(overlap.reads(task.foreach), written):
+            continue
+        glob = next((g for g in task.watch if overlap.intersect(overlap.reads(g), written)), None)
+        if glob is not None:
+            problems.append(
+                source.problem(
+                    at,
+                    f"{output!r} can name a file the glob {glob!r} watches: each output would "
+                    "start the task again; write it where the watch globs do not reach",
+                )
+            )
     return problems
 
 

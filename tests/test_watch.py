@@ -558,3 +558,28 @@ def test_a_watch_task_with_foreach_runs_the_jobs_of_its_items(
         "(foreach: inbox/*.txt); nothing to run for it"
     ) in session.log
     assert session.log.count("inbox/b.csv is watched") == 1
+
+
+# --- found in review ------------------------------------------------------------------------------
+
+
+def test_an_output_its_own_watch_reaches_is_refused(tmp_path: Path) -> None:
+    """Each output would be a new watched file, whose output would be another, forever."""
+    root = make_project(
+        tmp_path / "p",
+        """
+        version: 1
+        tasks:
+          t:
+            prompt: "Sum up {{ item.path }}"
+            watch: ["notes/*.md"]
+            output: "notes/{{ item.stem }}.summary.md"
+        """,
+    )
+    result = claw(root, "validate")
+    assert result.exit_code == 2
+    assert (
+        "clawfile.yaml:6: tasks.t.output: 'notes/{{ item.stem }}.summary.md' can name a file "
+        "the glob 'notes/*.md' watches: each output would start the task again; write it "
+        "where the watch globs do not reach"
+    ) in result.stderr
