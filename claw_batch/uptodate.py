@@ -81,6 +81,10 @@ def fingerprint(
     )
 
 
+# How a reason for not running says that an output edited by hand is kept.
+KEPT = "was modified by hand; kept (-B overwrites it)"
+
+
 @dataclass(frozen=True)
 class Decision:
     run: bool
@@ -114,7 +118,7 @@ def decide(
     modified = tuple(p for p, h in outputs_now.items() if h is not None and h != done.outputs[p])
     changes = explain(done.parts, fp.parts) if done.fingerprint != fp.value else []
     if modified:
-        kept = [f"output {p} was modified by hand; kept (-B overwrites it)" for p in modified]
+        kept = [f"output {p} {KEPT}" for p in modified]
         return Decision(False, (*kept, *changes), modified)
     reasons = [f"output {p} is missing" for p in missing] + changes
     return Decision(bool(reasons), tuple(reasons))

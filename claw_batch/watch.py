@@ -32,14 +32,16 @@ from claw_batch.errors import ClawError, Interrupted, UsageError
 from claw_batch.filehash import FileHashes
 from claw_batch.jobs import Job, glob_files, select_tasks
 from claw_batch.progress import Progress
+from claw_batch.results import JobResult
 from claw_batch.runner import Runner, RunOptions, RunSummary
 from claw_batch.settle import Settling, StatKey, ignored, stat_key
 from claw_batch.state import State
+from claw_batch.uptodate import KEPT
 from claw_batch.watchledger import Handled, WatchLedger, watch_key
 
 TICK = 0.05  # seconds between looks at new events
 LOCKED_RETRY = 1.0  # seconds before files are tried again when another run holds the project
-DONE = frozenset({"ok", "up-to-date", "modified"})  # the content is processed
+DONE = frozenset({"ok", "up-to-date"})  # the content is processed
 FAILED = frozenset({"failed", "limit", "skipped"})  # it failed (or its upstream did)
 
 
@@ -279,11 +281,8 @@ class Watcher:
         repeats: dict[_Arrival, Handled | _Arrival | None],
     ) -> None:
         """Under the project lock, after the run: the ledger, then the moves."""
-        status = {(r.job.task, r.job.item): r.status for r in summary.results}
-        outcome: dict[_Arrival, str] = {}
-        for a in arrivals:
-            s = status.get((a.task, a.rel), "")
-            outcome[a] = "ok" if s in DONE else "failed" if s in FAILED else ""
+        results = {(r.job.task, r.job.item): r for r in summary.results}
+        outcome = {a: self._outcome(a, results.get((a.task, a.rel))) for a in arrivals}
         for a, known in repeats.items():
             if isinstance(known, _Arrival) and outcome.get(known):
                 self._say(a, f"the same content as {known.rel}, in this run")
@@ -305,6 +304,21 @@ class Watcher:
                 self.failed.add((a.task, a.content, keys[a.task]))
             if o:
                 self._finish(a, o)
+
+    def _outcome(self, a: _Arrival, result: JobResult | None) -> str:
+        """ok: its content is processed; failed: its job failed; "": neither (not run)."""
+        if result is None:
+            return ""
+        if result.status == "modified":  # an output edited by hand is kept: the job did not run
+            if all(reason.endswith(KEPT) for reason in result.reasons):
+                return "ok"  # and nothing else changed since it ran for this content
+            self._say(
+                a,
+                "not processed: its output was edited by hand since claw wrote it, and is "
+                "kept; move the edit aside, then change the file or restart claw watch",
+            )
+            return "failed"
+        return "ok" if result.status in DONE else "failed" if result.status in FAILED else ""
 
     def _finish(self, a: _Arrival, outcome: str) -> None:
         """The file is handled: remember it as it is, and move it where the task says."""

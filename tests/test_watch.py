@@ -583,3 +583,29 @@ def test_an_output_its_own_watch_reaches_is_refused(tmp_path: Path) -> None:
         "the glob 'notes/*.md' watches: each output would start the task again; write it "
         "where the watch globs do not reach"
     ) in result.stderr
+
+
+def test_new_content_whose_output_was_edited_by_hand_is_not_done(
+    project: Path, server: FakeOpenAI
+) -> None:
+    """The engine keeps a hand-edited output and does not run: the new content was not
+    processed, so it must not be recorded as done (nor moved to done/)."""
+    session = Session(project, server)
+
+    def script() -> None:
+        drop(project, "inbox/a.txt", "alpha\n")
+        wait_for(lambda: (project / "inbox" / "done" / "a.txt").exists())
+        (project / "out" / "a.md").write_text("edited by hand\n")
+        drop(project, "inbox/a.txt", "omega\n")
+
+    session.serve(script, done=lambda: bool(files_under(project, "inbox/failed")), limit=10)
+    assert [content_of(r) for r in server.requests] == ["alpha"]
+    assert files_under(project, "inbox/done") == ["a.txt"]
+    assert files_under(project, "inbox/failed") == ["a.txt"]
+    assert (project / "inbox" / "failed" / "a.txt").read_text() == "omega\n"
+    assert ledger(project) == [("triage", "inbox/a.txt", "ok"), ("triage", "inbox/a.txt", "failed")]
+    assert (
+        "claw watch: triage[inbox/a.txt]: not processed: its output was edited by hand since "
+        "claw wrote it, and is kept; move the edit aside, then change the file or restart "
+        "claw watch"
+    ) in session.log
