@@ -328,13 +328,15 @@ class Watcher:
         if folder is None:
             return
         try:
-            moved = move_into(self.project.root, a.rel, folder, inode=a.stat[2])
+            moved = move_into(self.project.root, a.rel, folder, stat=a.stat)
         except OSError as e:
             self.progress.message(f"claw watch: cannot move {a.rel} to {folder}/: {e}")
             return
-        if moved is not None:
-            self.handled.pop((a.task, a.rel), None)
-            self.progress.message(f"claw watch: {a.rel} -> {moved}")
+        if moved is None:
+            self._say(a, "changed since it was handed over: not moved; it is handled again")
+            return
+        self.handled.pop((a.task, a.rel), None)
+        self.progress.message(f"claw watch: {a.rel} -> {moved}")
 
     def _say(self, a: _Arrival, text: str) -> None:
         self.progress.message(f"claw watch: {a.task}[{a.rel}]: {text}")
@@ -382,12 +384,12 @@ def _directories(tasks: Iterable[Task]) -> dict[str, bool]:
     return found
 
 
-def move_into(root: Path, rel: str, folder: str, inode: int | None = None) -> str | None:
+def move_into(root: Path, rel: str, folder: str, stat: StatKey | None = None) -> str | None:
     """Move a project file into a project folder under its own name, or with `.1`, `.2`...
     before its suffix when that name is taken: nothing is overwritten (a hard link claims
-    the name atomically; the original name is unlinked after). With `inode`, only that
-    file is moved: when another file has taken its name since (a new drop), nothing is
-    moved and None returned. Returns where it went."""
+    the name atomically; the original name is unlinked after). With `stat`, only that
+    file as it was then is moved: when another file has taken its name since (a new drop),
+    or it was written to, nothing is moved and None returned. Returns where it went."""
     real_root = os.path.realpath(root)
     target = os.path.realpath(os.path.join(root, folder))
     if os.path.commonpath([real_root, target]) != real_root:
@@ -402,10 +404,10 @@ def move_into(root: Path, rel: str, folder: str, inode: int | None = None) -> st
             os.link(source, destination)
         except FileExistsError:
             continue
-        if inode is not None and os.stat(destination).st_ino != inode:
-            os.unlink(destination)  # a new file under the old name: it has its own turn
+        if stat is not None and stat_key(destination) != stat:
+            os.unlink(destination)  # a new file or new content: it has its own turn
             return None
-        if inode is None or os.stat(source).st_ino == inode:
+        if stat is None or os.stat(source).st_ino == stat[2]:
             os.unlink(source)
         return os.path.relpath(destination, real_root)
     raise OSError(f"{folder}/ holds 10,000 files named like {os.path.basename(rel)}")

@@ -609,3 +609,31 @@ def test_new_content_whose_output_was_edited_by_hand_is_not_done(
         "claw wrote it, and is kept; move the edit aside, then change the file or restart "
         "claw watch"
     ) in session.log
+
+
+def test_a_file_changed_while_its_job_runs_is_processed_again(
+    project: Path, server: FakeOpenAI
+) -> None:
+    """Rewritten in place (same inode) during its job: not moved to done/ with content no
+    job saw, but handled again."""
+    changed = threading.Event()
+
+    def slow_first(body: dict[str, Any]) -> Reply:
+        if len(server.requests) == 1:
+            assert changed.wait(10)
+        return answer(body)
+
+    server.handler = slow_first
+    session = Session(project, server)
+
+    def script() -> None:
+        drop(project, "inbox/a.txt", "alpha\n")
+        wait_for(lambda: len(server.requests) == 1)
+        (project / "inbox" / "a.txt").write_text("omega\n")  # the same inode
+        changed.set()
+
+    session.serve(script, done=lambda: len(server.requests) == 2, limit=10)
+    wait_for(lambda: bool(files_under(project, "inbox/done")))
+    assert [content_of(r) for r in server.requests] == ["alpha", "omega"]
+    assert files_under(project, "inbox/done") == ["a.txt"]
+    assert (project / "inbox" / "done" / "a.txt").read_text() == "omega\n"
