@@ -85,6 +85,7 @@ class Watcher:
         self.reload = reload
         self.clock = clock
         self.root = str(project.root)
+        self.real_root = os.path.realpath(project.root)
         self.names = _watch_tasks(project, options.targets)
         self.settling = Settling(watch.settle, lambda rel: stat_key(os.path.join(self.root, rel)))
         self.events: queue.SimpleQueue[tuple[str, float]] = queue.SimpleQueue()
@@ -241,12 +242,10 @@ class Watcher:
                 stat = stat_key(os.path.join(self.root, rel))
                 if stat is None or self.handled.get((name, rel)) == stat:
                     continue
-                if not any(globs.match(g, rel) for g in task.item_globs):
+                why = self._not_a_job(task, rel)
+                if why is not None:
                     self.handled[(name, rel)] = stat  # said once, until it changes
-                    self.progress.message(
-                        f"claw watch: {name}: {rel} is watched but is not one of its items "
-                        f"(foreach: {task.foreach}); nothing to run for it"
-                    )
+                    self.progress.message(f"claw watch: {name}: {rel} {why}")
                     continue
                 content = hashes.hash(rel)
                 if content is None:
@@ -263,6 +262,22 @@ class Watcher:
                     first[(name, content)] = arrival
                     arrivals.append(arrival)
         return arrivals, repeats
+
+    def _not_a_job(self, task: Task, rel: str) -> str | None:
+        """Why a watched file is none of the task's jobs, if it is not."""
+        if not any(globs.match(g, rel) for g in task.item_globs):
+            return (
+                f"is watched but is not one of its items (foreach: {task.foreach}); "
+                "nothing to run for it"
+            )
+        real = os.path.realpath(os.path.join(self.root, rel))
+        if os.path.commonpath([self.real_root, real]) != self.real_root:
+            # What `claw run` and the rescan never see (glob_files): no job reads it.
+            return (
+                f"resolves to {real}, outside the project; it is not processed "
+                "(watched files must be inside the project)"
+            )
+        return None
 
     def _settle_repeats(self, repeats: dict[_Arrival, Handled | _Arrival | None]) -> None:
         """Files whose content was handled before this batch: said, and moved like it was."""

@@ -637,3 +637,28 @@ def test_a_file_changed_while_its_job_runs_is_processed_again(
     assert [content_of(r) for r in server.requests] == ["alpha", "omega"]
     assert files_under(project, "inbox/done") == ["a.txt"]
     assert (project / "inbox" / "done" / "a.txt").read_text() == "omega\n"
+
+
+def test_a_watched_symlink_out_of_the_project_is_left_alone(
+    tmp_path: Path, project: Path, server: FakeOpenAI
+) -> None:
+    """Like `claw run` and the rescan, which never see it: no job, and the rest of its
+    batch runs."""
+    (tmp_path / "secret.txt").write_text("secret\n")
+    (project / "inbox").mkdir()
+    session = Session(project, server)
+
+    def script() -> None:
+        time.sleep(0.5)  # watched: the link is an event, not a find of the rescan
+        (project / "inbox" / "evil.txt").symlink_to(tmp_path / "secret.txt")
+        drop(project, "inbox/a.txt", "alpha\n")
+
+    session.serve(script, done=lambda: bool(files_under(project, "inbox/done")), limit=10)
+    assert [content_of(r) for r in server.requests] == ["alpha"]
+    assert files_under(project, "inbox/done") == ["a.txt"]
+    assert (project / "inbox" / "evil.txt").is_symlink()
+    assert (
+        f"claw watch: triage: inbox/evil.txt resolves to {tmp_path / 'secret.txt'}, outside "
+        "the project; it is not processed (watched files must be inside the project)"
+    ) in session.log
+    assert "refused" not in session.log
