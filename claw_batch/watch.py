@@ -12,6 +12,7 @@ watched). Processed files can be moved to the task's `done:` folder, failed ones
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import queue
@@ -19,11 +20,10 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
-from watchdog.observers.api import BaseObserver
+from watchdog.observers.api import BaseObserver, ObservedWatch
 
 from claw_batch import globs
 from claw_batch.clock import now_for_run
@@ -91,7 +91,8 @@ class Watcher:
         self.events: queue.SimpleQueue[tuple[str, float]] = queue.SimpleQueue()
         self.handled: dict[tuple[str, str], StatKey] = {}  # (task, file): as it was handled
         self.failed: set[tuple[str, str, str]] = set()  # (task, content, key) this session
-        self.watched: dict[str, tuple[Any, bool]] = {}  # directory -> (its watch, recursive)
+        # directory -> (its watch, recursive, the directory's inode)
+        self.watched: dict[str, tuple[ObservedWatch, bool, int]] = {}
         self.clawfile_stamp = stat_key(str(project.clawfile))
 
     @property
@@ -189,10 +190,20 @@ class Watcher:
             path = os.path.join(self.root, directory)
             while not os.path.isdir(path) and path != self.root:
                 path, recursive = os.path.dirname(path), False
-            if path in self.watched and self.watched[path][1] >= recursive:
-                continue
-            watch = observer.schedule(handler, path, recursive=recursive)
-            self.watched[path] = (watch, recursive)
+            try:
+                inode = os.stat(path).st_ino
+            except FileNotFoundError:
+                continue  # gone again: the event that says so brings us back here
+            known = self.watched.get(path)
+            if known is not None:
+                # A directory deleted (its watch stopped) or replaced by another: watch anew.
+                if known[1] >= recursive and known[2] == inode and _alive(observer, known[0]):
+                    continue
+                del self.watched[path]
+                observer.unschedule(known[0])  # else schedule() would hand back the dead watch
+            with contextlib.suppress(FileNotFoundError):
+                watch = observer.schedule(handler, path, recursive=recursive)
+                self.watched[path] = (watch, recursive, inode)
 
     # --- handing files over ---------------------------------------------------------------
 
@@ -426,6 +437,11 @@ def move_into(root: Path, rel: str, folder: str, stat: StatKey | None = None) ->
             os.unlink(source)
         return os.path.relpath(destination, real_root)
     raise OSError(f"{folder}/ holds 10,000 files named like {os.path.basename(rel)}")
+
+
+def _alive(observer: BaseObserver, watch: ObservedWatch) -> bool:
+    """False once the directory a watch started in was deleted: its emitter stops itself."""
+    return any(e.watch == watch and e.should_keep_running() for e in observer.emitters)
 
 
 class _Handler(FileSystemEventHandler):

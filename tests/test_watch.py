@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -662,3 +663,22 @@ def test_a_watched_symlink_out_of_the_project_is_left_alone(
         "the project; it is not processed (watched files must be inside the project)"
     ) in session.log
     assert "refused" not in session.log
+
+
+def test_a_watched_folder_deleted_and_made_again_is_watched_again(
+    project: Path, server: FakeOpenAI
+) -> None:
+    session = Session(project, server)  # rescans every 30 s: events alone must do it
+
+    def script() -> None:
+        drop(project, "inbox/a.txt", "alpha\n")
+        wait_for(lambda: len(server.requests) == 1)
+        time.sleep(0.3)
+        shutil.rmtree(project / "inbox")
+        time.sleep(0.3)
+        (project / "inbox").mkdir()
+        time.sleep(0.3)
+        drop(project, "inbox/b.txt", "beta\n")
+
+    session.serve(script, done=lambda: len(server.requests) == 2, limit=8)
+    assert [content_of(r) for r in server.requests] == ["alpha", "beta"]
