@@ -121,7 +121,9 @@ class Watcher:
         next_rescan = 0.0
         while until is None or not until():
             now = self.clock.now()
-            if self._drain():  # a directory came or went: watch what exists now, look again
+            reloaded = self._maybe_reload()
+            # A directory came or went, or the globs changed: watch what exists now, look again.
+            if self._drain() or reloaded:
                 next_rescan = now
             if now >= next_rescan:
                 self._observe(observer)
@@ -210,7 +212,6 @@ class Watcher:
     def process(self, ready: list[str]) -> int:
         """Run the jobs of the settled files that are new content; returns the run's exit
         code (0 when nothing ran)."""
-        self._maybe_reload()
         state = State(self.project.root / ".claw" / "state.db")
         try:
             ledger = WatchLedger(state)
@@ -367,21 +368,22 @@ class Watcher:
     def _say(self, a: _Arrival, text: str) -> None:
         self.progress.message(f"claw watch: {a.task}[{a.rel}]: {text}")
 
-    def _maybe_reload(self) -> None:
-        """A clawfile edited while watching is read again; a broken one is reported and the
-        last good one kept."""
+    def _maybe_reload(self) -> bool:
+        """A clawfile edited while watching is read again (True); a broken one is reported
+        and the last good one kept."""
         stamp = stat_key(str(self.project.clawfile))
         if self.reload is None or stamp == self.clawfile_stamp:
-            return
+            return False
         self.clawfile_stamp = stamp
         try:
             project = self.reload()
             names = _watch_tasks(project, self.options.targets)
         except ClawError as e:
             self.progress.message(f"claw watch: {e}\nclaw watch: keeping the clawfile as it was")
-            return
+            return False
         self.project, self.names = project, names
         self.progress.message("claw watch: clawfile changed; read it again")
+        return True
 
 
 def _watch_tasks(project: Project, targets: tuple[str, ...]) -> list[str]:

@@ -682,3 +682,21 @@ def test_a_watched_folder_deleted_and_made_again_is_watched_again(
 
     session.serve(script, done=lambda: len(server.requests) == 2, limit=8)
     assert [content_of(r) for r in server.requests] == ["alpha", "beta"]
+
+
+def test_a_glob_added_to_the_clawfile_is_watched_at_once(project: Path, server: FakeOpenAI) -> None:
+    """Not only once something settles in the folders watched before."""
+    session = Session(project, server)
+    clawfile = project / "clawfile.yaml"
+
+    def script() -> None:
+        time.sleep(0.5)
+        clawfile.write_text(
+            clawfile.read_text().replace('["inbox/*.txt"]', '["inbox/*.txt", "mail/*.eml"]')
+        )
+        time.sleep(0.5)
+        drop(project, "mail/x.eml", "mailed\n")
+
+    session.serve(script, done=lambda: len(server.requests) == 1, limit=8)
+    assert [content_of(r) for r in server.requests] == ["mailed"]
+    assert "claw watch: clawfile changed; read it again" in session.log
