@@ -7,6 +7,7 @@ nothing here is hand-written JSON Schema.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,8 @@ class ToolContext:
     bash_allow: tuple[str, ...] | bool = False  # permissions.bash: patterns, True, or off
     sandbox: Sandbox | None = None
     workspace: str = "workspace"  # project-relative: where MEMORY.md and memory/ live
+    today: dt.date | None = None  # the run's date (CLAW_NOW pins it); None: the machine's
+    untrusted: str | None = None  # the job reads untrusted content: this (what remember marks)
 
 
 ToolFn = Callable[..., str]
