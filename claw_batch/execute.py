@@ -64,6 +64,8 @@ class JobExecution:
             deadline=deadline,
             bash_allow=_bash_allow(task),
             workspace=self.run.workspace,
+            today=self.run.now.date(),
+            untrusted=_untrusted(p),
         )
         settings = LoopSettings(
             model=model_name,
@@ -107,6 +109,15 @@ class JobExecution:
                 raise TaskFailed(f"output {p.output}: {e.strerror or e}") from e
         verdict = json.loads(text) if p.task.check else None
         return Outcome(text, result, p.output, verdict)
+
+
+def _untrusted(p: Prepared) -> str | None:
+    """What the job reads from outside the project: its item or inputs among the untrusted
+    (watched) files, else a watch task's globs. The facts it remembers are marked with it."""
+    outside = [path for path in p.inputs if p.policy.is_untrusted(path)]
+    if outside:
+        return outside[0] + (f" and {len(outside) - 1} more" if len(outside) > 1 else "")
+    return ", ".join(p.task.watch) if p.task.watch else None
 
 
 def _bash_allow(task: Task) -> tuple[str, ...] | bool:
