@@ -21,6 +21,7 @@ COMMANDS = {
     "schedule": "claw_batch.commands.schedule:schedule",
     "log": "claw_batch.commands.log:log",
     "watch": "claw_batch.commands.watch:watch",
+    "memory": "claw_batch.commands.memory:memory",
     "skills": "claw_batch.commands.skills:skills",
 }
 

@@ -1,0 +1,54 @@
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import click
+
+from claw_batch.commands.common import handle_errors, load, project_options
+
+
+@click.group()
+def memory() -> None:
+    """The workspace's memory: MEMORY.md, the daily notes and the archive."""
+
+
+@memory.command()
+@click.argument("query", nargs=-1, required=True)
+@click.option("-n", "--limit", type=click.IntRange(min=1), default=8, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+@project_options
+@handle_errors
+def search(
+    query: tuple[str, ...],
+    limit: int,
+    as_json: bool,
+    directory: Path | None,
+    file: Path | None,
+    verbose: bool,
+    quiet: bool,
+) -> int:
+    """Search memory for words, as the memory_search tool does: facts whose key is the
+    query first, then headings and #tags, then lines of text with context; newer daily
+    notes rank higher. Exits 1 when nothing matches."""
+    from claw_batch import recall
+    from claw_batch.clock import now_for_run
+    from claw_batch.errors import UsageError
+
+    text = " ".join(query)
+    if not recall.words(text):
+        raise UsageError("query is empty; give one or more words to look for")
+    project = load(directory, file)
+    workspace = project.config.workspace
+    if not (project.root / workspace).is_dir():
+        raise UsageError(f"no workspace: {project.root / workspace} is not a directory")
+    today = now_for_run(os.environ).date()
+    found = recall.search(project.root, workspace, text, limit=limit, today=today)
+    if as_json:
+        click.echo(json.dumps(found.as_json(), indent=2, ensure_ascii=False))
+    elif found.hits:
+        click.echo(recall.render(found))
+    else:
+        click.echo(f"claw: no memory matches {found.query!r}", err=True)
+    return 0 if found.hits else 1
