@@ -167,6 +167,16 @@ class Clawfile:
     default: tuple[str, ...] | None = None
     prices: Mapping[str, Price] = field(default_factory=dict)
 
+    @property
+    def untrusted(self) -> tuple[str, ...]:
+        """Globs of the files that come from outside the project, whichever task reads them:
+        what the watch tasks watch, and the done:/failed: folders those files are moved to."""
+        found: list[str] = []
+        for task in self.tasks.values():
+            found += task.watch
+            found += [f"{folder}/**" for folder in (task.done, task.failed) if folder]
+        return tuple(dict.fromkeys(found))
+
     @classmethod
     def of(cls, data: JsonDict, variables: Mapping[str, frozenset[str]] | None = None) -> Clawfile:
         """From the validated document; `variables`: per task, the template variables it reads."""

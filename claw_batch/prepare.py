@@ -275,7 +275,8 @@ def _prompt(
 ) -> str:
     source, name = run.project.prompt_source(job.task)
     task = run.project.config.tasks[job.task]
-    prompt = render.render(source, name, variables, root=run.project.root, untrusted=task.watch)
+    untrusted = run.project.config.untrusted
+    prompt = render.render(source, name, variables, root=run.project.root, untrusted=untrusted)
     if schema is not None:
         prompt += answers.instructions(schema, check=task.check)
     return prompt
@@ -319,6 +320,6 @@ def policy_for(
         write_globs=tuple(task.permissions.write),
         outputs=declared,
         protected=(".git", ".claw", f"{run.workspace}/memory"),
-        untrusted=task.watch,
+        untrusted=run.project.config.untrusted,
         skill_dirs=tuple(d for s in offered if (d := s.readable_directory(run.project.root))),
     )
