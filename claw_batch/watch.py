@@ -336,6 +336,13 @@ class Watcher:
         """ok: its content is processed; failed: its job failed; "": neither (not run)."""
         if result is None:
             return ""
+        if result.reason == "ModelError":  # the endpoint failed, not this content
+            self._say(
+                a,
+                "not processed: the model endpoint failed; it stays where it is and is tried "
+                f"again at the next rescan (every {self.watch.rescan:g} s)",
+            )
+            return ""
         if result.status == "modified":  # an output edited by hand is kept: the job did not run
             if all(reason.endswith(KEPT) for reason in result.reasons):
                 return "ok"  # and nothing else changed since it ran for this content

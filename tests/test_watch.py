@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_openai import FakeOpenAI, Reply, call, hang, text, tool_calls
+from fake_openai import FakeOpenAI, Reply, call, error, hang, text, tool_calls
 from helpers import claw, make_project
 
 from claw_batch.configcache import load_project
@@ -739,3 +739,27 @@ def test_watched_content_is_fenced_for_every_task_and_in_done(
     assert result.exit_code == 0, result.stderr
     tool = [m for m in server.requests[-1]["messages"] if m["role"] == "tool"]
     assert tool[0]["content"].startswith('<untrusted-data source="inbox/done/old.txt"')
+
+
+def test_a_file_whose_model_call_failed_stays_and_is_tried_again(
+    project: Path, server: FakeOpenAI
+) -> None:
+    """The endpoint failed, not the file's content: not failed/ (where nothing would ever
+    look at it again), but left where it is for the next rescan."""
+    server.handler = None
+    server.enqueue(error(401, "bad key"))
+    session = Session(project, server, rescan=1)
+
+    def script() -> None:
+        drop(project, "inbox/a.txt", "alpha\n")
+        wait_for(lambda: len(server.requests) == 1)
+        server.handler = answer
+
+    session.serve(script, done=lambda: bool(files_under(project, "inbox/done")), limit=10)
+    assert files_under(project, "inbox/done") == ["a.txt"]
+    assert not (project / "inbox" / "failed").exists()
+    assert ledger(project) == [("triage", "inbox/a.txt", "ok")]
+    assert (
+        "claw watch: triage[inbox/a.txt]: not processed: the model endpoint failed; it stays "
+        "where it is and is tried again at the next rescan (every 1 s)"
+    ) in session.log
