@@ -82,7 +82,7 @@ def _stamp(path: str) -> Stamp:
 
 
 def _sections(root: Path, sources: list[str]) -> tuple[list[str], str]:
-    """The workspace file sections and the body of the daily notes section."""
+    """The workspace file sections and the body of the daily notes section (empty: none)."""
     sections: list[str] = []
     notes: list[str] = []
     budget = TOTAL_CAP
@@ -96,11 +96,11 @@ def _sections(root: Path, sources: list[str]) -> tuple[list[str], str]:
                 sections.append(f"## {WORKSPACE_FILES[n]}\n{body}")
             else:
                 notes.append(f"### {rel}\n{body}")
-    return sections, "\n\n".join(notes) or "(none yet)"
+    return sections, "\n\n".join(notes)
 
 
 def skills_section(skills: Sequence[Skill], root: Path, *, key: bool = False) -> str:
-    lines = ["## Skills", "Read a skill's SKILL.md with `read` before you use it."]
+    lines = ["## Skills (read its SKILL.md before using one)"]
     for s in skills:
         lines.append(f"- {s.name}: {s.description} ({shown_directory(s, root, key=key)}/SKILL.md)")
     return "\n".join(lines)
@@ -135,13 +135,12 @@ def _build(
     def compose(notes: str, date: str, where: str, key: bool = False) -> str:
         skills_text = skills_section(skills, root, key=key) if skills else ""
         parts = [
-            f"You are claw, a headless agent running the task '{task}' of the project below. "
-            "Use the tools to do the work; your last message, without tool calls, is the "
-            "result.",
+            f"You are claw, running the task '{task}' unattended with tools; your last message "
+            "without tool calls is the result.",
             *sections,
-            f"## Daily notes\n{notes}",
+            *([f"## Daily notes\n{notes}"] if notes else []),
             *([skills_text] if skills_text else []),
-            f"## Environment\nDate: {date}\nProject root: {where}",
+            f"## Environment\nDate: {date}\nProject root: {where} (tool paths are relative to it)",
         ]
         return "\n\n".join(parts) + "\n"
 

@@ -29,29 +29,31 @@ def test_layout(tmp_path: Path) -> None:
         root=tmp_path, workspace="workspace", task="t", skills=[skill], today=TODAY
     )
     assert prompt.text == (
-        "You are claw, a headless agent running the task 't' of the project below. Use the "
-        "tools to do the work; your last message, without tool calls, is the result.\n\n"
+        "You are claw, running the task 't' unattended with tools; your last message without "
+        "tool calls is the result.\n\n"
         "## AGENTS.md\nBe brief.\n\n"
         "## IDENTITY.md\nName: Claw\n\n"
         "## Daily notes\n"
         "### workspace/memory/2026-11-21.md\nyesterday's entry\n\n"
         "### workspace/memory/2026-11-22.md\ntoday's entry\n\n"
-        "## Skills\nRead a skill's SKILL.md with `read` before you use it.\n"
+        "## Skills (read its SKILL.md before using one)\n"
         "- tidy: Keep it tidy. (skills/tidy/SKILL.md)\n\n"
-        f"## Environment\nDate: 2026-11-22 (Sunday)\nProject root: {tmp_path}\n"
+        f"## Environment\nDate: 2026-11-22 (Sunday)\nProject root: {tmp_path} (tool paths are "
+        "relative to it)\n"
     )
     assert "2026-11-2" not in prompt.key_text.replace("2026-11-21.md", "").replace(
         "2026-11-22.md", ""
     )
     assert "## Daily notes\n<daily notes>" in prompt.key_text
-    assert "Date: <today>\nProject root: <project root>" in prompt.key_text
+    assert "Date: <today>\nProject root: <project root> (tool" in prompt.key_text
 
 
 def test_no_notes_and_no_files(tmp_path: Path) -> None:
     prompt = build_system_prompt(
         root=tmp_path, workspace="workspace", task="t", skills=[], today=TODAY
     )
-    assert "## Daily notes\n(none yet)\n\n## Environment" in prompt.text
+    assert "## Daily notes" not in prompt.text  # none yet: no section
+    assert "## Daily notes\n<daily notes>" in prompt.key_text  # replay keys do not tell
     assert "## Skills" not in prompt.text
 
 

@@ -58,7 +58,7 @@ def skills_cli(root: Path, *args: str) -> Result:
 
 def skill_lines(request: dict[str, Any]) -> list[str]:
     """The lines of the system prompt's skills list."""
-    section = system_prompt(request).split("## Skills\n", 1)[-1].split("\n\n", 1)[0]
+    section = system_prompt(request).split("## Skills", 1)[-1].split("\n\n", 1)[0]
     return [line for line in section.splitlines() if line.startswith("- ")]
 
 

@@ -75,19 +75,17 @@ def test_the_family() -> None:
 def test_read_spec() -> None:
     spec = TOOLS["read"].spec()
     assert spec.description == (
-        "Read a UTF-8 text file. Returns at most 2000 lines or 50 KB per call; a footer tells "
-        "how to continue when more remains."
+        "Read a text file, ≤ 2000 lines / 50 KB a call; a footer says how to go on."
     )
     assert spec.parameters == {
         "type": "object",
         "properties": {
-            "path": {"type": "string", "description": "Path relative to the project root"},
-            "offset": {"type": "integer", "minimum": 1, "description": "1-based line to start at"},
-            "limit": {"type": "integer", "minimum": 1, "description": "Number of lines to return"},
+            "path": {"type": "string"},  # relative to the project root: the system prompt says
+            "offset": {"type": "integer", "minimum": 1, "description": "first line, 1-based"},
+            "limit": {"type": "integer", "minimum": 1},
         },
         "required": ["path"],
-        "additionalProperties": False,
-    }
+    }  # unknown arguments are refused when a call is validated (test_invalid_arguments)
 
 
 def test_spec_without_required_arguments_has_an_empty_list() -> None:

@@ -35,11 +35,10 @@ DRAIN_SECONDS = 0.5  # after the kill, how long to wait for output still in flig
 def bash(
     ctx: ToolContext,
     *,
-    command: Annotated[str, Field(description="The command line, run with bash -c")],
-    timeout: Annotated[int, Field(ge=1, le=600, description="Seconds before it is killed")] = 120,
+    command: str,
+    timeout: Annotated[int, Field(ge=1, le=600, description="seconds")] = 120,
 ) -> str:
-    """Run a shell command in the project root. Returns the exit code and the combined
-    stdout/stderr (its end, when long). Background processes are killed when it returns."""
+    """Run `bash -c command` in the project root; returns the exit code and output tail."""
     check_allowed(ctx.bash_allow, command)
     limit = min(float(timeout), ctx.deadline - time.monotonic())
     if limit <= 0:

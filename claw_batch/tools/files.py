@@ -25,19 +25,19 @@ BINARY_SNIFF = 8192
 MAX_ENTRIES = 500
 MAX_FOUND = 1000
 
-FilePath = Annotated[str, Field(description="Path relative to the project root")]
-Dir = Annotated[str, Field(description="Directory relative to the project root")]
+# Paths are relative to the project root: the system prompt says so once, for every tool.
+FilePath = str
+Dir = str
 
 
 def read(
     ctx: ToolContext,
     *,
     path: FilePath,
-    offset: Annotated[int | None, Field(ge=1, description="1-based line to start at")] = None,
-    limit: Annotated[int | None, Field(ge=1, description="Number of lines to return")] = None,
+    offset: Annotated[int | None, Field(ge=1, description="first line, 1-based")] = None,
+    limit: Annotated[int | None, Field(ge=1)] = None,
 ) -> str:
-    """Read a UTF-8 text file. Returns at most 2000 lines or 50 KB per call; a footer tells
-    how to continue when more remains."""
+    """Read a text file, ≤ 2000 lines / 50 KB a call; a footer says how to go on."""
     pol = policy(ctx)
     real = pol.resolve_read(path)
     shown = pol.relative(real)
@@ -56,9 +56,9 @@ def write(
     ctx: ToolContext,
     *,
     path: FilePath,
-    content: Annotated[str, Field(description="The complete new content of the file")],
+    content: str,
 ) -> str:
-    """Create a file or replace its whole content (atomically); parent directories are created."""
+    """Create or replace a file atomically (parent folders are made)."""
     pol = policy(ctx)
     real = pol.resolve_write(path)
     shown = pol.relative(real)
@@ -74,12 +74,11 @@ def edit(
     ctx: ToolContext,
     *,
     path: FilePath,
-    old_string: Annotated[str, Field(description="Exact text to replace, including whitespace")],
-    new_string: Annotated[str, Field(description="Text to put in its place")],
-    replace_all: Annotated[bool, Field(description="Replace every occurrence")] = False,
+    old_string: str,
+    new_string: str,
+    replace_all: bool = False,
 ) -> str:
-    """Replace exact text in a file. old_string must occur exactly once unless replace_all is
-    set; include surrounding lines to make it unique."""
+    """Replace old_string (exact; once, unless replace_all) with new_string."""
     pol = policy(ctx)
     real = pol.resolve_write(path)
     shown = pol.relative(real)
@@ -104,7 +103,7 @@ def edit(
 
 
 def ls(ctx: ToolContext, *, path: Dir = ".") -> str:
-    """List a directory: sorted names, directories with a trailing /."""
+    """List a folder; folders end in /."""
     pol = policy(ctx)
     real = pol.resolve_read(path)
     shown = pol.relative(real)
@@ -125,15 +124,10 @@ def ls(ctx: ToolContext, *, path: Dir = ".") -> str:
 def find(
     ctx: ToolContext,
     *,
-    pattern: Annotated[
-        str,
-        Field(description="Glob, e.g. *.py (file names at any depth) or src/**/test_*.py"),
-    ],
+    pattern: Annotated[str, Field(description="e.g. *.py or src/**/test_*.py")],
     path: Dir = ".",
 ) -> str:
-    """Find files by glob: `*` stays within a directory, `**` spans directories. A pattern with
-    a / matches the path relative to the project root or to `path`. Hidden and git-ignored
-    files are skipped."""
+    """Find files by glob (`**` spans folders), skipping hidden and git-ignored ones."""
     pol = policy(ctx)
     real = pol.resolve_read(path)
     base = pol.relative(real)

@@ -28,17 +28,13 @@ CONTEXT_SEP = "\x01"
 def grep(
     ctx: ToolContext,
     *,
-    pattern: Annotated[str, Field(description="Regular expression (Rust regex syntax)")],
-    path: Annotated[str, Field(description="File or directory to search")] = ".",
-    glob: Annotated[
-        str | None,
-        Field(description="Only files matching this glob, e.g. *.py or src/**/*.ts"),
-    ] = None,
-    ignore_case: Annotated[bool, Field(description="Case-insensitive search")] = False,
-    context: Annotated[int, Field(ge=0, le=10, description="Lines of context around")] = 0,
+    pattern: Annotated[str, Field(description="Rust regex")],
+    path: str = ".",
+    glob: Annotated[str | None, Field(description="only files like this, e.g. *.py")] = None,
+    ignore_case: bool = False,
+    context: Annotated[int, Field(ge=0, le=10)] = 0,
 ) -> str:
-    """Search file contents with ripgrep. Prints `path:line:text` for matches (`path-line-text`
-    for context lines). Hidden, binary and git-ignored files are skipped."""
+    """Search file contents with ripgrep, skipping hidden, binary and git-ignored files."""
     pol = policy(ctx)
     real = pol.resolve_read(path)
     base = pol.relative(real)

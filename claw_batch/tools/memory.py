@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 import threading
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from claw_batch import memoryfile, recall
 from claw_batch.atomic import write_atomic
@@ -25,30 +26,36 @@ from claw_batch.tools.base import ToolContext
 from claw_batch.tools.files import load_text, require_file
 
 MAX_FACT_CHARS = 500
-KEY_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
 # Jobs of one run may call remember concurrently; the read-modify-write must not lose a fact.
 # (One `claw run` per project holds the project lock, so other processes are not a concern.)
 _LOCK = threading.Lock()
 
+
+def _key(key: str | None) -> str | None:
+    """Checked here rather than as a schema pattern, which every request would carry."""
+    if key is not None and not KEY.match(key):
+        raise ValueError(
+            "a key is 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or "
+            "digit, e.g. release-day"
+        )
+    return key
+
+
 Key = Annotated[
     str | None,
-    Field(
-        pattern=KEY_PATTERN,
-        description="Short stable name for the fact, e.g. release-day (lower-cased); "
-        "remembering the same key again replaces the fact",
-    ),
+    AfterValidator(_key),
+    Field(description="a stable name, e.g. release-day"),
 ]
 
 
 def remember(
     ctx: ToolContext,
     *,
-    text: Annotated[str, Field(description="The fact: one line, at most 500 characters")],
+    text: Annotated[str, Field(description="one line, ≤ 500 characters")],
     key: Key = None,
 ) -> str:
-    """Save a fact to long-term memory (MEMORY.md in the workspace), which is loaded into the
-    system prompt of later runs. Give a key for a fact that may change: a fact with the same
-    key is replaced. Without a key the fact is added unless it is already there."""
+    """Save a fact to MEMORY.md for later runs; the same key replaces it."""
     fact = memoryfile.marked(_one_line(text), ctx.untrusted)
     shown = f"{ctx.workspace}/{memoryfile.MEMORY_FILE}"
     real = _confined(ctx.root, shown)
@@ -72,19 +79,11 @@ def remember(
 def memory_search(
     ctx: ToolContext,
     *,
-    query: Annotated[
-        str,
-        Field(
-            description="Words to look for (case-insensitive, taken literally); a key, a "
-            "#tag or words of a heading rank first"
-        ),
-    ],
-    limit: Annotated[int, Field(ge=1, le=50, description="Most results to return")] = 8,
+    query: Annotated[str, Field(description="words, taken literally")],
+    limit: Annotated[int, Field(ge=1, le=50)] = 8,
 ) -> str:
-    """Search long-term memory (MEMORY.md), the daily notes (memory/YYYY-MM-DD.md) and the
-    memory archive for words. Best first: facts whose key is the query, then headings and
-    #tags, then lines of text (with context); newer notes rank higher. Prints
-    `path:line [kind] text`."""
+    """Search MEMORY.md, daily notes and archive: keys, then headings and #tags, then text;
+    newer first."""
     if not recall.words(query):
         raise ToolError("query is empty; give one or more words to look for")
     found = recall.search(ctx.root, ctx.workspace, query, limit=limit, today=_today(ctx))

@@ -50,7 +50,10 @@ class Tool:
 def _spec(name: str, description: str, params: type[pydantic.BaseModel]) -> ToolSpec:
     """Built once per tool: pydantic's schema generation costs about a millisecond."""
     schema = _clean_schema(params.model_json_schema())
-    schema["required"] = list(schema.get("required", []))
+    schema["required"] = list(schema.get("required", []))  # [] too: some servers want it
+    # Unknown arguments are refused when a call is validated (extra="forbid"); saying so in
+    # every request costs the prompt ~60 tokens.
+    schema.pop("additionalProperties", None)
     return ToolSpec(name=name, description=description, parameters=schema)
 
 
@@ -95,6 +98,8 @@ def _clean_schema(schema: Any) -> Any:
             out[key] = {name: _clean_schema(s) for name, s in value.items()}
         elif not (key == "title" and isinstance(value, str)):
             out[key] = value if key in _DATA_KEYS else _clean_schema(value)
+    if out.get("type") == "boolean" and out.get("default") is False:
+        del out["default"]  # an optional flag is off unless given: no need to say so
     variants = out.get("anyOf")
     if isinstance(variants, list) and len(variants) == 2 and {"type": "null"} in variants:
         del out["anyOf"]

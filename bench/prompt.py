@@ -1,0 +1,118 @@
+"""Prompt economy: what every model call of the example project carries before the task's own
+prompt — the system prompt and the schemas of all built-in tools — in tokens counted as
+characters / 4 (issue 5: at most 1,000).
+
+The system prompt is built as a run builds it, for each task of this repository's
+clawfile, from the example workspace as it is checked out (no daily notes yet) and, to show
+what a day of runs adds, with a daily note of one entry per task. Each tool schema is
+measured as the compact JSON of what claw sends: name, description, parameters.
+
+    python bench/prompt.py
+
+Exits 1 when the budget is exceeded (the daily notes are reported, not judged: they are as
+long as the day's results make them, within the system prompt's caps).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+from _common import REPO, machine, table, use_repo
+
+use_repo()
+
+from claw_batch import context, prepare, skills  # noqa: E402
+from claw_batch.configcache import load_project  # noqa: E402
+from claw_batch.llm.wire import wire_tool  # noqa: E402
+from claw_batch.tools.registry import TOOLS  # noqa: E402
+
+BUDGET = 1000  # tokens
+TODAY = dt.date(2000, 1, 5)  # a Wednesday (the longest day name); a checkout has no note for it
+NOTE = """\
+## 23:00 nightly-summary ok (4.1 s, 2,620 tokens)
+Importer ships Thursday; parser benchmark pending.
+
+## 23:01 triage: 3 jobs, 3 ok (6.2 s, 4,980 tokens)
+acme-invoice: {"title": "Refund double charge", "priority": "high"}
+"""
+
+
+def tokens(text: str) -> int:
+    return -(-len(text) // 4)  # characters / 4, rounded up
+
+
+def sections(prompt: str) -> list[tuple[str, str]]:
+    """The prompt cut at its `## ` headers; the part before the first is the identity line."""
+    parts = prompt.split("\n## ")
+    named = [("identity line", parts[0])]
+    named += [(f"## {p.split(chr(10), 1)[0]}", "## " + p) for p in parts[1:]]
+    return named
+
+
+def system_prompt(root: Path, task: str) -> str:
+    project = load_project(root, None, cache="off")
+    found = skills.pick(skills.scan(skills.skill_dirs(root, project.config.workspace)))
+    config = project.config.tasks[task]
+    offered = skills.select(found, config.skills, prepare.tool_names(config))
+    return context.build_system_prompt(
+        root=root, workspace=project.config.workspace, task=task, skills=offered, today=TODAY
+    ).text
+
+
+def tool_schemas() -> dict[str, str]:
+    return {
+        name: json.dumps(wire_tool(tool.spec())["function"], separators=(",", ":"))
+        for name, tool in TOOLS.items()
+    }
+
+
+def main() -> int:
+    print(f"machine: {machine()}\n")
+    project = load_project(REPO, None, cache="off")
+    schemas = tool_schemas()
+    tool_total = sum(tokens(s) for s in schemas.values())
+    worst = 0
+    for task in project.config.tasks:
+        prompt = system_prompt(REPO, task)
+        print(f"### task `{task}`: the system prompt, fresh checkout\n")
+        rows = [[name, len(text), tokens(text)] for name, text in sections(prompt)]
+        rows.append(["**system prompt**", len(prompt), f"**{tokens(prompt)}**"])
+        print(table(["part", "characters", "tokens"], rows), end="\n\n")
+        worst = max(worst, tokens(prompt))
+    print("### the tool schemas (name, description, parameters; compact JSON)\n")
+    rows = [[name, len(s), tokens(s)] for name, s in schemas.items()]
+    rows.append(["**all 9 tools**", sum(len(s) for s in schemas.values()), f"**{tool_total}**"])
+    print(table(["tool", "characters", "tokens"], rows), end="\n\n")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "p"
+        for rel in ("clawfile.yaml", "prompts", "skills", "workspace"):
+            source = REPO / rel
+            if source.is_dir():
+                import shutil
+
+                shutil.copytree(source, root / rel)
+            else:
+                root.mkdir(parents=True, exist_ok=True)
+                (root / rel).write_bytes(source.read_bytes())
+        note = context.daily_note_path(root, project.config.workspace, TODAY)
+        note.parent.mkdir(parents=True, exist_ok=True)
+        note.write_text(NOTE)
+        with_note = max(tokens(system_prompt(root, t)) for t in project.config.tasks)
+
+    total = worst + tool_total
+    verdict = "meets it" if total <= BUDGET else "**misses it**"
+    print(
+        f"largest system prompt {worst} + all tool schemas {tool_total} = **{total} tokens**; "
+        f"target ≤ {BUDGET}: {verdict}. With a day's note of one entry per task "
+        f"({tokens(NOTE)} tokens): {with_note + tool_total}."
+    )
+    return 0 if total <= BUDGET else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

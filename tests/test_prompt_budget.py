@@ -1,0 +1,48 @@
+"""Issue 5's prompt economy: with the example workspace, the system prompt plus the schemas of
+all built-in tools stay at or under 1,000 tokens (characters / 4). bench/prompt.py prints the
+breakdown; this keeps a change from growing it unnoticed."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import pytest
+
+from claw_batch import context, prepare, skills
+from claw_batch.configcache import load_project
+from claw_batch.llm.wire import wire_tool
+from claw_batch.tools.registry import TOOLS
+
+REPO = Path(__file__).resolve().parent.parent
+BUDGET = 1000
+TYPICAL_ROOT = "/home/user/project"  # where the example is checked out changes the count
+
+
+def tokens(text: str) -> int:
+    return -(-len(text) // 4)
+
+
+def tool_schemas() -> int:
+    return sum(
+        tokens(json.dumps(wire_tool(t.spec())["function"], separators=(",", ":")))
+        for t in TOOLS.values()
+    )
+
+
+@pytest.mark.parametrize("task", ["nightly-summary", "triage", "review-staged"])
+def test_the_example_prompt_and_every_tool_fit_the_budget(task: str) -> None:
+    project = load_project(REPO, None, cache="off")
+    found = skills.discover(skills.skill_dirs(REPO, project.config.workspace))
+    config = project.config.tasks[task]
+    offered = skills.select(found, config.skills, prepare.tool_names(config))
+    prompt = context.build_system_prompt(
+        root=REPO,
+        workspace=project.config.workspace,
+        task=task,
+        skills=offered,
+        today=dt.date(2000, 1, 5),  # a Wednesday (the longest day name), with no notes
+    ).text.replace(str(REPO), TYPICAL_ROOT)
+    assert "## Daily notes" not in prompt  # the checkout has none: bench/prompt.py adds one
+    assert tokens(prompt) + tool_schemas() <= BUDGET
