@@ -18,7 +18,7 @@ from claw_batch.config import prompt_file
 from claw_batch.yamlsource import KeyPath, Problem, YamlSource
 
 if TYPE_CHECKING:
-    from claw_batch.config import Budget, Clawfile, Task
+    from claw_batch.config import Clawfile, Task
 
 _ITEM = "template variable 'item' is only defined for tasks with foreach or watch"
 _NO_BASE_URL = (
@@ -26,15 +26,7 @@ _NO_BASE_URL = (
     "e.g. base_url: http://localhost:11434/v1 (only a provider named 'openai' may leave it out, "
     "to use OPENAI_BASE_URL or api.openai.com)"
 )
-# Settings the models validate but nothing enforces yet. They are refused, never ignored: nobody
-# may believe spending is capped when it is not. Enforcing one = deleting its entry here.
-_NOT_YET_BUDGET = ("max_usd", "per_day", "per_week")
-_NOT_YET = {
-    "budget": "not supported yet: budgets in USD come with cost accounting, which claw does not "
-    "do yet, so this would cap nothing; to cap a run today, use budget.max_tokens",
-    "prices": "not supported yet: prices come with cost accounting, which claw does not do yet; "
-    "to cap a run today, use budget.max_tokens",
-}
+USD_LIMITS = ("max_usd", "per_day", "per_week")
 
 
 def check(config: Clawfile, source: YamlSource, root: Path, *, names: list[str]) -> list[Problem]:
@@ -44,7 +36,7 @@ def check(config: Clawfile, source: YamlSource, root: Path, *, names: list[str])
     problems += _graph(config, source)
     problems += _skills(config, source, root)
     problems += _providers(config, source)
-    problems += _not_yet(config, source)
+    problems += _usd_limits(config, source)
     for name, task in config.tasks.items():
         problems += _bash(name, task, source)
         problems += _task(name, task, source, root)
@@ -146,22 +138,32 @@ def _providers(config: Clawfile, source: YamlSource) -> list[Problem]:
     ]
 
 
-def _not_yet(config: Clawfile, source: YamlSource) -> list[Problem]:
-    problems = [source.problem(("prices",), _NOT_YET["prices"])] if config.prices else []
-    budgets: list[tuple[KeyPath, Budget | None]] = [
-        (("defaults", "budget"), config.defaults.budget)
-    ]
-    budgets += [
-        (("tasks", name, "budget"), task.budget)
-        for name, task in config.tasks.items()
-        if "budget" in source.data["tasks"][name]  # not the one copied from defaults
-    ]
-    for at, budget in budgets:
-        problems += [
-            source.problem((*at, key), _NOT_YET["budget"])
-            for key in _NOT_YET_BUDGET
-            if budget is not None and getattr(budget, key) is not None
+def _usd_limits(config: Clawfile, source: YamlSource) -> list[Problem]:
+    """A limit in USD caps nothing without the price of the model it counts: each task under
+    one (its own, or the clawfile-wide `budget:`) must have a model whose price is known."""
+    from claw_batch.prices import lookup
+
+    problems = []
+    for name, task in config.tasks.items():
+        model = task.model or config.model
+        if lookup(model, config.prices) is not None:
+            continue
+        own = task.budget if "budget" in source.data["tasks"][name] else None
+        at: KeyPath = ("tasks", name, "budget") if own else ("defaults", "budget")
+        limits: list[tuple[KeyPath, str]] = [
+            (at, key) for key in USD_LIMITS if getattr(task.budget, key, None) is not None
         ]
+        limits += [(("budget",), k) for k in USD_LIMITS if getattr(config.budget, k, None)]
+        if limits:
+            where, key = limits[0]
+            problems.append(
+                source.problem(
+                    (*where, key),
+                    f"no price is known for model {model!r} (task {name!r}), so {key} would "
+                    f"cap nothing: add it under prices:, in USD per million tokens, e.g. "
+                    f"prices: {{{model}: {{input: 0.5, output: 1.5}}}} (0 for a local model)",
+                )
+            )
     return problems
 
 

@@ -73,18 +73,26 @@ class PermissionsModel(_Strict):
 
 
 class BudgetModel(_Strict):
-    # The USD limits (and `prices:`) are refused by clawcheck until cost accounting exists.
     max_tokens: PositiveInt | None = None  # per job run
     max_usd: PositiveFloat | None = None  # per job run
-    per_day: PositiveFloat | None = None  # USD, all runs of the task in a day
-    per_week: PositiveFloat | None = None  # USD, all runs of the task in 7 days
+    per_day: PositiveFloat | None = None  # USD, all runs of the task in the last 24 hours
+    per_week: PositiveFloat | None = None  # USD, all runs of the task in the last 7 days
+
+
+class ProjectBudgetModel(_Strict):
+    """The clawfile-wide cap: all tasks together."""
+
+    per_day: PositiveFloat | None = None  # USD in the last 24 hours
+    per_week: PositiveFloat | None = None  # USD in the last 7 days
 
 
 class PriceModel(_Strict):
-    """USD per million tokens, for models the built-in price table does not know."""
+    """USD per million tokens, for models the built-in price table does not know (or to
+    correct it)."""
 
     input: NonNegativeFloat
     output: NonNegativeFloat
+    cached_input: NonNegativeFloat | None = None  # cached prompt tokens; default: input
 
 
 class TaskSettingsModel(_Strict):
@@ -134,6 +142,7 @@ class ClawfileModel(_Strict):
     default: Globs | None = None
     tasks: dict[Name, TaskModel]
     prices: Annotated[dict[str, PriceModel], OrEmpty] = {}
+    budget: ProjectBudgetModel | None = None
 
 
 def load_project(*, directory: Path | None = None, file: Path | None = None) -> Project:

@@ -70,6 +70,7 @@ class Price:
 
     input: float
     output: float
+    cached_input: float | None = None  # cached prompt tokens; None: the input price
 
 
 @dataclass(frozen=True)
@@ -166,6 +167,7 @@ class Clawfile:
     defaults: Task = Task()
     default: tuple[str, ...] | None = None
     prices: Mapping[str, Price] = field(default_factory=dict)
+    budget: Budget | None = None  # the clawfile-wide per_day / per_week cap
 
     @property
     def untrusted(self) -> tuple[str, ...]:
@@ -190,6 +192,7 @@ class Clawfile:
             defaults=Task.of(data["defaults"]),
             default=None if default is None else _strs(default),
             prices={n: Price(**p) for n, p in data["prices"].items()},
+            budget=Budget.of(data["budget"]),
         )
 
 

@@ -21,7 +21,7 @@ from claw_batch import __version__
 from claw_batch.config import Clawfile, Project, clawfile_path, prompt_file
 
 CACHE = Path(".claw") / "clawfile.json"
-FORMAT = 3  # 2: task variables mark included templates; 3: done:/failed: keys
+FORMAT = 4  # 2: task variables mark included templates; 3: done:/failed: keys; 4: budget:
 
 Use = Literal["off", "read", "write"]
 

@@ -16,6 +16,7 @@ from claw_batch.errors import TaskFailed, ToolError
 from claw_batch.loop import EventSink, LoopResult, LoopSettings, ToolLoop
 from claw_batch.messages import Message
 from claw_batch.prepare import Prepared, RunContext, key_prompt, system_prompt
+from claw_batch.spend import JobBudget
 from claw_batch.tools.base import ToolContext
 
 
@@ -75,7 +76,6 @@ class JobExecution:
             timeout=task.timeout,
             job=p.job.name,
             key_messages=key_messages,
-            max_tokens=task.budget.max_tokens if task.budget else None,
         )
         schema = p.schema
         return ToolLoop(
@@ -86,7 +86,14 @@ class JobExecution:
             on_event=self.on_event,
             before_call=self.before_call,
             check_answer=answers.checker(schema) if schema is not None else None,
+            budget=self._budget(),
         )
+
+    def _budget(self) -> JobBudget:
+        task = self.p.task
+        if self.run.spend is not None:
+            return self.run.spend.job(self.p.job.task, self.p.model)
+        return JobBudget.tokens_only(task.budget.max_tokens if task.budget else None)
 
     def _output_path(self) -> Path | None:
         if not self.p.output:

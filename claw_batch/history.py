@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from claw_batch import prices
 from claw_batch.errors import UsageError
 
 _SPAN = re.compile(r"(\d+)([mhdw])\Z")
@@ -26,6 +27,7 @@ class JobRow:
     output: str | None
     error: str | None
     transcript: str | None
+    cost_usd: float | None  # None: the model's price is not known
 
     @property
     def name(self) -> str:
@@ -91,7 +93,7 @@ def runs(
             only = " AND task = ?" if task else ""
             jobs = db.execute(
                 "SELECT task, item, status, reason, duration_s, "
-                "prompt_tokens + completion_tokens, output, error, transcript "
+                "prompt_tokens + completion_tokens, output, error, transcript, cost_usd "
                 f"FROM jobs WHERE run_id = ?{only} ORDER BY rowid",
                 (row[0], task) if task else (row[0],),
             ).fetchall()
@@ -111,14 +113,18 @@ def render(rows: list[RunRow]) -> str:
     for run in reversed(rows):  # oldest first, like a log
         when = run.started[:16].replace("T", " ")
         took = _took(run.started, run.finished)
-        lines.append(f"{when}  {run.status:<11} {run.argv}{took}  [{run.id}]")
+        spent = usd(prices.total(job.cost_usd for job in run.jobs if job.tokens))
+        tokens = sum(job.tokens for job in run.jobs)
+        totals = f", {tokens:,} tokens, {spent}" if run.jobs else ""
+        lines.append(f"{when}  {run.status:<11} {run.argv}{took}{totals}  [{run.id}]")
         width = max((len(job.name) for job in run.jobs), default=0)
         for job in run.jobs:
             seconds = f"{job.duration_s:.1f} s" if job.duration_s is not None else "-"
             detail = f"→ {job.output}" if job.status == "ok" and job.output else job.error or ""
             name = job.name.ljust(width)
-            line = f"  {job.status:<11} {name} {seconds:>8} {job.tokens:>9,} tok  {detail}"
-            lines.append(line.rstrip())
+            cost = usd(job.cost_usd) if job.tokens else "-"
+            line = f"  {job.status:<11} {name} {seconds:>8} {job.tokens:>9,} tok {cost:>9}  "
+            lines.append((line + detail).rstrip())
         if not run.jobs:
             lines.append("  (no job ran: everything was up to date)")
     return "\n".join(lines) + ("\n" if lines else "")
@@ -131,3 +137,8 @@ def _took(started: str, finished: str | None) -> str:
         dt.datetime.fromisoformat(finished) - dt.datetime.fromisoformat(started)
     ).total_seconds()
     return f", {seconds:.1f} s"
+
+
+def usd(value: float | None) -> str:
+    """`$0.0123`; `$?` when the price is not known (tokens are shown beside it)."""
+    return "$?" if value is None else f"${value:.4f}"

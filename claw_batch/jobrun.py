@@ -29,12 +29,16 @@ class JobSink:
         self.run_id = run_id
         self.progress = progress
         self.usage = Usage()
+        self.cost_usd: float | None = None  # None: no call, or the model's price is unknown
 
     def __call__(self, kind: str, **fields: Any) -> None:
         self.transcript.event(kind, **fields)
         if kind == "assistant":
             u = fields["usage"]
             self.usage += Usage(u["prompt"], u["completion"], u["cached"])
+            cost = fields.get("cost_usd")
+            if cost is not None:
+                self.cost_usd = (self.cost_usd or 0.0) + cost
             self.state.record_call(
                 self.run_id,
                 self.job.task,
@@ -43,6 +47,7 @@ class JobSink:
                 fields["model"],
                 u,
                 fields["seconds"],
+                cost,
             )
         self.progress.job_event(self.job, kind, fields)
 

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from claw_batch import cancel
 from claw_batch.errors import LimitExceeded, TaskFailed, ToolError
 from claw_batch.llm.base import LLM
-from claw_batch.messages import ChatRequest, Message, ToolCall, Usage
+from claw_batch.messages import ChatRequest, Message, ToolCall, ToolSpec, Usage
+from claw_batch.spend import JobBudget
 from claw_batch.tools.base import ToolContext
 from claw_batch.tools.registry import Tool
 
@@ -35,7 +36,6 @@ class LoopSettings:
     job: str = ""
     key_messages: tuple[Message, ...] = ()  # see ChatRequest.key_messages
     corrections: int = 1  # how often check_answer may send the model back
-    max_tokens: int | None = None  # budget.max_tokens: the job stops before crossing it
 
 
 @dataclass(frozen=True)
@@ -60,6 +60,7 @@ class ToolLoop:
         on_event: EventSink = _ignore,
         before_call: Callable[[], None] | None = None,
         check_answer: AnswerCheck | None = None,
+        budget: JobBudget | None = None,
     ) -> None:
         self.llm = llm
         self.tools = tools
@@ -68,6 +69,7 @@ class ToolLoop:
         self.on_event = on_event
         self.before_call = before_call  # e.g. write the turn's events before a long wait
         self.check_answer = check_answer
+        self.budget = budget or JobBudget.tokens_only()
         self.specs = tuple(t.spec() for t in tools.values())
 
     def run(self, messages: list[Message]) -> LoopResult:
@@ -77,7 +79,7 @@ class ToolLoop:
         repeats: list[tuple[tuple[str, str], ...]] = []
         for step in range(1, s.max_steps + 1):
             self._check_deadline()
-            self._check_budget(usage, messages)
+            self.budget.reserve(usage, prompt_tokens(messages, self.specs))
             reply = self._ask(messages, step)
             usage += reply.usage
             messages.append(reply.message)
@@ -116,7 +118,12 @@ class ToolLoop:
         if self.before_call is not None:
             self.before_call()
         started = time.monotonic()
-        reply = self.llm.complete(request, deadline=s.deadline)
+        try:
+            reply = self.llm.complete(request, deadline=s.deadline)
+        except BaseException:
+            self.budget.settle(Usage())  # what a failed call cost is not known: nothing
+            raise
+        cost = self.budget.settle(reply.usage)
         self.on_event(
             "assistant",
             step=step,
@@ -132,6 +139,7 @@ class ToolLoop:
             },
             model=reply.model,
             seconds=round(time.monotonic() - started, 3),
+            cost_usd=cost,
         )
         return reply
 
@@ -175,27 +183,20 @@ class ToolLoop:
                 f"loop: the model made the same tool calls {REPEAT_LIMIT} turns in a row: {shown}"
             )
 
-    def _check_budget(self, used: Usage, messages: list[Message]) -> None:
-        """Stop before a call that would cross budget.max_tokens; the prompt is estimated at
-        4 characters a token (what a call costs is only known after it)."""
-        budget = self.settings.max_tokens
-        if budget is None:
-            return
-        chars = sum(
-            len(m.content or "") + sum(len(c.arguments) for c in m.tool_calls) for m in messages
-        )
-        chars += sum(len(json.dumps(t.parameters)) + len(t.description) for t in self.specs)
-        estimate = chars // 4
-        if used.total_tokens + estimate > budget:
-            raise LimitExceeded(
-                f"budget: the next model call (~{estimate:,} prompt tokens) would take the job "
-                f"past its budget of {budget:,} tokens ({used.total_tokens:,} used)"
-            )
-
     def _check_deadline(self) -> None:
         cancel.check()
         if time.monotonic() >= self.settings.deadline:
             raise LimitExceeded(f"timeout: the job ran longer than {self.settings.timeout:g} s")
+
+
+def prompt_tokens(messages: Sequence[Message], specs: Sequence[ToolSpec]) -> int:
+    """A request's prompt, estimated at 4 characters a token (what a call costs is only
+    known after it)."""
+    chars = sum(
+        len(m.content or "") + sum(len(c.arguments) for c in m.tool_calls) for m in messages
+    )
+    chars += sum(len(json.dumps(t.parameters)) + len(t.description) for t in specs)
+    return chars // 4
 
 
 def _canonical_args(arguments: str) -> str:

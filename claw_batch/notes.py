@@ -26,9 +26,17 @@ def first_lines(text: str, n: int = FIRST_LINES) -> list[str]:
 
 
 def format_entry(
-    *, when: dt.datetime, job: str, status: str, seconds: float, tokens: int, text: str
+    *,
+    when: dt.datetime,
+    job: str,
+    status: str,
+    seconds: float,
+    tokens: int,
+    text: str,
+    cost: float | None = None,
 ) -> str:
     head = f"### {when.strftime('%H:%M')} {job} · {status} · {seconds:.1f} s · {tokens:,} tokens"
+    head += f" · ${cost:.4f}" if cost is not None else ""
     body = "\n".join(f"> {ln}" for ln in first_lines(text))
     return f"{head}\n{body}\n\n" if body else f"{head}\n\n"
 
@@ -50,17 +58,22 @@ SHOWN_ITEMS = 3  # results of a fan-out task quoted in its note
 SHOWN_FAILURES = 5
 
 
-def format_task_entry(
-    *, when: dt.datetime, task: str, jobs: list[tuple[str, str, float, int, str]]
-) -> str:
+NoteJob = tuple[str, str, float, int, str, "float | None"]
+
+
+def format_task_entry(*, when: dt.datetime, task: str, jobs: list[NoteJob]) -> str:
     """One entry for all the jobs a task ran in this run: (item, status, seconds, tokens,
-    result or error) each. A task without fan-out reads like a single job."""
+    result or error, cost in USD or None) each. A task without fan-out reads like a single
+    job. The cost is shown when every job that used tokens has a known price."""
+    from claw_batch.prices import total
+
     seconds = sum(j[2] for j in jobs)
     tokens = sum(j[3] for j in jobs)
+    cost = total(j[5] for j in jobs if j[3])
     if len(jobs) == 1 and not jobs[0][0]:
-        _, status, _, _, text = jobs[0]
+        _, status, _, _, text, _ = jobs[0]
         return format_entry(
-            when=when, job=task, status=status, seconds=seconds, tokens=tokens, text=text
+            when=when, job=task, status=status, seconds=seconds, tokens=tokens, text=text, cost=cost
         )
     counts: dict[str, int] = {}
     for j in jobs:
@@ -68,13 +81,13 @@ def format_task_entry(
     tally = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
     head = (
         f"### {when.strftime('%H:%M')} {task} · {len(jobs)} jobs: {tally} · {seconds:.1f} s · "
-        f"{tokens:,} tokens"
+        f"{tokens:,} tokens" + (f" · ${cost:.4f}" if cost is not None else "")
     )
     failed = [j for j in jobs if j[1] != "ok"][:SHOWN_FAILURES]
     done = [j for j in jobs if j[1] == "ok"][:SHOWN_ITEMS]
     lines = [
         f"> {item} ✗ {status}: {(first_lines(text, 1) or [''])[0]}"
-        for item, status, _, _, text in failed
+        for item, status, _, _, text, _ in failed
     ]
-    lines += [f"> {item}: {(first_lines(text, 1) or [''])[0]}" for item, _, _, _, text in done]
+    lines += [f"> {item}: {(first_lines(text, 1) or [''])[0]}" for item, _, _, _, text, _ in done]
     return head + "\n" + "\n".join(lines) + "\n\n"

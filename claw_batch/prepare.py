@@ -21,6 +21,7 @@ from claw_batch.paths import Policy
 from claw_batch.uptodate import Fingerprint, digest, fingerprint, task_digest
 
 if TYPE_CHECKING:
+    from claw_batch.spend import Spend
     from claw_batch.tools.registry import Tool
 
 # What `today` and `now` read as in the prompt that replay keys are computed from.
@@ -39,6 +40,7 @@ class RunContext:
     model_override: str | None = None
     upstream: dict[str, render.Upstream] = field(default_factory=dict)
     skills: tuple[skills.Skill, ...] = ()  # discovered once per run
+    spend: Spend | None = None  # what the run's jobs may spend (None: a dry run)
     # Per task, what is the same for all its items within a run: computed once.
     per_task: dict[tuple[str, str], Any] = field(default_factory=dict)
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from claw_batch.results import JobResult
     from claw_batch.runner import RunSummary
 
 
@@ -17,7 +19,7 @@ def envelope(summary: RunSummary) -> dict[str, Any]:
             "reason": r.reason,
             "duration_s": r.duration_s,
             "tokens": r.tokens,
-            "cost_usd": None,
+            "cost_usd": _usd(r.cost_usd),
             "output": r.output,
             "error": r.error,
             "transcript": r.transcript or None,
@@ -47,7 +49,18 @@ def envelope(summary: RunSummary) -> dict[str, Any]:
             "jobs": len(jobs),
             **counts,
             "tokens": sum(r.tokens for r in summary.results),
-            "cost_usd": None,
+            "cost_usd": total_cost(summary.results),
             "duration_s": round(sum(r.duration_s for r in summary.results), 3),
         },
     }
+
+
+def total_cost(results: Sequence[JobResult]) -> float | None:
+    """USD the jobs cost; None when one that used tokens has no known price."""
+    from claw_batch.prices import total
+
+    return _usd(total(r.cost_usd for r in results if r.tokens))
+
+
+def _usd(value: float | None) -> float | None:
+    return None if value is None else round(value, 6)

@@ -28,6 +28,8 @@ class JobResult:
     text: str = ""
     findings: tuple[str, ...] = ()
     reasons: tuple[str, ...] = ()  # why it ran, or why it did not
+    cost_usd: float | None = None  # None: nothing was spent, or the model's price is unknown
+    prompt_estimate: int | None = None  # a dry run's estimate of its first call's prompt
 
     @property
     def tokens(self) -> int:

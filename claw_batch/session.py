@@ -3,6 +3,7 @@ decides each job (skip, keep, run) and records what happened."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import threading
@@ -18,10 +19,19 @@ from claw_batch.context import daily_note_path
 from claw_batch.errors import Interrupted
 from claw_batch.filehash import FileHashes
 from claw_batch.jobs import Job
-from claw_batch.prepare import Prepared, RunContext, TaskKey, fingerprint_of, prepare, task_key
+from claw_batch.prepare import (
+    Prepared,
+    RunContext,
+    TaskKey,
+    fingerprint_of,
+    prepare,
+    system_prompt,
+    task_key,
+)
 from claw_batch.render import joined
 from claw_batch.results import NO_USAGE, NOT_RUN, JobResult, not_run
 from claw_batch.scheduler import Scheduler
+from claw_batch.spend import Spend
 from claw_batch.state import Done, JobRecord, State
 from claw_batch.uptodate import Decision, Fingerprint, decide
 from claw_batch.verdicts import Verdicts
@@ -73,6 +83,9 @@ class RunSession:
             files=runner.options.files,
             model_override=runner.options.model,
             skills=tuple(s for s in found if not self.unavailable[s.name]),
+            spend=Spend(runner.project.config, state.spent_since, now)
+            if state and not self.dry
+            else None,
         )
 
     def tasks(self, names: list[str]) -> None:
@@ -135,12 +148,22 @@ class RunSession:
             return self.keep(job, record, decision, outputs_now)
         if self.dry:
             self.pending.add(job.task)
-            return not_run(job, "would-run", decision.reasons, prepared.output)
+            result = not_run(job, "would-run", decision.reasons, prepared.output)
+            return dataclasses.replace(result, prompt_estimate=self.estimate(prepared))
         if prepared.task.check and not self.r.options.force:
             known = self.verdicts().get(job.task, job.item or "", fp.value)
             if known is not None:
                 return self.recall(prepared, *known)
         return lambda: self.execute(prepared, fp, decision)
+
+    def estimate(self, p: Prepared) -> int:
+        """The prompt tokens of the job's first model call: what `claw plan` shows."""
+        from claw_batch.loop import prompt_tokens
+        from claw_batch.messages import Message
+
+        system = system_prompt(self.ctx, p.job, p.skills).text
+        specs = [t.spec() for t in p.tools.values()]
+        return prompt_tokens([Message("system", system), Message("user", p.prompt)], specs)
 
     def verdicts(self) -> Verdicts:
         assert self.state is not None
@@ -265,6 +288,7 @@ class RunSession:
             text=outcome.text if outcome else "",
             findings=tuple(self.r.redact(f) for f in findings(outcome)),
             reasons=decision.reasons,
+            cost_usd=sink.cost_usd,
         )
         transcript.event(
             "end", status=status, reason=reason, error=result.error, seconds=result.duration_s
@@ -286,7 +310,7 @@ class RunSession:
             r.usage.prompt_tokens,
             r.usage.completion_tokens,
             r.usage.cached_tokens,
-            None,
+            r.cost_usd,
             r.output,
             r.error,
             r.transcript,
@@ -342,7 +366,7 @@ class RunSession:
                 sink.usage.prompt_tokens,
                 sink.usage.completion_tokens,
                 sink.usage.cached_tokens,
-                None,
+                sink.cost_usd,
                 None,
                 message,
                 transcript.path.relative_to(self.r.project.root).as_posix(),
@@ -362,6 +386,7 @@ class RunSession:
                 r.duration_s,
                 r.tokens,
                 self.r.redact(r.text if r.status == "ok" else r.error or ""),
+                r.cost_usd,
             )
             for r in ran
         ]

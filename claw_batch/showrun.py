@@ -82,7 +82,9 @@ def render_event(e: Mapping[str, Any]) -> Iterator[str]:
 def _assistant(e: Mapping[str, Any]) -> Iterator[str]:
     usage = e.get("usage", {})
     tokens = usage.get("prompt", 0) + usage.get("completion", 0)
-    yield f"assistant (step {e.get('step')}, {tokens} tokens):"
+    cost = e.get("cost_usd")
+    spent = f", ${cost:.4f}" if isinstance(cost, (int, float)) else ""
+    yield f"assistant (step {e.get('step')}, {tokens} tokens{spent}):"
     if e.get("content"):
         yield indent(str(e["content"]).strip())
     for call in e.get("tool_calls", []):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import functools
 import json
 import sqlite3
@@ -74,11 +75,12 @@ CREATE TABLE IF NOT EXISTS calls (
     prompt_tokens INTEGER NOT NULL,
     completion_tokens INTEGER NOT NULL,
     cached_tokens INTEGER NOT NULL,
-    seconds REAL
+    seconds REAL,
+    cost_usd REAL                  -- NULL: the model's price is not known
 );
 """
 
-INSERT_CALL = "INSERT INTO calls VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+INSERT_CALL = "INSERT INTO calls VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 # Parameters in one statement: the limit of SQLite before 3.32 (later ones allow 32766).
 MAX_PARAMS = 999
 
@@ -170,10 +172,15 @@ class State:
         self.db.executescript(SCHEMA)
         if not self._has_quick():  # a state.db from before the quick check
             self.db.execute("ALTER TABLE done ADD COLUMN quick TEXT")
+        if not self._has_column("calls", "cost_usd"):  # ... or before cost accounting
+            self.db.execute("ALTER TABLE calls ADD COLUMN cost_usd REAL")
         self.has_quick = True
 
     def _has_quick(self) -> bool:
-        return any(row[1] == "quick" for row in self._query("PRAGMA table_info(done)"))
+        return self._has_column("done", "quick")
+
+    def _has_column(self, table: str, column: str) -> bool:
+        return any(row[1] == column for row in self._query(f"PRAGMA table_info({table})"))
 
     def _execute(self, sql: str, args: tuple[object, ...] = ()) -> sqlite3.Cursor:
         """Jobs run in threads and share this connection: one statement at a time."""
@@ -348,6 +355,7 @@ class State:
         model: str,
         usage: dict[str, int],
         seconds: float,
+        cost_usd: float | None = None,
     ) -> None:
         """Keep a model call for the job's final transaction (finish_job, succeed_job, or
         close for a job left unfinished): a transaction per call would cost each model turn a
@@ -364,8 +372,16 @@ class State:
             usage.get("completion", 0),
             usage.get("cached", 0),
             seconds,
+            cost_usd,
         )
         self._calls.setdefault((run_id, task, item), []).append(row)  # atomic under the GIL
+
+    def spent_since(self, task: str | None, since: dt.datetime) -> float:
+        """USD the ledger's jobs (of `task`, or all) that started since `since` cost."""
+        where = "julianday(started) >= julianday(?)" + (" AND task = ?" if task else "")
+        args: tuple[object, ...] = (since.isoformat(), task) if task else (since.isoformat(),)
+        rows = self._query(f"SELECT COALESCE(SUM(cost_usd), 0) FROM jobs WHERE {where}", args)
+        return float(rows[0][0])
 
     def last_run_id(self) -> str | None:
         """The run that started last (in this database's order: a pinned clock may lie)."""

@@ -114,7 +114,7 @@ def test_unknown_key_without_a_close_one_lists_the_valid_keys(tmp_path: Path) ->
     """
     assert error(tmp_path, clawfile) == (
         "clawfile.yaml:1: unknown key 'colour' (valid keys: version, model, workspace, "
-        "providers, defaults, default, tasks, prices)"
+        "providers, defaults, default, tasks, prices, budget)"
     )
 
 
@@ -384,39 +384,42 @@ def test_workspace_must_be_a_directory_of_the_project(
     assert error(tmp_path, clawfile) == f"clawfile.yaml:1: workspace: {message}"
 
 
-# --- not supported yet ---------------------------------------------------------------------
+# --- budgets in USD --------------------------------------------------------------------------
 
 
-def test_usd_budgets_and_prices_are_refused_until_costs_are_counted(tmp_path: Path) -> None:
-    # Validated but not enforced: accepting them would let a user believe spending is capped.
+def test_a_usd_budget_needs_the_price_of_its_model(tmp_path: Path) -> None:
+    # A limit in USD over a model of unknown price would cap nothing: refused, never ignored.
     clawfile = """
+        model: local/qwen
+        providers:
+          local: {base_url: "http://127.0.0.1:11434/v1"}
+        budget: {per_day: 5}
         prices:
-          my-model: {input: 0.1, output: 0.4}
-        defaults:
-          budget: {per_day: 5}
+          priced: {input: 0, output: 0}
         tasks:
           a:
             prompt: hi
-            budget:
-              max_tokens: 1000
-              max_usd: 0.5
-              per_week: 20
-          b:
-            prompt: hi
+            budget: {max_tokens: 1000, max_usd: 0.5}
+          b: {prompt: hi, model: gpt-4o-mini}
+          c: {prompt: hi, model: local/priced}
+          d: {prompt: hi}
     """
-    usd = (
-        "not supported yet: budgets in USD come with cost accounting, which claw does not do "
-        "yet, so this would cap nothing; to cap a run today, use budget.max_tokens"
+    advice = (
+        "so {key} would cap nothing: add it under prices:, in USD per million tokens, e.g. "
+        "prices: {{local/qwen: {{input: 0.5, output: 1.5}}}} (0 for a local model)"
     )
     assert error(tmp_path, clawfile) == "\n".join(
         [
-            "clawfile.yaml:1: prices: not supported yet: prices come with cost accounting, "
-            "which claw does not do yet; to cap a run today, use budget.max_tokens",
-            f"clawfile.yaml:4: defaults.budget.per_day: {usd}",
-            f"clawfile.yaml:10: tasks.a.budget.max_usd: {usd}",
-            f"clawfile.yaml:11: tasks.a.budget.per_week: {usd}",
+            "clawfile.yaml:4: budget.per_day: no price is known for model 'local/qwen' "
+            "(task 'd'), " + advice.format(key="per_day"),
+            "clawfile.yaml:10: tasks.a.budget.max_usd: no price is known for model 'local/qwen' "
+            "(task 'a'), " + advice.format(key="max_usd"),
         ]
     )
+    priced = clawfile.replace("priced: {", "qwen: {input: 0, output: 0}\n          priced: {")
+    tasks = load(tmp_path, priced).config
+    assert tasks.budget is not None and tasks.budget.per_day == 5
+    assert tasks.prices["qwen"].input == 0
 
 
 def test_a_token_budget_is_valid_and_can_be_a_default(tmp_path: Path) -> None:

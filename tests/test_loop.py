@@ -10,6 +10,7 @@ from claw_batch.errors import LimitExceeded, TaskFailed
 from claw_batch.loop import LoopSettings, ToolLoop
 from claw_batch.messages import Message
 from claw_batch.paths import Policy
+from claw_batch.spend import JobBudget
 from claw_batch.tools.base import ToolContext
 from claw_batch.tools.registry import TOOLS
 
@@ -23,12 +24,14 @@ def make_loop(
         root=root, policy=Policy(root, write_globs=("out/**",)), env={}, deadline=deadline
     )
     base = LoopSettings(model="m", temperature=None, max_steps=10, deadline=deadline, timeout=30)
+    max_tokens = settings.pop("max_tokens", None)
     loop = ToolLoop(
         llm,
         {n: TOOLS[n] for n in tools},
         ctx,
         LoopSettings(**{**base.__dict__, **settings}),
         on_event=lambda kind, **f: events.append((kind, f)),
+        budget=JobBudget.tokens_only(max_tokens),  # type: ignore[arg-type]
     )
     return loop, events
 

@@ -42,8 +42,8 @@ def plan(
     verbose: bool,
     quiet: bool,
 ) -> int:
-    """What `claw run` would run and why (the same as `claw run -n`): no model calls, no
-    writes."""
+    """What `claw run` would run and why (the same as `claw run -n`), with the estimated
+    prompt of each job's first model call: no model calls, no writes."""
     summary = dry_run(directory, file, targets, force)
     if summary.error:
         click.echo(f"claw: {summary.error}", err=True)
@@ -51,7 +51,9 @@ def plan(
     width = max((len(r.job.name) for r in summary.results), default=0)
     for r in summary.results:
         label = LABELS.get(r.status, r.status)
-        click.echo(f"{label:<10}  {r.job.name:<{width}}  {'; '.join(r.reasons)}".rstrip())
+        size = f"~{r.prompt_estimate:,} tok" if r.prompt_estimate is not None else ""
+        line = f"{label:<10}  {r.job.name:<{width}}  {size:>11}  {'; '.join(r.reasons)}"
+        click.echo(line.rstrip())
     return 0
 
 

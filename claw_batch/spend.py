@@ -1,0 +1,172 @@
+"""What a run may spend, checked before every model call.
+
+A job's own limits are `budget.max_tokens` and `budget.max_usd`; across runs, a task's
+`budget.per_day` / `budget.per_week` and the clawfile-wide `budget:` cap the USD spent in the
+last 24 hours / 7 days: what the ledger records (the jobs of earlier runs) plus what this
+run's jobs have spent and are about to. The next call is estimated from its prompt (4
+characters a token) and its answer as long as the job's longest so far (what it answers is
+only known after: a limit can be passed by the part of one answer that is longer), and the
+job stops with a limit before a call that would cross one. Jobs run in threads: the
+estimate of a call in flight is held against the caps until its cost is known, so parallel
+jobs cannot all pass the same last dollar.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from claw_batch import prices
+from claw_batch.config import Budget, Clawfile, Price
+from claw_batch.errors import ClawfileError, LimitExceeded
+from claw_batch.usage import Usage
+
+WINDOWS = {"per_day": ("24 hours", dt.timedelta(days=1)), "per_week": ("7 days", dt.timedelta(7))}
+
+# USD spent by the jobs of the ledger started since a time: (task or None for all, since).
+SpentSince = Callable[[str | None, dt.datetime], float]
+
+
+@dataclass(frozen=True)
+class Cap:
+    key: str  # where the clawfile sets it: tasks.T.budget.per_day, budget.per_week
+    task: str | None  # None: every task together
+    usd: float
+    period: str  # "24 hours"
+    spent_before: float  # by earlier runs, in the period
+
+
+class Spend:
+    """One run's spending, shared by its jobs."""
+
+    def __init__(self, config: Clawfile, spent_since: SpentSince, now: dt.datetime) -> None:
+        """Reads what earlier runs spent from the ledger now, before any job of this run
+        is written to it."""
+        self.config = config
+        self._lock = threading.Lock()
+        shared = self._caps_of(config.budget, None, "budget", spent_since, now)
+        self._caps = {  # per task
+            name: self._caps_of(task.budget, name, f"tasks.{name}.budget", spent_since, now)
+            + shared
+            for name, task in config.tasks.items()
+        }
+        self._spent: dict[str, float] = {}  # per task, by this run's calls
+        self._held: dict[str, float] = {}  # per task, estimates of calls in flight
+
+    def job(self, task: str, model: str) -> JobBudget:
+        """The budget of one job of `task` calling `model` (as the clawfile names it)."""
+        config = self.config.tasks[task]
+        price = prices.lookup(model, self.config.prices)
+        caps = self._caps[task]
+        budget = config.budget or Budget()
+        if price is None and (caps or budget.max_usd is not None):
+            raise ClawfileError(
+                f"task {task!r} has a budget in USD, and no price is known for model "
+                f"{model!r}: add it under prices: in the clawfile (USD per million tokens, "
+                "e.g. {input: 0.5, output: 1.5}; 0 for a local model)"
+            )
+        return JobBudget(self, task, price, budget, caps)
+
+    @staticmethod
+    def _caps_of(
+        budget: Budget | None,
+        task: str | None,
+        where: str,
+        spent_since: SpentSince,
+        now: dt.datetime,
+    ) -> list[Cap]:
+        caps = []
+        for name, (period, length) in WINDOWS.items():
+            usd = getattr(budget, name, None)
+            if usd is not None:
+                spent = spent_since(task, now - length)
+                caps.append(Cap(f"{where}.{name}", task, usd, period, spent))
+        return caps
+
+    def _in_run(self, table: Mapping[str, float], task: str | None) -> float:
+        return sum(v for t, v in table.items() if task is None or t == task)
+
+    def reserve(self, task: str, caps: list[Cap], estimate: float) -> None:
+        """Hold `estimate` USD for a call, or raise the limit it would cross."""
+        with self._lock:
+            for cap in caps:
+                spent = (
+                    cap.spent_before
+                    + self._in_run(self._spent, cap.task)
+                    + self._in_run(self._held, cap.task)
+                )
+                if spent + estimate > cap.usd:
+                    scope = f"task {task!r}" if cap.task else "all tasks together"
+                    raise LimitExceeded(
+                        f"budget: the next model call (~${estimate:.4f}) would take {scope} "
+                        f"past {cap.key} of ${cap.usd:.2f} (${spent:.4f} spent in the last "
+                        f"{cap.period})"
+                    )
+            self._held[task] = self._held.get(task, 0.0) + estimate
+
+    def settle(self, task: str, held: float, cost: float | None) -> None:
+        with self._lock:
+            self._held[task] = self._held.get(task, 0.0) - held
+            self._spent[task] = self._spent.get(task, 0.0) + (cost or 0.0)
+
+
+class JobBudget:
+    """One job's limits and what it has spent; `reserve` before each model call, `settle`
+    with the call's usage after it (an empty usage when the call failed)."""
+
+    def __init__(
+        self,
+        spend: Spend | None,
+        task: str,
+        price: Price | None,
+        budget: Budget,
+        caps: list[Cap],
+    ) -> None:
+        self.spend = spend
+        self.task = task
+        self.price = price
+        self.budget = budget
+        self.caps = caps
+        self.cost: float | None = None if price is None else 0.0  # None: price unknown
+        self._held = 0.0
+        self._longest_answer = 0  # completion tokens: the next answer is taken to be as long
+
+    @classmethod
+    def tokens_only(cls, max_tokens: int | None = None) -> JobBudget:
+        """A job with no price and no caps in USD (tests; a loop outside a run)."""
+        return cls(None, "", None, Budget(max_tokens=max_tokens), [])
+
+    def reserve(self, used: Usage, prompt_tokens: int) -> None:
+        b = self.budget
+        if b.max_tokens is not None and used.total_tokens + prompt_tokens > b.max_tokens:
+            raise LimitExceeded(
+                f"budget: the next model call (~{prompt_tokens:,} prompt tokens) would take "
+                f"the job past its budget of {b.max_tokens:,} tokens "
+                f"({used.total_tokens:,} used)"
+            )
+        if self.price is None:
+            return
+        next_call = Usage(prompt_tokens, self._longest_answer, 0)
+        estimate = prices.cost(next_call, self.price) or 0.0
+        spent = self.cost or 0.0
+        if b.max_usd is not None and spent + estimate > b.max_usd:
+            raise LimitExceeded(
+                f"budget: the next model call (~${estimate:.4f}) would take the job past its "
+                f"budget.max_usd of ${b.max_usd:.2f} (${spent:.4f} spent)"
+            )
+        if self.spend is not None and self.caps:
+            self.spend.reserve(self.task, self.caps, estimate)
+            self._held = estimate
+
+    def settle(self, usage: Usage) -> float | None:
+        """The call's cost (None: price unknown), added to the job's and the run's."""
+        cost = prices.cost(usage, self.price)
+        self._longest_answer = max(self._longest_answer, usage.completion_tokens)
+        if cost is not None:
+            self.cost = (self.cost or 0.0) + cost
+        if self.spend is not None:
+            self.spend.settle(self.task, self._held, cost)
+        self._held = 0.0
+        return cost
