@@ -20,6 +20,7 @@ COMMANDS = {
     "cron": "claw_batch.commands.cron:cron",
     "schedule": "claw_batch.commands.schedule:schedule",
     "log": "claw_batch.commands.log:log",
+    "report": "claw_batch.commands.report:report",
     "watch": "claw_batch.commands.watch:watch",
     "memory": "claw_batch.commands.memory:memory",
     "skills": "claw_batch.commands.skills:skills",

@@ -1,0 +1,49 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from claw_batch.commands.common import handle_errors, load, project_options
+
+
+@click.command()
+@click.option(
+    "--since",
+    "since_text",
+    metavar="SPAN",
+    default="7d",
+    show_default=True,
+    help="The period: 12h, 7d, 2w, or a date.",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Where to write the page [default: .claw/report.html in the project].",
+)
+@project_options
+@handle_errors
+def report(
+    since_text: str,
+    output: Path | None,
+    directory: Path | None,
+    file: Path | None,
+    verbose: bool,
+    quiet: bool,
+) -> int:
+    """Write one self-contained HTML page about the period's runs, from .claw/state.db:
+    totals, failures with their transcripts, a timeline of jobs, tokens and cost per task
+    per day. Prints the page's path."""
+    from claw_batch import history, htmlreport, reportdata
+    from claw_batch.atomic import write_atomic
+    from claw_batch.clock import now_for_run
+
+    project = load(directory, file)
+    now = now_for_run(os.environ)
+    period = reportdata.gather(project.root, history.since(since_text, now), now)
+    path = (output or project.root / ".claw" / "report.html").absolute()
+    write_atomic(path, htmlreport.render(period, root=project.root, out=path))
+    click.echo(path)
+    return 0

@@ -1,0 +1,242 @@
+"""What the run ledger says about a period, for `claw report`: runs, their jobs, and the
+sums the page charts. Read-only: the ledger is opened with `mode=ro`, never created."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sqlite3
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+FAILED = ("failed", "limit", "interrupted", "error")  # how a job that ran can end badly
+STATUSES = ("ok", *FAILED, "skipped", "running")  # in the order totals list them
+
+_JOB_COLUMNS = (
+    "run_id, task, item, status, reason, started, duration_s, prompt_tokens, "
+    "completion_tokens, cached_tokens, cost_usd, error, transcript"
+)
+
+
+@dataclass(frozen=True)
+class JobSpan:
+    """A job of a run; `started` is None for a job that did not run (skipped)."""
+
+    run_id: str
+    task: str
+    item: str
+    status: str
+    reason: str | None
+    started: dt.datetime | None
+    duration_s: float
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    cost_usd: float | None = None  # None: the model's price is unknown (or no call was made)
+    error: str | None = None
+    transcript: str | None = None  # relative to the project root
+
+    @property
+    def name(self) -> str:
+        return f"{self.task}[{self.item}]" if self.item else self.task
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    @property
+    def ended(self) -> dt.datetime | None:
+        return self.started + dt.timedelta(seconds=self.duration_s) if self.started else None
+
+
+@dataclass(frozen=True)
+class RunSpan:
+    id: str
+    started: dt.datetime
+    finished: dt.datetime | None
+    status: str
+    argv: str
+    jobs: tuple[JobSpan, ...]  # ran jobs by start, then the skipped ones
+
+    @property
+    def ended(self) -> dt.datetime:
+        """The latest of its finish and its jobs' ends (a pinned clock stops time)."""
+        ends = [j.ended for j in self.jobs if j.ended is not None]
+        return max([self.started, *([self.finished] if self.finished else []), *ends])
+
+
+@dataclass(frozen=True)
+class Cell:
+    """The jobs of one task on one day, or of a whole period."""
+
+    jobs: int = 0
+    tokens: int = 0
+    cached_tokens: int = 0
+    cost_usd: float = 0.0  # the sum of the known costs
+    priced_jobs: int = 0  # jobs whose cost is known
+    unpriced_jobs: int = 0  # jobs that used tokens at a price nobody knows
+    unpriced_tokens: int = 0
+
+    def add(self, job: JobSpan) -> Cell:
+        unpriced = job.cost_usd is None and job.tokens > 0
+        return self + Cell(
+            1,
+            job.tokens,
+            job.cached_tokens,
+            job.cost_usd or 0.0,
+            job.cost_usd is not None,
+            unpriced,
+            job.tokens if unpriced else 0,
+        )
+
+    def __add__(self, other: Cell) -> Cell:
+        return Cell(
+            self.jobs + other.jobs,
+            self.tokens + other.tokens,
+            self.cached_tokens + other.cached_tokens,
+            self.cost_usd + other.cost_usd,
+            self.priced_jobs + other.priced_jobs,
+            self.unpriced_jobs + other.unpriced_jobs,
+            self.unpriced_tokens + other.unpriced_tokens,
+        )
+
+
+@dataclass(frozen=True)
+class Period:
+    since: dt.datetime
+    now: dt.datetime
+    runs: tuple[RunSpan, ...]  # newest first
+
+    @property
+    def jobs(self) -> list[JobSpan]:
+        return [job for run in self.runs for job in run.jobs]
+
+    @property
+    def failures(self) -> list[JobSpan]:
+        """Jobs that ran and ended badly, newest first."""
+        return [job for job in self.jobs if job.status in FAILED]
+
+    @property
+    def days(self) -> list[dt.date]:
+        """Every day from the first that ran a job (or the period's, if later) to today."""
+        ran = [self.day_of(job.started) for job in self.jobs if job.started is not None]
+        first = max(self.day_of(self.since), min(ran, default=self.now.date()))
+        last = self.now.date()
+        return [first + dt.timedelta(days=n) for n in range((last - first).days + 1)]
+
+    def day_of(self, when: dt.datetime) -> dt.date:
+        return when.astimezone(self.now.tzinfo).date()
+
+    def by_task_and_day(self) -> dict[str, dict[dt.date, Cell]]:
+        """Tasks by tokens used (most first), each with the days it ran a job (in order)."""
+        cells: dict[str, dict[dt.date, Cell]] = {}
+        for job in self.jobs:
+            if job.started is not None:
+                days = cells.setdefault(job.task, {})
+                day = self.day_of(job.started)
+                days[day] = days.get(day, Cell()).add(job)
+        busiest = sorted(cells.items(), key=lambda kv: (-total(kv[1].values()).tokens, kv[0]))
+        return {task: dict(sorted(days.items())) for task, days in busiest}
+
+    def status_counts(self) -> dict[str, int]:
+        counts = {status: 0 for status in STATUSES}
+        for job in self.jobs:
+            counts[job.status] = counts.get(job.status, 0) + 1
+        return {status: n for status, n in counts.items() if n}
+
+
+def total(cells: Iterable[Cell]) -> Cell:
+    return sum(cells, Cell())
+
+
+def gather(root: Path, since: dt.datetime, now: dt.datetime) -> Period:
+    """The runs that started in [since, now] and their jobs, from `.claw/state.db`; the jobs
+    a run skipped come from its `summary.json` (the ledger holds only jobs that ran)."""
+    db_path = root / ".claw" / "state.db"
+    if not db_path.exists():
+        return Period(since, now, ())
+    db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    try:
+        # ISO times with offsets do not sort as text across zones: a day's margin, then exact.
+        rough = (since - dt.timedelta(days=1)).date().isoformat()
+        runs = [
+            row
+            for row in db.execute(
+                "SELECT id, started, finished, status, argv FROM runs WHERE started >= ?",
+                (rough,),
+            )
+            if since <= _time(row[1]) <= now
+        ]
+        jobs = _jobs(db, rough, [row[0] for row in runs])
+    finally:
+        db.close()
+    spans = [
+        RunSpan(
+            run_id,
+            _time(started),
+            _time(finished) if finished else None,
+            status,
+            argv,
+            (*jobs.get(run_id, ()), *_skipped(root, run_id)),
+        )
+        for run_id, started, finished, status, argv in runs
+    ]
+    spans.sort(key=lambda run: (run.started, run.id), reverse=True)
+    return Period(since, now, tuple(spans))
+
+
+def _jobs(db: sqlite3.Connection, rough: str, run_ids: list[str]) -> dict[str, list[JobSpan]]:
+    found: dict[str, list[JobSpan]] = {}
+    wanted = set(run_ids)
+    rows = db.execute(
+        f"SELECT {_JOB_COLUMNS} FROM jobs "
+        "WHERE run_id IN (SELECT id FROM runs WHERE started >= ?) ORDER BY started, rowid",
+        (rough,),
+    )
+    for row in rows:
+        if row[0] in wanted:
+            found.setdefault(row[0], []).append(_job(row))
+    return found
+
+
+def _job(row: tuple[Any, ...]) -> JobSpan:
+    run_id, task, item, status, reason, started, duration, p, c, cached, cost, error, path = row
+    return JobSpan(
+        run_id,
+        task,
+        item,
+        status,
+        reason,
+        _time(started),
+        float(duration or 0.0),
+        p or 0,
+        c or 0,
+        cached or 0,
+        cost,
+        error,
+        path,
+    )
+
+
+def _skipped(root: Path, run_id: str) -> list[JobSpan]:
+    if "/" in run_id or run_id in ("", ".", ".."):  # a name, never a path
+        return []
+    path = root / ".claw" / "runs" / run_id / "summary.json"
+    try:
+        jobs = json.loads(path.read_text(encoding="utf-8")).get("jobs", [])
+    except (OSError, ValueError, AttributeError):
+        return []
+    return [
+        JobSpan(
+            run_id, str(j["task"]), str(j.get("item") or ""), "skipped", j.get("reason"), None, 0
+        )
+        for j in jobs
+        if isinstance(j, dict) and j.get("status") == "skipped" and "task" in j
+    ]
+
+
+def _time(text: str) -> dt.datetime:
+    when = dt.datetime.fromisoformat(text)
+    return when if when.tzinfo else when.astimezone()
