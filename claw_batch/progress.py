@@ -1,16 +1,31 @@
-"""Human progress on stderr: one line per job start and finish; compact when not a TTY."""
+"""Human progress on stderr. On a terminal: finished jobs scroll as one line each above a
+live status area (the running jobs, each with its model turn and current tool, and the
+run's counters), and a table per task at the end. Elsewhere (cron, CI, a pipe): plain
+one-line events and one total line, for a log read the next morning.
+
+Jobs call in from their threads: every method takes one lock, and the area is redrawn at
+most ten times a second (livescreen.Frames); a log pays for nothing it does not print."""
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping, Sequence
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import TracebackType
 from typing import Any, Protocol, TextIO
+
+from claw_batch.livescreen import Frames, Ticker
+from claw_batch.runtotals import RunTotals
+from claw_batch.statusarea import Counters, Running, lines
 
 
 class _Job(Protocol):
     @property
     def name(self) -> str: ...
+    @property
+    def task(self) -> str: ...
 
 
 class _Result(Protocol):
@@ -38,6 +53,19 @@ class _Result(Protocol):
 QUIET_STATUSES = frozenset({"up-to-date", "modified", "would-run"})
 SYMBOLS = {"ok": "✓", "failed": "✗", "limit": "⏱", "interrupted": "■", "skipped": "-"}
 COLORS = {"ok": "32", "failed": "31", "limit": "33", "interrupted": "33", "skipped": "2"}
+FAILED = frozenset({"failed", "limit", "interrupted"})
+SHOWN_EVENTS = frozenset({"assistant", "tool_result", "correction"})  # the rest change nothing
+
+
+def terminal_size(stream: TextIO) -> Callable[[], tuple[int, int]]:
+    def size() -> tuple[int, int]:
+        try:
+            columns, rows = os.get_terminal_size(stream.fileno())
+        except (OSError, ValueError):
+            return 80, 24
+        return columns or 80, rows or 24
+
+    return size
 
 
 class Progress:
@@ -48,72 +76,206 @@ class Progress:
         quiet: bool = False,
         verbose: bool = False,
         tty: bool | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        size: Callable[[], tuple[int, int]] | None = None,
+        ticker: bool = True,  # a thread redraws the area (tests draw with refresh())
     ) -> None:
         self.stream = stream or sys.stderr
         self.quiet = quiet
         self.verbose = verbose
         self.tty = self.stream.isatty() if tty is None else tty
         self.color = self.tty and "NO_COLOR" not in os.environ
-        self.up_to_date = 0
+        # A terminal that cannot move its cursor gets the lines without the area.
+        self.live = self.tty and not quiet and os.environ.get("TERM") != "dumb"
+        self.clock = clock
+        self.size = size or terminal_size(self.stream)
+        self._lock = threading.Lock()
+        self._frames = Frames(self.stream, clock, self._area)
+        self._ticker = Ticker(self.refresh) if ticker else None
+        self._reset()
 
-    def _print(self, line: str) -> None:
-        print(line, file=self.stream, flush=True)
+    def _reset(self) -> None:
+        """What one run shows (claw watch and claw schedule show several)."""
+        self.totals = RunTotals()
+        self._running: dict[str, Running] = {}
+        self._planned: dict[str, int] = {}
 
-    def _paint(self, status: str, text: str) -> str:
-        return f"\033[{COLORS.get(status, '0')}m{text}\033[0m" if self.color else text
+    @property
+    def up_to_date(self) -> int:
+        return self.totals.count("up-to-date")
+
+    # The run's events.
+
+    def expect(self, task: str, jobs: int) -> None:
+        """How many jobs the task has (for the "to run" counter): said once it is known,
+        again when it changes (a fan-out expanded after its upstream ran)."""
+        with self._lock:
+            self._planned[task] = jobs
+
+    def expect_jobs(self, plan: Callable[[], Iterable[_Job]]) -> None:
+        """An estimate of every task's jobs, from the plan before the run (a fan-out over
+        an upstream's outputs may find more once they exist); an error in it is the run's
+        to report, not this one's."""
+        from claw_batch.errors import ClawError
+
+        try:
+            jobs = list(plan())
+        except ClawError:
+            return
+        counts: dict[str, int] = {}
+        for job in jobs:
+            counts[job.task] = counts.get(job.task, 0) + 1
+        for task, n in counts.items():
+            self.expect(task, n)
 
     def message(self, text: str) -> None:
-        if not self.quiet:
-            self._print(text)
+        if self.quiet:
+            return
+        with self._lock:
+            self._frames.print(text.split("\n"), force=True)
 
     def job_started(self, job: _Job) -> None:
         if self.quiet:
             return
-        self._print(f"▶ {job.name}" if self.tty else f"start {job.name}")
+        with self._lock:
+            now = self.clock()
+            self.totals.of(job.task, now).started(now)
+            if not self.live:
+                self._frames.print([f"▶ {job.name}" if self.tty else f"start {job.name}"])
+                return
+            self._running[job.name] = Running(job.name, job.task, now)
+            self._frames.start()
+            if self._ticker is not None:
+                self._ticker.start()
+            self._frames.print([])
 
     def job_event(self, job: _Job, kind: str, fields: Mapping[str, Any]) -> None:
-        if not self.verbose or self.quiet:
-            return
-        if kind == "assistant":
-            for call in fields.get("tool_calls", []):
-                self._print(f"  {job.name}: {call['name']} {call['arguments'][:100]}")
-        elif kind == "tool_result" and not fields.get("ok"):
-            self._print(f"  {job.name}: {fields['name']} → {str(fields['content'])[:160]}")
+        if self.quiet or not (self.live or self.verbose) or kind not in SHOWN_EVENTS:
+            return  # the common case in a log: nothing to do, not even the lock
+        with self._lock:
+            running = self._running.get(job.name)
+            if running is not None:
+                running.follow(kind, fields)
+            self._frames.print(_tool_lines(job, kind, fields) if self.verbose else [])
 
     def job_finished(self, result: _Result) -> None:
-        if result.status in QUIET_STATUSES:
-            self._not_run(result)
-            return
-        failed = result.status != "ok"
-        if self.quiet and not failed:
-            return
+        with self._lock:
+            now = self.clock()
+            totals = self.totals.of(result.job.task, now)
+            totals.add(result.status, result.tokens, _cost(result), now)
+            self._running.pop(result.job.name, None)
+            if not self.quiet or result.status in FAILED or result.status == "skipped":
+                self._frames.print(self._finished_lines(result))
+
+    def finish(self) -> None:
+        """The run ended: the area goes, the summary stays."""
+        if self._ticker is not None:
+            self._ticker.stop()
+        with self._lock:
+            self._frames.end([] if self.quiet else self._summary())
+            self._reset()
+
+    def close(self) -> None:
+        """Leave the terminal clean, whatever happened (Ctrl-C, an error): what waited to
+        be drawn is printed, the area erased, the cursor shown."""
+        if self._ticker is not None:
+            self._ticker.stop()
+        with self._lock:
+            self._frames.end([])
+
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def refresh(self) -> None:
+        """Redraw the area if something changed, or a second passed (the jobs' times)."""
+        with self._lock:
+            self._frames.tick()
+
+    # Lines.
+
+    def _finished_lines(self, result: _Result) -> list[str]:
+        status, name = result.status, result.job.name
+        if status in QUIET_STATUSES:
+            return self._not_run(result)
+        failed = status != "ok"
         detail = f"{result.duration_s:.1f} s, {result.tokens:,} tokens"
         if result.output and not failed:
             detail += f" → {result.output}"
-        name = result.job.name
         if self.tty:
-            mark = self._paint(result.status, SYMBOLS.get(result.status, "?"))
+            mark = self._paint(status, SYMBOLS.get(status, "?"))
             line = f"{mark} {name} ({detail})"
         else:
-            line = f"{result.status} {name} ({detail})"
+            line = f"{status} {name} ({detail})"
         if failed and result.error:
             line += f": {result.error}"
-        self._print(line)
-        for finding in result.findings:
-            self._print(f"    {finding}")
+        return [line, *(f"    {finding}" for finding in result.findings)]
 
-    def _not_run(self, result: _Result) -> None:
+    def _not_run(self, result: _Result) -> list[str]:
+        name = result.job.name
         if result.status == "up-to-date":
-            self.up_to_date += 1
-            if self.verbose and not self.quiet:
-                self._print(f"up to date {result.job.name}")
-        elif result.status == "modified" and not self.quiet:
-            self._print(f"kept {result.job.name}: {result.reason}")
-        elif result.status == "would-run" and not self.quiet:
-            why = "; ".join(result.reasons)
-            self._print(f"would run {result.job.name}: {why}")
+            return [f"up to date {name}"] if self.verbose else []
+        if result.status == "modified":
+            return [f"kept {name}: {result.reason}"]
+        return [f"would run {name}: {'; '.join(result.reasons)}"]
 
-    def finish(self) -> None:
-        if self.up_to_date and not self.verbose and not self.quiet:
-            n = self.up_to_date
-            self._print(f"{n} job{'s' if n != 1 else ''} up to date")
+    def _summary(self) -> list[str]:
+        now = self.clock()
+        if self.totals.total().ran >= 2:
+            return ["", *self.totals.table(now)] if self.tty else [self.totals.line(now)]
+        n = self.up_to_date
+        if n and not self.verbose:
+            return [f"{n} job{'s' if n != 1 else ''} up to date"]
+        return []
+
+    def _paint(self, status: str, text: str) -> str:
+        return f"\033[{COLORS.get(status, '0')}m{text}\033[0m" if self.color else text
+
+    def _area(self, now: float) -> list[str]:
+        """The live area's rows now (Frames calls it, with the lock held)."""
+        running = list(self._running.values())
+        t = self.totals
+        counters = Counters(
+            running=len(running),
+            done=t.count("ok"),
+            failed=sum(t.count(s) for s in FAILED),
+            skipped=t.count("skipped"),
+            up_to_date=t.count("up-to-date") + t.count("modified"),
+            to_run=self._to_run(running),
+        )
+        return lines(running, counters, self.size(), now, self.color)
+
+    def _to_run(self, running: list[Running]) -> int | None:
+        if not self._planned:
+            return None
+        left = 0
+        for task, planned in self._planned.items():
+            totals = self.totals.tasks.get(task)
+            settled = sum(totals.statuses.values()) if totals else 0
+            left += max(planned - settled - sum(r.task == task for r in running), 0)
+        return left
+
+
+def _tool_lines(job: _Job, kind: str, fields: Mapping[str, Any]) -> list[str]:
+    """-v: each tool call, and each that failed with what it said."""
+    if kind == "assistant":
+        return [
+            f"  {job.name}: {call['name']} {call['arguments'][:100]}"
+            for call in fields.get("tool_calls", [])
+        ]
+    if kind == "tool_result" and not fields.get("ok"):
+        return [f"  {job.name}: {fields['name']} → {str(fields['content'])[:160]}"]
+    return []
+
+
+def _cost(result: _Result) -> float | None:
+    """A job's cost in USD, where its result knows it (cost accounting adds `cost_usd`)."""
+    cost = getattr(result, "cost_usd", None)
+    return float(cost) if cost is not None else None
