@@ -91,8 +91,12 @@ def run_hook(
     )
     progress = Progress(quiet=quiet, verbose=verbose)
     signal.signal(signal.SIGTERM, _interrupt)
-    summary = Runner(project, options, progress=progress).run()
-    progress.finish()
+    runner = Runner(project, options, progress=progress)
+    with progress:  # Ctrl-C, SIGTERM or a bug: the live area goes, the cursor comes back
+        if progress.live:
+            progress.expect_jobs(runner.plan)
+        summary = runner.run()
+        progress.finish()
     if summary.error:
         click.echo(f"claw: {summary.error}", err=True)
     if summary.exit_code:

@@ -101,10 +101,13 @@ def run(
     progress = Progress(quiet=quiet, verbose=verbose)
     runner = Runner(project, options, progress=progress)
     stop_on_sigterm()
-    summary = runner.run()
-    if not summary.results and not summary.error and not due:  # --due: silent when idle
-        progress.message("claw: nothing to run")
-    progress.finish()
+    with progress:  # Ctrl-C, SIGTERM or a bug: the live area goes, the cursor comes back
+        if progress.live and not (due or dry_run):
+            progress.expect_jobs(runner.plan)
+        summary = runner.run()
+        if not summary.results and not summary.error and not due:  # --due: silent when idle
+            progress.message("claw: nothing to run")
+        progress.finish()
     if summary.error:
         click.echo(f"claw: {summary.error}", err=True)
     if as_json:

@@ -37,6 +37,8 @@ def schedule(
         targets=targets, jobs=jobs, keep_going=keep_going, due=True, argv=tuple(sys.argv)
     )
     stop_on_sigterm()
-    progress = Progress(quiet=quiet, verbose=verbose)
     environ = dict(os.environ)
-    return serve(project, options, progress=progress, environ=environ, clock=real_clock(environ))
+    with Progress(quiet=quiet, verbose=verbose) as progress:  # a clean terminal at the end
+        return serve(
+            project, options, progress=progress, environ=environ, clock=real_clock(environ)
+        )

@@ -55,12 +55,13 @@ def watch(
         targets=targets, jobs=jobs, keep_going=True, model=model, argv=tuple(sys.argv)
     )
     stop_on_sigterm()
-    watcher = Watcher(
-        project,
-        options,
-        WatchOptions(settle=settle, rescan=rescan),
-        progress=Progress(quiet=quiet, verbose=verbose),
-        environ=dict(os.environ),
-        reload=lambda: load(directory, file, cache="write"),
-    )
-    return watcher.serve()
+    with Progress(quiet=quiet, verbose=verbose) as progress:  # a clean terminal at the end
+        watcher = Watcher(
+            project,
+            options,
+            WatchOptions(settle=settle, rescan=rescan),
+            progress=progress,
+            environ=dict(os.environ),
+            reload=lambda: load(directory, file, cache="write"),
+        )
+        return watcher.serve()
