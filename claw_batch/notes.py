@@ -69,7 +69,7 @@ def format_task_entry(*, when: dt.datetime, task: str, jobs: list[NoteJob]) -> s
 
     seconds = sum(j[2] for j in jobs)
     tokens = sum(j[3] for j in jobs)
-    cost = total(j[5] for j in jobs if j[3])
+    cost = total(j[5] for j in jobs if j[3]) if tokens else None  # nothing spent: no "$0"
     if len(jobs) == 1 and not jobs[0][0]:
         _, status, _, _, text, _ = jobs[0]
         return format_entry(
