@@ -47,6 +47,8 @@ class _Result(Protocol):
     def reason(self) -> str | None: ...
     @property
     def reasons(self) -> Sequence[str]: ...
+    @property
+    def cost_usd(self) -> float | None: ...
 
 
 # Jobs that did not run are one line each only when they need attention (or with -v).
@@ -162,7 +164,7 @@ class Progress:
         with self._lock:
             now = self.clock()
             totals = self.totals.of(result.job.task, now)
-            totals.add(result.status, result.tokens, _cost(result), now)
+            totals.add(result.status, result.tokens, result.cost_usd, now)
             self._running.pop(result.job.name, None)
             if not self.quiet or result.status in FAILED or result.status == "skipped":
                 self._frames.print(self._finished_lines(result))
@@ -273,9 +275,3 @@ def _tool_lines(job: _Job, kind: str, fields: Mapping[str, Any]) -> list[str]:
     if kind == "tool_result" and not fields.get("ok"):
         return [f"  {job.name}: {fields['name']} → {str(fields['content'])[:160]}"]
     return []
-
-
-def _cost(result: _Result) -> float | None:
-    """A job's cost in USD, where its result knows it (cost accounting adds `cost_usd`)."""
-    cost = getattr(result, "cost_usd", None)
-    return float(cost) if cost is not None else None
