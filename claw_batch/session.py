@@ -93,7 +93,7 @@ class RunSession:
         scheduler = Scheduler(
             jobs=self.r.options.jobs,
             upstream=self.r.graph.upstream,
-            expand=self.r.jobs_of,
+            expand=self._expand,
             check=self.check,
             on_result=self.finished,
             on_task_done=self.note,
@@ -101,6 +101,12 @@ class RunSession:
         scheduler.run(names)
         if any(r.status == "interrupted" for r in self.summary.results):
             raise Interrupted("interrupted")
+
+    def _expand(self, name: str) -> list[Job]:
+        """The task's jobs, when its turn comes; the progress display counts them."""
+        jobs = self.r.jobs_of(name)
+        self.r.progress.expect(name, len(jobs))
+        return jobs
 
     def _say_unavailable(self, names: list[str]) -> None:
         """A skill a task names that this machine cannot offer: said, not fatal."""
