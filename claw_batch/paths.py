@@ -18,6 +18,9 @@ from claw_batch.errors import ToolError
 
 STATE_DIR = ".claw"
 NEVER_SEARCHED = (".git", STATE_DIR)  # not matched by globs, inputs or fan-out
+# Outside the project anyway, but named in the refusal: /proc/self/environ holds the runner's
+# keys, /dev/zero never ends, a FIFO or a device can block or act when opened.
+KERNEL_FILESYSTEMS = ("/proc", "/sys", "/dev")
 
 
 @dataclass(frozen=True)
@@ -79,10 +82,23 @@ class Policy:
         if not path or "\0" in path:
             raise ToolError(f"invalid path {path!r}: give a path relative to the project root")
         root = str(self.root)
-        real = _realpath(root, path)
-        if any(_is_under(real, d) for d in also):
+        try:
+            real = _realpath(root, path)
+        except OSError:  # realpath's readlink found no symlink where its lstat had seen one
+            raise ToolError(
+                f"refused {doing} {path}: it changed while it was being resolved (a symlink "
+                "or a rename raced the check); nothing was done"
+            ) from None
+        if real == root or real.startswith(_prefix(root)):  # realpath's are normalised
             return Path(real)
-        if real != root and not real.startswith(_prefix(root)):  # realpath's are normalised
+        kernel = next((top for top in KERNEL_FILESYSTEMS if _is_under(real, top)), None)
+        if kernel is not None:
+            raise ToolError(
+                f"refused {doing} {path}: it resolves to {real}, in {kernel}, which tools "
+                "never read or write (the kernel's and processes' own files); "
+                "use paths inside the project"
+            )
+        if not any(_is_under(real, d) for d in also):
             raise ToolError(
                 f"refused {doing} {path}: it resolves to {real}, outside the project root "
                 f"{self.root}; use paths inside the project"

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import stat
 import time
 from pathlib import Path
@@ -14,6 +15,7 @@ from claw_batch.paths import Policy
 from claw_batch.tools import TOOL_NAMES
 from claw_batch.tools.base import ToolContext
 from claw_batch.tools.bash import CONTROL_OPERATORS
+from claw_batch.tools.files import MAX_FILE_BYTES
 from claw_batch.tools.registry import TOOLS, tool
 
 PROTECTED = (".git", ".claw", "workspace/memory")
@@ -219,6 +221,116 @@ def test_read_escapes_are_refused(root: Path, tmp_path: Path) -> None:
     assert call(ctx, "read", path=str(root / "in.txt")) == "inside"
 
 
+KERNEL_FILES = [
+    ("/proc/self/environ", f"/proc/{os.getpid()}/environ", "/proc"),
+    ("/proc/1/environ", "/proc/1/environ", "/proc"),
+    ("/dev/zero", "/dev/zero", "/dev"),
+    ("/sys/kernel", "/sys/kernel", "/sys"),
+]
+
+
+@pytest.mark.parametrize(("target", "real", "top"), KERNEL_FILES)
+def test_kernel_files_are_refused_through_symlinks(
+    root: Path, target: str, real: str, top: str
+) -> None:
+    (root / "link").symlink_to(target)
+    (root / "d").mkdir()
+    (root / "d" / "up").symlink_to(Path(target).parent)
+    ctx = context(root)
+    why = f"in {top}, which tools never read or write (the kernel's and processes' own files)"
+    for tool, args in [
+        ("read", {"path": "link"}),
+        ("ls", {"path": "link"}),
+        ("grep", {"pattern": "x", "path": "link"}),
+        ("find", {"pattern": "*", "path": "link"}),
+        ("write", {"path": "link", "content": "x"}),
+        ("edit", {"path": "link", "old_string": "a", "new_string": "b"}),
+    ]:
+        doing = "writing" if tool in ("write", "edit") else "reading"
+        assert fails(ctx, tool, **args) == (
+            f"refused {doing} link: it resolves to {real}, {why}; use paths inside the project"
+        )
+    name = Path(target).name
+    assert fails(ctx, "read", path=f"d/up/{name}") == (
+        f"refused reading d/up/{name}: it resolves to {real}, {why}; use paths inside the project"
+    )
+    assert fails(ctx, "read", path=target) == (
+        f"refused reading {target}: it resolves to {real}, {why}; use paths inside the project"
+    )
+    assert call(ctx, "grep", pattern="PATH|HOME|.") == "no matches"  # links are not followed
+    assert call(ctx, "find", pattern="**") == "no files match ** in ."
+
+
+def special_files(root: Path) -> dict[str, str]:
+    """A FIFO (with no writer: opening it to read would block), a socket and, as root, a
+    character device (/dev/zero's numbers: reading it would never end)."""
+    os.mkfifo(root / "pipe")
+    made = {"pipe": "a FIFO", "sock": "a socket"}
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(root / "sock"))
+    sock.close()
+    if os.geteuid() == 0:
+        os.mknod(root / "zero", 0o644 | stat.S_IFCHR, os.makedev(1, 5))
+        made["zero"] = "a device"
+    return made
+
+
+def test_fifos_sockets_and_devices_are_refused_without_being_opened(root: Path) -> None:
+    ctx = context(root)
+    for name, what in special_files(root).items():
+        assert fails(ctx, "read", path=name) == f"{name} is not a regular file ({what}); refused"
+        assert fails(ctx, "edit", path=name, old_string="a", new_string="b") == (
+            f"{name} is not a regular file ({what}); refused"
+        )
+        assert fails(ctx, "write", path=name, content="x") == (
+            f"{name} is not a regular file ({what}); refused"
+        )
+        assert fails(ctx, "grep", pattern="x", path=name) == (
+            f"{name} is not a regular file or directory; refused"
+        )
+        assert fails(ctx, "ls", path=name) == (
+            f"{name} is a file, not a directory; use read to see its content"
+        )
+    assert stat.S_ISFIFO((root / "pipe").lstat().st_mode)  # refused, not replaced
+
+
+def test_folders_with_special_files_are_searched_and_listed(root: Path) -> None:
+    made = special_files(root)
+    put(root, "a.txt", "x marks\n")
+    ctx = context(root)
+    assert call(ctx, "grep", pattern="x") == "a.txt:1:x marks"
+    assert call(ctx, "find", pattern="*") == "a.txt"
+    assert call(ctx, "ls") == "\n".join(sorted(["a.txt", *made]))
+
+
+def test_read_size_cap(root: Path) -> None:
+    with open(root / "huge.log", "wb") as f:  # sparse: no disk is used
+        f.truncate(MAX_FILE_BYTES + 1)
+    assert fails(context(root), "read", path="huge.log") == (
+        "huge.log is too large (52428801 bytes, limit 52428800); "
+        "use grep to find the lines you need"
+    )
+
+
+def test_skill_folders_outside_the_project_are_readable(root: Path, tmp_path: Path) -> None:
+    skill = tmp_path / "skills" / "mine"
+    put(skill, "SKILL.md", "---\nname: mine\n---\nRun {baseDir}/go.sh\n")
+    put(skill, "go.sh", "echo go\n")
+    put(tmp_path / "skills", "other.md", "not offered\n")
+    policy = Policy(root, skill_dirs=(str(skill),))
+    ctx = ToolContext(root, policy, scrubbed_env(), time.monotonic() + 30)
+    assert call(ctx, "read", path=f"{skill}/SKILL.md") == f"---\nname: mine\n---\nRun {skill}/go.sh"
+    assert call(ctx, "ls", path=str(skill)) == "SKILL.md\ngo.sh"
+    assert call(ctx, "grep", pattern="echo", path=str(skill)) == f"{skill}/go.sh:1:echo go"
+    assert call(ctx, "find", pattern="*.sh", path=str(skill)) == f"{skill}/go.sh"
+    assert fails(ctx, "read", path=f"{tmp_path}/skills/other.md").startswith(
+        f"refused reading {tmp_path}/skills/other.md: it resolves to"
+    )
+    assert fails(ctx, "write", path=f"{skill}/go.sh", content="x").startswith(
+        f"refused writing {skill}/go.sh: it resolves to"
+    )
+
+
 # --- write -------------------------------------------------------------------------------------
 
 
@@ -266,6 +378,35 @@ def test_write_refuses_directories_and_fifos(root: Path) -> None:
     assert fails(context(root), "write", path="pipe", content="x") == (
         "pipe is not a regular file (a FIFO); refused"
     )
+
+
+def test_write_and_edit_size_cap(root: Path) -> None:
+    ctx = context(root)
+    big = "x" * (MAX_FILE_BYTES + 1)
+    assert fails(ctx, "write", path="big.txt", content=big) == (
+        "refused: the new content of big.txt is 52428801 bytes, over the limit of 52428800 "
+        "for a file the tools write; nothing was written"
+    )
+    assert not (root / "big.txt").exists()
+    put(root, "grow.txt", "ab" * 1000)
+    grow = {"old_string": "b", "new_string": "b" * 60_000, "replace_all": True}
+    assert fails(ctx, "edit", path="grow.txt", **grow) == (
+        "refused: the new content of grow.txt is 60001000 bytes, over the limit of 52428800 "
+        "for a file the tools write; nothing was written"
+    )
+    assert (root / "grow.txt").read_text() == "ab" * 1000
+    assert os.listdir(root) == ["grow.txt"]
+
+
+def test_write_and_edit_replace_the_file_by_rename(root: Path) -> None:
+    """Atomic: a reader holding the old file keeps reading the old bytes, no temp file stays."""
+    path = put(root, "a.txt", "old\n")
+    with path.open() as reader:
+        call(context(root), "write", path="a.txt", content="new\n")
+        call(context(root), "edit", path="a.txt", old_string="new", new_string="newer")
+        assert reader.read() == "old\n"
+    assert path.read_text() == "newer\n"
+    assert os.listdir(root) == ["a.txt"]
 
 
 # --- edit --------------------------------------------------------------------------------------

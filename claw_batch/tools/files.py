@@ -1,10 +1,12 @@
-"""The file tools: read, write, edit, ls, find. Confinement is `Policy`'s job; these check what
-a path is (regular file, directory, something else) and keep every answer bounded."""
+"""The file tools: read, write, edit, ls, find. Confinement is `Policy`'s job; `safeopen` opens
+only what it approved. These check what a path is (regular file, directory, something else)
+and keep every answer, and every file they write, bounded."""
 
 from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
@@ -12,15 +14,15 @@ import python_ripgrep
 from pydantic import Field
 
 from claw_batch import globs
-from claw_batch.atomic import write_atomic
 from claw_batch.errors import ToolError
 from claw_batch.paths import NEVER_SEARCHED, Policy
+from claw_batch.safeopen import kind, open_checked, open_dir, opened, read_bytes, write_file
 from claw_batch.tools.base import ToolContext
 from claw_batch.untrusted import fence
 
 MAX_LINES = 2000
 MAX_BYTES = 50_000
-MAX_FILE_BYTES = 50 * 1024 * 1024
+MAX_FILE_BYTES = 50 * 1024 * 1024  # what read loads, and what write and edit may leave
 BINARY_SNIFF = 8192
 MAX_ENTRIES = 500
 MAX_FOUND = 1000
@@ -62,10 +64,8 @@ def write(
     pol = policy(ctx)
     real = pol.resolve_write(path)
     shown = pol.relative(real)
-    if os.path.lexists(real):
-        require_file(real, shown, "write cannot replace a directory")
     data = content.encode("utf-8")
-    _save(real, shown, data)
+    _save(pol, real, shown, data)
     lines = content.count("\n") + (1 if content and not content.endswith("\n") else 0)
     return f"wrote {lines} line{'' if lines == 1 else 's'} ({len(data)} bytes) to {shown}"
 
@@ -97,7 +97,7 @@ def edit(
             "add context to make it unique or set replace_all"
         )
     text = text.replace(old_string, new_string)
-    _save(real, shown, text.encode("utf-8", "surrogateescape"))
+    _save(pol, real, shown, text.encode("utf-8", "surrogateescape"))
     times = "1 occurrence" if len(lines) == 1 else f"{len(lines)} occurrences"
     return f"replaced {times} in {shown} (line{'s' if len(lines) > 1 else ''} {where})"
 
@@ -107,13 +107,10 @@ def ls(ctx: ToolContext, *, path: Dir = ".") -> str:
     pol = policy(ctx)
     real = pol.resolve_read(path)
     shown = pol.relative(real)
-    if not stat.S_ISDIR(stat_path(real, shown).st_mode):
-        raise ToolError(f"{shown} is a file, not a directory; use read to see its content")
-    try:
-        with os.scandir(real) as it:
-            names = sorted(e.name + "/" if _is_dir(e) else e.name for e in it)
-    except OSError as e:
-        raise ToolError(f"cannot list {shown}: {e.strerror}") from None
+    with opened(real, shown) as (fd, st):
+        if not stat.S_ISDIR(st.st_mode):
+            raise ToolError(f"{shown} is a file, not a directory; use read to see its content")
+        names = _names(fd, shown)
     if not names:
         return f"{shown} is empty"
     more = len(names) - MAX_ENTRIES
@@ -131,13 +128,16 @@ def find(
     pol = policy(ctx)
     real = pol.resolve_read(path)
     base = pol.relative(real)
-    if not stat.S_ISDIR(stat_path(real, base).st_mode):
-        raise ToolError(f"{base} is a file, not a directory; find searches directories")
-    found = sorted(
-        rel
-        for rel in map(pol.relative, map(Path, python_ripgrep.files([], paths=[str(real)])))
-        if not is_never_listed(rel) and globs.match_file(pattern, rel, base)
-    )
+    with opened(real, base) as (_, st):
+        if not stat.S_ISDIR(st.st_mode):
+            raise ToolError(f"{base} is a file, not a directory; find searches directories")
+    listed = python_ripgrep.files([], paths=[str(real)])
+    wanted = [f for f in listed if globs.match_file(pattern, pol.relative(Path(f)), base)]
+    found = []
+    for name, fd in checked_files(pol, wanted):
+        os.close(fd)
+        found.append(pol.relative(Path(name)))
+    found.sort()
     if not found:
         return f"no files match {pattern} in {base}"
     more = len(found) - MAX_FOUND
@@ -148,6 +148,25 @@ def find(
 def policy(ctx: ToolContext) -> Policy:
     pol: Policy = ctx.policy
     return pol
+
+
+def checked_files(pol: Policy, listed: list[str]) -> Iterator[tuple[str, int]]:
+    """The regular files among paths ripgrep listed, each with an O_PATH fd of the file where
+    it was listed, which the caller closes. ripgrep walks by path, so a folder swapped for a
+    symlink while it walked can list files from elsewhere: those are left out here, as are
+    runner state and what changed, or is not a regular file, since."""
+    for name in listed:
+        rel = pol.relative(Path(name))
+        if is_never_listed(rel):
+            continue
+        try:
+            fd, st = open_checked(Path(name), rel)
+        except ToolError:
+            continue
+        if stat.S_ISREG(st.st_mode):
+            yield name, fd
+        else:
+            os.close(fd)
 
 
 def is_never_listed(rel: str) -> bool:
@@ -165,51 +184,31 @@ def stat_path(real: Path, shown: str) -> os.stat_result:
 
 
 def require_file(real: Path, shown: str, dir_hint: str) -> os.stat_result:
-    st = stat_path(real, shown)
-    if stat.S_ISDIR(st.st_mode):
-        raise ToolError(f"{shown} is a directory; {dir_hint}")
-    if not stat.S_ISREG(st.st_mode):
-        raise ToolError(f"{shown} is not a regular file ({_kind(st.st_mode)}); refused")
-    return st
+    return _regular(stat_path(real, shown), shown, dir_hint)
 
 
 def load_text(real: Path, shown: str, errors: str) -> str:
-    st = require_file(real, shown, "use ls to list it")
-    if st.st_size > MAX_FILE_BYTES:
+    with opened(real, shown) as (fd, st):
+        _regular(st, shown, "use ls to list it")
+        if st.st_size <= MAX_FILE_BYTES:
+            data = read_bytes(fd, st.st_size, MAX_FILE_BYTES)
+    if st.st_size > MAX_FILE_BYTES or len(data) > MAX_FILE_BYTES:
+        size = f"{st.st_size} bytes" if st.st_size > MAX_FILE_BYTES else "it grew while read"
         raise ToolError(
-            f"{shown} is too large ({st.st_size} bytes, limit {MAX_FILE_BYTES}); "
+            f"{shown} is too large ({size}, limit {MAX_FILE_BYTES}); "
             "use grep to find the lines you need"
         )
-    # O_NONBLOCK: should the path have become a FIFO since the stat, opening does not hang.
-    try:
-        fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as e:
-        raise ToolError(f"cannot read {shown}: {e.strerror}") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise ToolError(f"{shown} is not a regular file; refused")
-        data = _read_all(fd, st.st_size)
-    finally:
-        os.close(fd)
     if b"\0" in data[:BINARY_SNIFF]:
         raise ToolError(f"{shown} looks like a binary file (it contains NUL bytes); not read")
     return data.decode("utf-8", errors)
 
 
-def _read_all(fd: int, size: int) -> bytes:
-    """Up to MAX_FILE_BYTES + 1 bytes: reads of the size fstat gave (plus one, to see that
-    the file ended), rather than a buffered read that would map a 50 MB buffer each time."""
-    parts: list[bytes] = []
-    got = 0
-    while got <= MAX_FILE_BYTES:
-        ask = min(max(size + 1 - got, 65536 if got else 1), MAX_FILE_BYTES + 1 - got)
-        chunk = os.read(fd, ask)
-        parts.append(chunk)
-        got += len(chunk)
-        if len(chunk) < ask:  # a short read of a regular file: its end
-            break
-    return b"".join(parts)
+def _regular(st: os.stat_result, shown: str, dir_hint: str) -> os.stat_result:
+    if stat.S_ISDIR(st.st_mode):
+        raise ToolError(f"{shown} is a directory; {dir_hint}")
+    if not stat.S_ISREG(st.st_mode):
+        raise ToolError(f"{shown} is not a regular file ({kind(st.st_mode)}); refused")
+    return st
 
 
 def _window(lines: list[str], offset: int, limit: int) -> str:
@@ -261,11 +260,30 @@ def _not_found(text: str, old: str, shown: str) -> str:
     return f"old_string not found in {shown}; read the file and copy the exact text to replace"
 
 
-def _save(real: Path, shown: str, data: bytes) -> None:
+def _save(pol: Policy, real: Path, shown: str, data: bytes) -> None:
+    if len(data) > MAX_FILE_BYTES:
+        raise ToolError(
+            f"refused: the new content of {shown} is {len(data)} bytes, over the limit of "
+            f"{MAX_FILE_BYTES} for a file the tools write; nothing was written"
+        )
     try:
-        write_atomic(real, data)
+        write_file(pol.root, real, shown, data)
     except OSError as e:
         raise ToolError(f"cannot write {shown}: {e.strerror or e}") from None
+
+
+def _names(fd: int, shown: str) -> list[str]:
+    try:
+        listing = open_dir(fd)
+    except OSError as e:
+        raise ToolError(f"cannot list {shown}: {e.strerror}") from None
+    try:
+        with os.scandir(listing) as it:
+            return sorted(e.name + "/" if _is_dir(e) else e.name for e in it)
+    except OSError as e:
+        raise ToolError(f"cannot list {shown}: {e.strerror}") from None
+    finally:
+        os.close(listing)
 
 
 def _is_dir(entry: os.DirEntry[str]) -> bool:
@@ -273,11 +291,3 @@ def _is_dir(entry: os.DirEntry[str]) -> bool:
         return entry.is_dir()
     except OSError:
         return False
-
-
-def _kind(mode: int) -> str:
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a special file"

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
+import os
+import re
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
@@ -12,8 +16,9 @@ from pydantic import Field
 from claw_batch import globs
 from claw_batch.errors import ToolError
 from claw_batch.paths import NEVER_SEARCHED, Policy
+from claw_batch.safeopen import link, opened
 from claw_batch.tools.base import ToolContext
-from claw_batch.tools.files import is_never_listed, policy, stat_path
+from claw_batch.tools.files import checked_files, policy
 from claw_batch.untrusted import fence
 
 MAX_LINES = 200
@@ -23,6 +28,8 @@ MAX_LINE_CHARS = 1000
 # paths containing ':' or '-3-' parse unambiguously; the model sees ':' and '-'.
 MATCH_SEP = "\x00"
 CONTEXT_SEP = "\x01"
+FD_LINK = re.compile(r"/proc/self/fd/\d+")  # the paths ripgrep is given (safeopen.link)
+BATCH = 256  # files searched at a time: each holds an fd while ripgrep reads it
 
 
 def grep(
@@ -38,16 +45,18 @@ def grep(
     pol = policy(ctx)
     real = pol.resolve_read(path)
     base = pol.relative(real)
-    mode = stat_path(real, base).st_mode
-    if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
-        raise ToolError(f"{base} is not a regular file or directory; refused")
-    chunks = _search(("(?i)" if ignore_case else "") + pattern, real, glob, context)
-    single_file = None if stat.S_ISDIR(mode) else base
-    blocks = sorted(_block(chunk, single_file, pol) for chunk in chunks)
+    regex = ("(?i)" if ignore_case else "") + pattern
+    with opened(real, base) as (fd, st):
+        if stat.S_ISREG(st.st_mode):  # ripgrep reads the file that was checked, through its fd
+            blocks = [(base, _lines(c, base)) for c in _search(regex, [link(fd)], context)]
+        elif not stat.S_ISDIR(st.st_mode):
+            raise ToolError(f"{base} is not a regular file or directory; refused")
+    if stat.S_ISDIR(st.st_mode):
+        blocks = _search_tree(regex, real, glob, context, pol)
     shown = [
         (rel, block)
-        for rel, block in blocks
-        if not is_never_listed(rel) and (glob is None or globs.match_file(glob, rel, base))
+        for rel, block in sorted(blocks)
+        if block and (glob is None or globs.match_file(glob, rel, base))
     ]
     lines = [line for _, block in shown for line in block]
     if not lines:
@@ -56,16 +65,51 @@ def grep(
     return fence(_capped(lines), ", ".join(outside)) if outside else _capped(lines)
 
 
-def _search(pattern: str, real: Path, glob: str | None, context: int) -> list[str]:
-    """ripgrep's output: one string per file, lines separated by newlines."""
+def _search_tree(
+    regex: str, real: Path, glob: str | None, context: int, pol: Policy
+) -> list[tuple[str, list[str]]]:
+    """ripgrep lists the files (its ignore rules, by path); each is opened and checked where
+    it was listed, and ripgrep searches those fds, a batch at a time."""
     # A glob without '/' names files, which ripgrep filters on directly; a path glob is
     # matched in Python because ripgrep anchors it at the process's working directory.
     rg_globs = [glob] if glob and "/" not in glob else []
     try:
+        listed = python_ripgrep.files(
+            [], paths=[str(real)], globs=[*rg_globs, *(f"!{d}" for d in NEVER_SEARCHED)]
+        )
+    except ValueError as e:
+        raise ToolError(f"invalid pattern or glob: {e}") from None
+    blocks = []
+    files = checked_files(pol, listed)
+    while batch := _batch(files):
+        by_link = {link(fd): pol.relative(Path(name)) for name, fd in batch}
+        try:
+            chunks = _search(regex, list(by_link), context)
+        finally:
+            for _, fd in batch:
+                os.close(fd)
+        single = len(by_link) == 1  # then ripgrep names no file
+        for chunk in chunks:
+            given = FD_LINK.match(chunk)
+            where = next(iter(by_link)) if single else given[0] if given else ""
+            if where in by_link:
+                blocks.append(
+                    (by_link[where], _lines(chunk, by_link[where], 0 if single else len(where)))
+                )
+    return blocks
+
+
+def _batch(files: Iterator[tuple[str, int]]) -> list[tuple[str, int]]:
+    """Up to BATCH checked files, with their fds (the caller closes them)."""
+    return list(itertools.islice(files, BATCH))
+
+
+def _search(regex: str, paths: list[str], context: int) -> list[str]:
+    """ripgrep's output: one string per file with matches, lines separated by newlines."""
+    try:
         chunks: list[str] = python_ripgrep.search(
-            [pattern],
-            paths=[str(real)],
-            globs=[*rg_globs, *(f"!{d}" for d in NEVER_SEARCHED)],
+            [regex],
+            paths=paths,
             before_context=context or None,
             after_context=context or None,
             max_count=MAX_LINES + 1,  # one more than shown tells that more exist
@@ -79,25 +123,28 @@ def _search(pattern: str, real: Path, glob: str | None, context: int) -> list[st
     return chunks
 
 
-def _block(chunk: str, single_file: str | None, pol: Policy) -> tuple[str, list[str]]:
-    """One file's ripgrep output as (relative path, `rel:N:text` / `rel-N-text` / `--` lines).
-
-    Every line of a file's chunk starts with the same path (none when a single file is
-    searched), so the path's length is taken from the first line.
-    """
-    raw = chunk.rstrip("\n").split("\n")
-    if single_file is not None:
-        return single_file, [_line(single_file, line) for line in raw]
-    first = raw[0]
-    cut = min((i for i in (first.find(MATCH_SEP), first.find(CONTEXT_SEP)) if i >= 0), default=0)
-    rel = pol.relative(Path(first[:cut]))
-    return rel, [_line(rel, line if line == "--" else line[cut + 1 :]) for line in raw]
+def _lines(chunk: str, rel: str, cut: int = 0) -> list[str]:
+    """One file's ripgrep output as `rel:N:text` / `rel-N-text` / `--` lines: each line's
+    first `cut` characters (the path ripgrep was given) go. Lines that are not a match or
+    context (a binary file's notice) are left out: ripgrep skips binary files it finds while
+    walking, and so do these."""
+    out = []
+    for line in chunk.rstrip("\n").split("\n"):
+        if line == "--":  # ripgrep's separator between non-adjacent context groups
+            out.append(line)
+            continue
+        rest = line[cut:]
+        if cut:
+            if rest[:1] not in (MATCH_SEP, CONTEXT_SEP):
+                continue
+            rest = rest[1:]
+        if rest[:1].isdigit():
+            out.append(_line(rel, rest))
+    return out if any(line != "--" for line in out) else []
 
 
 def _line(rel: str, rest: str) -> str:
     """`rel:N:text` from `N<sep>text` (the path already stripped)."""
-    if rest == "--":  # ripgrep's separator between non-adjacent context groups
-        return rest
     digits = len(rest) - len(rest.lstrip("0123456789"))
     number, sep, text = rest[:digits], rest[digits : digits + 1], rest[digits + 1 :]
     if len(text) > MAX_LINE_CHARS:
