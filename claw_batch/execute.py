@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from claw_batch import answers
-from claw_batch.atomic import write_atomic
 from claw_batch.config import Task
 from claw_batch.errors import TaskFailed, ToolError
 from claw_batch.loop import EventSink, LoopResult, LoopSettings, ToolLoop
 from claw_batch.messages import Message
 from claw_batch.prepare import Prepared, RunContext, key_prompt, system_prompt
+from claw_batch.safeopen import write_file
 from claw_batch.spend import JobBudget
 from claw_batch.tools.base import ToolContext
 
@@ -106,13 +106,18 @@ class JobExecution:
     def _finish(self, result: LoopResult, output_path: Path | None) -> Outcome:
         p = self.p
         text = answers.normalise(result.text) if p.schema is not None else result.text + "\n"
+        # Redacted at the source: the output file, the ledger's copy and what downstream tasks
+        # and the daily note see are one text, and none of them holds a key.
+        text = self.run.models.redact(text)
         missing = [o for o in p.outputs if not (self.run.project.root / o).is_file()]
         if missing:
             raise TaskFailed(f"declared output(s) not created: {', '.join(missing)}")
         if output_path is not None:
-            try:
-                write_atomic(output_path, text)
-            except OSError as e:  # a directory in the way, a full disk: the old file stays
+            try:  # into the folder that was checked, even if a symlink has replaced it since
+                write_file(p.policy.root, output_path, str(p.output), text.encode())
+            except ToolError as e:
+                raise TaskFailed(f"output {p.output}: {e}") from e
+            except OSError as e:  # a full disk: the old file stays
                 raise TaskFailed(f"output {p.output}: {e.strerror or e}") from e
         verdict = json.loads(text) if p.task.check else None
         return Outcome(text, result, p.output, verdict)

@@ -49,7 +49,8 @@ class JobSink:
                 fields["seconds"],
                 cost,
             )
-        self.progress.job_event(self.job, kind, fields)
+        # -v prints the start of tool calls and errors: redacted before anything cuts them
+        self.progress.job_event(self.job, kind, self.transcript.redact.deep(fields))
 
     def flush(self) -> None:
         """Called before each model call: the turn so far goes to disk (see Transcript)."""

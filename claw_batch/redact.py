@@ -1,10 +1,19 @@
-"""Keep secrets out of every sink: known secret values exactly, and common key shapes."""
+"""Keep secrets out of every sink: known secret values exactly, and common key shapes.
+
+A known value is found as itself and as JSON spells it, also JSON inside JSON (a tool call's
+arguments are JSON, and a transcript line is JSON again: up to MAX_DEPTH levels), written with
+or without `ensure_ascii` at each level, with escaped slashes or upper-case `\\u` digits.
+Redaction is a safety net for keys that reach text by accident; it cannot stop a model that has
+a key from spelling it otherwise (base64, reversed). What stops that is that the model never
+gets one: scrubbed environments, and `/proc` refused.
+"""
 
 from __future__ import annotations
 
 import json
 import re
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 MASK = "[REDACTED]"
 MIN_SECRET_LEN = 8  # shorter values would redact ordinary words
@@ -14,27 +23,50 @@ SECRET_NAME = re.compile(
     r"(?:^|_)(?:API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASS|CREDENTIALS?|AUTH)(?:_|$)",
     re.IGNORECASE,
 )
-KEY_PATTERNS = re.compile(
-    r"\bsk-[A-Za-z0-9_\-]{16,}"  # OpenAI and compatible
-    r"|\bgh[pousr]_[A-Za-z0-9]{30,}"  # GitHub tokens
-    r"|\bgithub_pat_[A-Za-z0-9_]{30,}"
-    r"|\bAKIA[0-9A-Z]{16}\b"  # AWS access key ids
-    r"|\bxox[abprs]-[A-Za-z0-9\-]{10,}"  # Slack
-    r"|\bgsk_[A-Za-z0-9]{20,}"  # Groq
-    r"|(?<=Bearer )[A-Za-z0-9._\-]{16,}"
+# Characters no JSON encoder escapes (json, Go's HTML-safe one, PHP's escaped slashes...):
+# a run of them is a substring of every spelling of a secret, which makes a cheap test.
+PLAIN = frozenset(
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 !#$%()*+,-.:;=?@[]^_`{|}~"
 )
-# Text each KEY_PATTERNS alternative must contain. The pattern costs ~0.2 µs a character (its
-# look-behind is tried at every position), a few substring searches far less: most text has
-# none of these and is left alone without running it.
-KEY_MARKERS = (
-    "sk-",
-    *(f"gh{c}_" for c in "pousr"),
-    "github_pat_",
-    "AKIA",
-    "xox",
-    "gsk_",
-    "Bearer ",
+MAX_DEPTH = 3  # JSON in JSON in JSON: a transcript line of a tool call whose argument is JSON
+MIN_NEEDLE = 4  # a secret with no plain run this long is looked for in every text
+# Key shapes, each with the text it must contain: a substring search per marker is far
+# cheaper than a pattern, and most text has none of them, so is left alone without a regex.
+BODY = r"[A-Za-z0-9_\-]"
+KEY_SHAPES: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = tuple(
+    (markers, re.compile(pattern))
+    for markers, pattern in (
+        (("sk-",), rf"\bsk-(?={BODY}*\d){BODY}{{20,}}"),  # OpenAI, Anthropic, DeepSeek...
+        (tuple(f"gh{c}_" for c in "pousr"), r"\bgh[pousr]_[A-Za-z0-9]{30,}"),  # GitHub
+        (("github_pat_",), r"\bgithub_pat_[A-Za-z0-9_]{30,}"),
+        (("glpat-",), rf"\bglpat-{BODY}{{20,}}"),  # GitLab
+        (("AKIA", "ASIA"), r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),  # AWS access key ids
+        (("xox",), r"\bxox[abprse]-[A-Za-z0-9\-]{10,}"),  # Slack
+        (("xapp-",), r"\bxapp-\d-[A-Za-z0-9\-]{10,}"),
+        (("gsk_",), r"\bgsk_[A-Za-z0-9]{20,}"),  # Groq
+        (("AIza",), rf"\bAIza{BODY}{{35}}"),  # Google API keys
+        (("k_live_", "k_test_"), r"\b[rs]k_(?:live|test)_[A-Za-z0-9]{16,}"),  # Stripe
+        (("hf_",), r"\bhf_[A-Za-z0-9]{30,}"),  # Hugging Face
+        (("npm_",), r"\bnpm_[A-Za-z0-9]{36}\b"),
+        (("pypi-",), rf"\bpypi-{BODY}{{50,}}"),
+        # A JWT: header and payload are base64 of JSON objects, so both start with eyJ.
+        (("eyJ",), rf"\beyJ{BODY}{{8,}}\.eyJ{BODY}{{8,}}\.{BODY}{{8,}}"),
+        (("Bearer ",), r"(?<=Bearer )[A-Za-z0-9._~+/\-]{16,}=*"),
+        (("Basic ",), r"(?<=Basic )[A-Za-z0-9+/]{16,}=*"),
+        # PEM private keys, also with their newlines JSON-escaped; never past a quote.
+        (
+            ("PRIVATE KEY-----",),
+            r"-----BEGIN [A-Z ]*PRIVATE KEY-----(?:(?!-----END)[A-Za-z0-9+/=:,\-\s\\])*"
+            r"(?:-----END [A-Z ]*PRIVATE KEY-----)?",
+        ),
+    )
 )
+# A password in a URL (scheme://user:password@host): the user name stays.
+URL_PASSWORD = re.compile(r"(://[^\s/:@\"'\\]+:)[^\s/@\"'\\]+(?=@)")
+
+# Every secret a Redactor was made with, for `redact_environment` (a crash log, the
+# last-resort error message), which knows nothing of the clawfile's key variables.
+_declared: set[str] = set()
 
 
 def secrets_from_env(environ: Mapping[str, str], names: Iterable[str] = ()) -> list[str]:
@@ -49,24 +81,60 @@ def secrets_from_env(environ: Mapping[str, str], names: Iterable[str] = ()) -> l
 
 class Redactor:
     def __init__(self, secrets: Iterable[str] = ()) -> None:
-        forms: set[str] = set()
-        for secret in secrets:
-            if len(secret) >= MIN_SECRET_LEN:
-                forms.add(secret)
-                forms.add(json.dumps(secret)[1:-1])  # as it appears inside JSON text
-        self._forms = tuple(sorted(forms, key=len, reverse=True))
-        self._exact = re.compile("|".join(map(re.escape, self._forms))) if forms else None
+        known = sorted({s for s in secrets if len(s) >= MIN_SECRET_LEN}, key=len, reverse=True)
+        _declared.update(known)
+        forms = sorted({f for s in known for f in _spellings(s)}, key=len, reverse=True)
+        self._exact = re.compile("|".join(map(re.escape, forms))) if forms else None
+        needles = [_needle(s) for s in known]
+        self._always = any(n is None for n in needles)
+        self._needles = tuple({n for n in needles if n is not None})
 
     def __call__(self, text: str) -> str:
-        if self._exact is not None and any(form in text for form in self._forms):
+        if self._exact is not None and (
+            self._always or any(needle in text for needle in self._needles)
+        ):
             text = self._exact.sub(MASK, text)
-        if any(marker in text for marker in KEY_MARKERS):
-            text = KEY_PATTERNS.sub(MASK, text)
+        for markers, pattern in KEY_SHAPES:
+            if any(marker in text for marker in markers):
+                text = pattern.sub(MASK, text)
+        if "://" in text and "@" in text:
+            text = URL_PASSWORD.sub(rf"\g<1>{MASK}", text)
         return text
+
+    def deep(self, value: Any) -> Any:
+        """`value` with every string in it redacted (dict keys are names, kept as they are)."""
+        if isinstance(value, str):
+            return self(value)
+        if isinstance(value, dict):
+            return {k: self.deep(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [self.deep(v) for v in value]
+        return value
 
 
 def redact_environment(text: str) -> str:
-    """For messages printed outside a run: the secrets of this process's environment."""
+    """For messages printed outside a run: the secrets of this process's environment and
+    those any Redactor was made with."""
     import os
 
-    return Redactor(secrets_from_env(os.environ))(text)
+    return Redactor([*secrets_from_env(os.environ), *_declared])(text)
+
+
+def _spellings(secret: str) -> set[str]:
+    """`secret` as itself and JSON-escaped (see the module's docstring)."""
+    forms = {secret}
+    level = {secret}
+    for _ in range(MAX_DEPTH):
+        level = {json.dumps(s, ensure_ascii=a)[1:-1] for s in level for a in (False, True)}
+        forms |= level
+    once = json.dumps(secret)[1:-1]
+    forms.add(once.replace("/", "\\/"))
+    forms.add(re.sub(r"\\u([0-9a-f]{4})", lambda m: "\\u" + m[1].upper(), once))
+    return forms
+
+
+def _needle(secret: str) -> str | None:
+    """The secret's longest run of characters every spelling keeps as they are."""
+    runs = re.findall("[" + re.escape("".join(sorted(PLAIN))) + "]+", secret)
+    longest = max(runs, key=len, default="")
+    return longest if len(longest) >= MIN_NEEDLE else None

@@ -23,7 +23,7 @@ OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
 class Transcript:
     def __init__(self, path: Path, redact: Redactor) -> None:
         self.path = path
-        self._redact = redact
+        self.redact = redact
         try:
             self._fd = os.open(path, OPEN_FLAGS, 0o666)
         except FileNotFoundError:  # the run's first transcript
@@ -35,7 +35,7 @@ class Transcript:
     def event(self, kind: str, **fields: Any) -> None:
         record = {"t": round(time.monotonic() - self._started, 3), "type": kind, **fields}
         line = json.dumps(record, ensure_ascii=False, default=str)
-        self._lines.append(self._redact(line) + "\n")
+        self._lines.append(self.redact(line) + "\n")
 
     def flush(self) -> None:
         if not self._lines or self._fd < 0:

@@ -10,7 +10,6 @@ while every file tool goes through the folder thousands of times: whatever each 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time

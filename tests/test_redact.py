@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from claw_batch.redact import Redactor, secrets_from_env
+import json
+import re
+
+import pytest
+
+from claw_batch.redact import Redactor, redact_environment, secrets_from_env
+
+# A key with every character JSON escapes, one it may escape (/), one outside the BMP.
+AWKWARD = 'pa"ss\\wörd/😀-1234'
 
 
 def test_secret_names_are_matched_by_their_parts() -> None:
@@ -19,33 +27,112 @@ def test_secret_names_are_matched_by_their_parts() -> None:
     )
 
 
-def test_exact_values_json_escaped_forms_and_shapes() -> None:
-    redact = Redactor(['pa"ss\\word-1234'])
-    assert redact('{"v": "pa\\"ss\\\\word-1234"}') == '{"v": "[REDACTED]"}'
-    assert redact('raw pa"ss\\word-1234 here') == "raw [REDACTED] here"
-    assert redact("key sk-proj-abcdefghijklmnop1234 and ghp_" + "a" * 36) == (
-        "key [REDACTED] and [REDACTED]"
-    )
-    assert redact("Authorization: Bearer abcdefghijklmnopqrstuvwxyz") == (
-        "Authorization: Bearer [REDACTED]"
-    )
+def spellings(secret: str) -> list[str]:
+    """How text can hold `secret`: as itself, and through JSON as Python, other encoders
+    and transcripts (JSON of JSON) write it."""
+    once = [json.dumps(secret, ensure_ascii=a)[1:-1] for a in (False, True)]
+    twice = [json.dumps(s, ensure_ascii=a)[1:-1] for s in once for a in (False, True)]
+    thrice = [json.dumps(s, ensure_ascii=a)[1:-1] for s in twice for a in (False, True)]
+    other_encoders = [
+        json.dumps(secret)[1:-1].replace("/", "\\/"),  # PHP, some Java
+        re.sub(r"\\u[0-9a-f]{4}", lambda m: m[0].upper().replace("\\U", "\\u"), once[1]),
+    ]
+    return [secret, *once, *twice, *thrice, *other_encoders]
+
+
+@pytest.mark.parametrize("form", spellings(AWKWARD))
+def test_known_values_are_redacted_however_json_spells_them(form: str) -> None:
+    assert Redactor([AWKWARD])(f"before {form} after") == "before [REDACTED] after"
+
+
+def test_redacted_json_stays_json() -> None:
+    """A transcript line is redacted as a whole: what replaces the key is inside its string."""
+    redact = Redactor([AWKWARD, "key-ending-in\\"])
+    arguments = json.dumps({"content": f"{AWKWARD} and key-ending-in\\", "n": 1})
+    line = json.dumps({"type": "assistant", "arguments": arguments}, ensure_ascii=False)
+    event = json.loads(redact(line))
+    assert json.loads(event["arguments"]) == {"content": "[REDACTED] and [REDACTED]", "n": 1}
+
+
+def test_short_values_are_not_secrets() -> None:
     assert Redactor(["short"])("short stays") == "short stays"
 
 
-def test_every_key_shape_is_redacted() -> None:
-    # Each shape is looked for only when its marker occurs (KEY_MARKERS): one sample each.
-    samples = [
-        "sk-proj-abcdefghijklmnop1234",
-        *(f"gh{c}_{'a' * 36}" for c in "pousr"),
-        "github_pat_" + "a" * 40,
-        "AKIAABCDEFGHIJKLMNOP",
-        "xoxb-1234567890-abcdef",
-        "gsk_" + "a" * 24,
-    ]
+KEY_SHAPES = [
+    "sk-proj-abcdefghijklmnop1234",
+    "sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789",
+    *(f"gh{c}_{'a1' * 18}" for c in "pousr"),
+    "github_pat_" + "a1" * 20,
+    "glpat-abcdefghij0123456789",
+    "AKIAABCDEFGHIJKLMNOP",
+    "ASIAABCDEFGHIJKLMNOP",
+    "xoxb-1234567890-abcdef",
+    "xapp-1-A0123456789-abcdef",
+    "gsk_" + "a1" * 12,
+    "AIza" + "B" * 35,
+    "sk_live_" + "a1" * 12,
+    "rk_test_" + "a1" * 12,
+    "hf_" + "a1" * 17,
+    "npm_" + "a1" * 18,
+    "pypi-" + "AgEIcHlwaS5vcmc" * 4,
+    "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+]
+
+
+@pytest.mark.parametrize("key", KEY_SHAPES)
+def test_every_key_shape_is_redacted(key: str) -> None:
     redact = Redactor()
-    for sample in samples:
-        assert redact(f"the key {sample}, again: {sample}.") == (
-            "the key [REDACTED], again: [REDACTED]."
-        ), sample
-    assert redact("Bearer abcdefghijklmnopqrstuvwxyz") == "Bearer [REDACTED]"
-    assert redact("no key here, though: sk-short") == "no key here, though: sk-short"
+    assert redact(f"the key {key}, again: {key}.") == "the key [REDACTED], again: [REDACTED]."
+    assert redact(json.dumps({"k": key})) == '{"k": "[REDACTED]"}'
+
+
+def test_credentials_in_headers_urls_and_pem_blocks() -> None:
+    redact = Redactor()
+    assert redact("Authorization: Bearer abcdefghijklmnopqrstuvwxyz") == (
+        "Authorization: Bearer [REDACTED]"
+    )
+    assert redact("Authorization: Basic dXNlcjpodW50ZXIyaHVudGVyMg==") == (
+        "Authorization: Basic [REDACTED]"
+    )
+    assert redact("clone https://mara:hunter2hunter2@git.example.org/x.git") == (
+        "clone https://mara:[REDACTED]@git.example.org/x.git"
+    )
+    pem = (
+        "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA7bq+x/y=\nabc\n"
+        "-----END RSA PRIVATE KEY-----"
+    )
+    assert redact(f"key:\n{pem}\nthat was it") == "key:\n[REDACTED]\nthat was it"
+    line = json.dumps({"content": f"{pem}\nthat was it"})
+    assert json.loads(redact(line)) == {"content": "[REDACTED]\nthat was it"}
+    cut = json.dumps({"content": pem[:60]})  # a tool result cut in the middle of the key
+    assert json.loads(redact(cut)) == {"content": "[REDACTED]"}
+
+
+NORMAL_TEXT = [
+    "no key here, though: sk-short and sk-learn-compatible-estimators",
+    "risk-assessment-for-the-quarterly-report and task-0123456789abcdefghij",
+    "commit 3b7928f0c1d2e3f4a5b6c7d8e9f00112233445566, uuid 123e4567-e89b-12d3-a456-4266141740",
+    "see https://example.org/docs?q=1 or mail mara@example.org; ssh://git@github.com/x/y",
+    "def ghp_helper(): return AKIA_PREFIX + 'xoxo' + 'eyJ' + hf_model",
+    "Bearer tokens go in a header: `Authorization: Bearer <token>`",
+    '{"path": "workspace/reports/2026-11-22.md", "content": "# Report\\n\\n- ok"}',
+    "-----BEGIN PUBLIC KEY-----\nMIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8\n-----END PUBLIC KEY-----",
+    "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk",
+]
+
+
+@pytest.mark.parametrize("text", NORMAL_TEXT)
+def test_normal_text_is_left_alone(text: str) -> None:
+    assert Redactor(["hunter2hunter2"])(text) == text
+
+
+def test_last_resort_messages_know_every_declared_secret(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A crash log or the top-level error line knows no clawfile: it redacts the secrets of
+    the environment and every value a Redactor was made with (a provider's key whose
+    variable's name says nothing)."""
+    monkeypatch.setenv("MY_LLM", "local-model-credential-77")
+    monkeypatch.setenv("DB_PASSWORD", "hunter2hunter2")
+    text = "failed: local-model-credential-77 / hunter2hunter2"
+    assert redact_environment(text) == "failed: local-model-credential-77 / [REDACTED]"
+    Redactor(["local-model-credential-77"])
+    assert redact_environment(text) == "failed: [REDACTED] / [REDACTED]"

@@ -238,7 +238,7 @@ def test_kernel_files_are_refused_through_symlinks(
     (root / "d" / "up").symlink_to(Path(target).parent)
     ctx = context(root)
     why = f"in {top}, which tools never read or write (the kernel's and processes' own files)"
-    for tool, args in [
+    for name, args in [
         ("read", {"path": "link"}),
         ("ls", {"path": "link"}),
         ("grep", {"pattern": "x", "path": "link"}),
@@ -246,13 +246,13 @@ def test_kernel_files_are_refused_through_symlinks(
         ("write", {"path": "link", "content": "x"}),
         ("edit", {"path": "link", "old_string": "a", "new_string": "b"}),
     ]:
-        doing = "writing" if tool in ("write", "edit") else "reading"
-        assert fails(ctx, tool, **args) == (
+        doing = "writing" if name in ("write", "edit") else "reading"
+        assert fails(ctx, name, **args) == (
             f"refused {doing} link: it resolves to {real}, {why}; use paths inside the project"
         )
-    name = Path(target).name
-    assert fails(ctx, "read", path=f"d/up/{name}") == (
-        f"refused reading d/up/{name}: it resolves to {real}, {why}; use paths inside the project"
+    last = Path(target).name
+    assert fails(ctx, "read", path=f"d/up/{last}") == (
+        f"refused reading d/up/{last}: it resolves to {real}, {why}; use paths inside the project"
     )
     assert fails(ctx, "read", path=target) == (
         f"refused reading {target}: it resolves to {real}, {why}; use paths inside the project"

@@ -65,9 +65,11 @@ def handle_errors(fn: Callable[..., int | None]) -> Callable[..., None]:
             sys.exit(130)
         except Exception as e:  # the top boundary: anything else is a bug; keep its traceback
             from claw_batch.crash import save_traceback
+            from claw_batch.redact import redact_environment
 
             where = save_traceback(e)
-            click.echo(f"claw: unexpected error: {type(e).__name__}: {e}", err=True)
+            message = redact_environment(f"{type(e).__name__}: {e}")
+            click.echo(f"claw: unexpected error: {message}", err=True)
             click.echo(f"claw: traceback saved to {where}; please report it", err=True)
             sys.exit(1)
         sys.exit(code or 0)

@@ -1,0 +1,172 @@
+"""No sink holds a secret: a real `claw run` whose model echoes keys, through every place claw
+writes or prints.
+
+The model (a streaming fake endpoint) splits each key across two SSE deltas, puts them in a
+tool call's JSON arguments and in a failing tool call, and in its final answer; an endpoint
+error quotes one. Then every sink is read back — transcripts, the run's summary, the ledger
+(every table), the daily note, the output, the cassette, what `claw run -v --json`, `claw log`
+and `claw show` print — and no key, nor either half of one, is in any of them.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_openai import FakeOpenAI, Reply, error, raw_stream
+from helpers import claw, make_project
+
+from claw_batch.crash import save_traceback
+from claw_batch.redact import Redactor
+
+NOW = "2026-11-22T23:05:00+01:00"
+# The provider's key: its variable's name says nothing secret, so only the clawfile makes it
+# known; with characters JSON escapes. Its halves are what a split stream delta would hold.
+KEY_HALVES = ('loc-"Q7xV\\9pLm-HALFONE', "HALFTWO-Zr4w8")
+KEY = "".join(KEY_HALVES)
+# Known by its variable's name alone; not ASCII.
+TOKEN_HALVES = ("tök-ünï-HALFTHREE", "HALFFOUR-ß81")
+TOKEN = "".join(TOKEN_HALVES)
+AWS = ("AKIAABCDEFG", "HIJKLMNOP")  # no one's value: redacted by its shape
+PIECES = (*KEY_HALVES, *TOKEN_HALVES)
+
+CLAWFILE = """
+    version: 1
+    model: local/m
+    providers:
+      local:
+        base_url: {url}
+        api_key_env: MY_LLM
+        stream: true
+    tasks:
+      echo:
+        prompt: Tell me the keys.
+        output: out/answer.md
+        tools: [read, write]
+        permissions: {{write: ["out/**"]}}
+      broken:
+        prompt: Fail.
+        output: out/broken.md
+"""
+
+
+def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    choice = {"index": 0, "delta": delta, "finish_reason": finish}
+    return {"id": "c1", "object": "chat.completion.chunk", "model": "m", "choices": [choice]}
+
+
+def streamed_text(*pieces: str) -> Reply:
+    return raw_stream(*(chunk({"content": p}) for p in pieces), chunk({}, "stop"))
+
+
+def streamed_calls(*calls: tuple[str, str, str]) -> Reply:
+    """Tool calls whose JSON arguments arrive in pieces, each split at a key's middle."""
+    chunks = []
+    for index, (name, first, second) in enumerate(calls):
+        head = {"index": index, "id": f"call_{index}", "type": "function"}
+        chunks.append(chunk({"tool_calls": [{**head, "function": {"name": name}}]}))
+        for piece in (first, second):
+            chunks.append(
+                chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+            )
+    return raw_stream(*chunks, chunk({}, "tool_calls"))
+
+
+def split_json(args: dict[str, str], at: str) -> tuple[str, str]:
+    """`args` as JSON, cut right after `at` (which JSON may escape)."""
+    text = json.dumps(args)
+    cut = text.index(json.dumps(at)[1:-1]) + len(json.dumps(at)[1:-1])
+    return text[:cut], text[cut:]
+
+
+def sinks(root: Path) -> Iterator[tuple[str, str]]:
+    """Every file claw wrote, as text, and the ledger's every row."""
+    for path in sorted(root.rglob("*")):
+        if path.is_file() and path.suffix in (".jsonl", ".json", ".md"):
+            yield str(path.relative_to(root)), path.read_text(encoding="utf-8")
+    with sqlite3.connect(root / ".claw" / "state.db") as db:
+        yield "state.db", "\n".join(db.iterdump())
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Iterator[tuple[Path, FakeOpenAI, dict[str, str]]]:
+    with FakeOpenAI() as server:
+        root = make_project(tmp_path / "p", CLAWFILE.format(url=server.base_url))
+        env = {"MY_LLM": KEY, "DEPLOY_TOKEN": TOKEN, "CLAW_NOW": NOW}
+        yield root, server, env
+
+
+def test_no_sink_holds_a_key_even_split_across_stream_chunks(
+    project: tuple[Path, FakeOpenAI, dict[str, str]],
+) -> None:
+    root, server, env = project
+    server.enqueue(
+        streamed_calls(
+            (
+                "write",
+                *split_json({"path": "out/keys.md", "content": f"{KEY} {TOKEN}"}, KEY_HALVES[0]),
+            ),
+            ("read", *split_json({"path": f"out/{TOKEN}.md"}, TOKEN_HALVES[0])),
+        ),
+        streamed_text(
+            f"The key is {KEY_HALVES[0]}",
+            f"{KEY_HALVES[1]}, the token {TOKEN_HALVES[0]}",
+            f"{TOKEN_HALVES[1]}, and {AWS[0]}",
+            f"{AWS[1]}.",
+        ),
+        error(400, f"bad request from {KEY} ({TOKEN})"),
+    )
+    run = claw(root, "run", "echo", "-v", "--json", "--record", env=env)
+    assert run.exit_code == 0, run.stderr
+    failed = claw(root, "run", "broken", env=env)
+    assert failed.exit_code == 1
+    run_id = json.loads(run.stdout)["run_id"]
+    printed = {
+        "claw run -v --json (stdout)": run.stdout,
+        "claw run -v --json (stderr)": run.stderr,
+        "claw run broken (stderr)": failed.stderr,
+        "claw log": claw(root, "log", env=env).stdout,
+        "claw show": claw(root, "show", run_id, env=env).stdout,
+    }
+    seen = {**dict(sinks(root)), **printed}
+    seen.pop("out/keys.md")  # the model's own file, written with the write tool: see below
+    assert {
+        "out/answer.md",
+        "cassettes/echo.json",
+        f".claw/runs/{run_id}/summary.json",
+        "workspace/memory/2026-11-22.md",
+        "state.db",
+    } <= set(seen)
+    leaks = {name: [p for p in (*PIECES, *AWS) if p in text] for name, text in seen.items()}
+    assert {name: found for name, found in leaks.items() if found} == {}
+    # What was said is still there, each key where it was.
+    assert (root / "out/answer.md").read_text() == (
+        "The key is [REDACTED], the token [REDACTED], and [REDACTED].\n"
+    )
+    assert "error: no such file or directory: out/[REDACTED].md" in run.stderr
+    assert "bad request from [REDACTED] ([REDACTED])" in failed.stderr
+    # The model's own files hold what it wrote: a file of the project it could read anyway.
+    assert (root / "out/keys.md").read_text() == f"{KEY} {TOKEN}"
+
+
+def test_a_saved_traceback_holds_no_declared_or_environment_secret(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("DEPLOY_TOKEN", TOKEN)
+    Redactor([KEY])  # what a run does with its providers' keys
+    try:
+        raise RuntimeError(f"connect failed with {KEY} / {TOKEN} / {''.join(AWS)}")
+    except RuntimeError as e:
+        saved = save_traceback(e)
+    try:
+        text = saved.read_text()
+    finally:
+        saved.unlink()
+    assert "RuntimeError: connect failed with [REDACTED] / [REDACTED] / [REDACTED]" in text
+    assert not any(p in text for p in (*PIECES, *AWS)), text
+    assert sys.exc_info() == (None, None, None)
