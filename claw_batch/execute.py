@@ -133,5 +133,6 @@ def _untrusted(p: Prepared) -> str | None:
 
 
 def _bash_allow(task: Task) -> tuple[str, ...] | bool:
+    # Patterns come as a tuple: taken for a list, they read as `bash: true`.
     bash = task.permissions.bash
-    return tuple(bash) if isinstance(bash, list) else bool(bash)
+    return bash if isinstance(bash, bool) else tuple(bash)
