@@ -348,7 +348,7 @@ PHASES = (
     ("  system prompt (reads workspace files)", "claw_batch/context.py", "build_system_prompt"),
     ("  model call, waited for by the job", "claw_batch/llm/openai_compat.py", "complete"),
     ("    SDK post + HTTP", "claw_batch/llm/openai_compat.py", "_call"),
-    ("  write the output (fsync, rename)", "claw_batch/atomic.py", "write_atomic"),
+    ("  write the output (fsync, rename)", "claw_batch/safeopen.py", "write_file"),
     ("  transcript: open", "claw_batch/transcript.py", "__init__"),
     ("  transcript: events", "claw_batch/transcript.py", "event"),
     ("  ledger: start_job", "claw_batch/state.py", "start_job"),

@@ -90,7 +90,7 @@ PHASES = (
     ("    a tool call (read, ls)", "claw_batch/tools/registry.py", "invoke"),
     ("    events: transcript, ledger, progress", "claw_batch/jobrun.py", "__call__"),
     ("    transcript writes, once a turn", "claw_batch/transcript.py", "flush"),
-    ("  write the output (fsync, rename)", "claw_batch/atomic.py", "write_atomic"),
+    ("  write the output (fsync, rename)", "claw_batch/safeopen.py", "write_file"),
     ("  ledger: every transaction", "claw_batch/state.py", "transaction"),
     ("  ledger: job ends, by group commit", "claw_batch/state.py", "_write_ends"),
 )
