@@ -89,6 +89,8 @@ def _sections(root: Path, sources: list[str]) -> tuple[list[str], str]:
     for n, rel in enumerate(sources):
         is_file = n < len(WORKSPACE_FILES)
         text = _read(root / rel)
+        if text and is_file and WORKSPACE_FILES[n] == "MEMORY.md":
+            text = _trusted_memory(text)
         if text:
             body = _capped(text, FILE_CAP if is_file else NOTES_CAP, budget, rel)
             budget -= len(body)
@@ -97,6 +99,22 @@ def _sections(root: Path, sources: list[str]) -> tuple[list[str], str]:
             else:
                 notes.append(f"### {rel}\n{body}")
     return sections, "\n\n".join(notes)
+
+
+def _trusted_memory(text: str) -> str:
+    """MEMORY.md without the facts remembered from untrusted content: they are outside
+    content, which never goes into the system prompt (SPEC §3); memory_search finds them."""
+    from claw_batch.memoryfile import is_untrusted  # it imports this module
+
+    lines = text.splitlines()
+    kept = [line for line in lines if not is_untrusted(line)]
+    left = len(lines) - len(kept)
+    if left:
+        kept.append(
+            f"({left} fact{'' if left == 1 else 's'} remembered from untrusted content not "
+            "shown; memory_search finds them)"
+        )
+    return "\n".join(kept)
 
 
 def skills_section(skills: Sequence[Skill], root: Path, *, key: bool = False) -> str:
