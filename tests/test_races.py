@@ -62,7 +62,8 @@ def racing(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def outside_state(outside: Path) -> dict[str, str]:
-    return {str(p): p.read_text() for p in sorted(outside.rglob("*")) if p.is_file()}
+    """Every file's text and every folder (made by a write's mkdir -p, say)."""
+    return {str(p): p.read_text() if p.is_file() else "/" for p in sorted(outside.rglob("*"))}
 
 
 # `d` is the last step of some paths (O_NOFOLLOW refuses a symlink there) and a folder on
