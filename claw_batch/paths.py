@@ -89,15 +89,15 @@ class Policy:
                 f"refused {doing} {path}: it changed while it was being resolved (a symlink "
                 "or a rename raced the check); nothing was done"
             ) from None
-        if real == root or real.startswith(_prefix(root)):  # realpath's are normalised
-            return Path(real)
         kernel = next((top for top in KERNEL_FILESYSTEMS if _is_under(real, top)), None)
-        if kernel is not None:
+        if kernel is not None and not _is_under(root, kernel):  # even with the root at /
             raise ToolError(
                 f"refused {doing} {path}: it resolves to {real}, in {kernel}, which tools "
                 "never read or write (the kernel's and processes' own files); "
                 "use paths inside the project"
             )
+        if real == root or real.startswith(_prefix(root)):  # realpath's are normalised
+            return Path(real)
         if not any(_is_under(real, d) for d in also):
             raise ToolError(
                 f"refused {doing} {path}: it resolves to {real}, outside the project root "

@@ -198,3 +198,21 @@ def test_paths_resolve_as_realpath_does(root: Path, tmp_path: Path, path: str) -
     (root / "inlink").symlink_to(root / "notes")
     (root / "out").symlink_to(tmp_path / "outside")
     assert _realpath(str(root), path) == os.path.realpath(os.path.join(root, path))
+
+
+def test_kernel_files_are_refused_even_with_the_root_at_slash() -> None:
+    """/proc/self/environ holds the runner's keys: a project at / does not make it readable
+    (a project under /dev/shm still reads its own files)."""
+    policy = Policy(Path("/"))
+    assert refused(policy.resolve_read, "proc/self/environ") == (
+        f"refused reading proc/self/environ: it resolves to /proc/{os.getpid()}/environ, in "
+        "/proc, which tools never read or write (the kernel's and processes' own files); "
+        "use paths inside the project"
+    )
+    assert refused(policy.resolve_read, "/sys/kernel").startswith(
+        "refused reading /sys/kernel: it resolves to /sys/kernel, in /sys, which tools never"
+    )
+    assert policy.resolve_read("etc/hostname") == Path("/etc/hostname")
+    shm = Path("/dev/shm")
+    if shm.is_dir():
+        assert Policy(shm).resolve_read("x.txt") == shm / "x.txt"
