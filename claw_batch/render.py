@@ -105,9 +105,13 @@ def helpers(root: Path, untrusted: tuple[str, ...] = ()) -> dict[str, Callable[.
     policy = Policy(root, untrusted=untrusted)
 
     def read(path: str) -> str:
+        from claw_batch.safeopen import read_file
+
         real = policy.resolve_read(path)
-        text = real.read_bytes()[:READ_HELPER_LIMIT].decode("utf-8", errors="replace")
         shown = policy.relative(real)
+        # Where it was checked, and only a regular file: a FIFO swapped in would hang the run.
+        data = read_file(real, shown, READ_HELPER_LIMIT)[:READ_HELPER_LIMIT]
+        text = data.decode("utf-8", errors="replace")
         return fence(text, shown) if policy.is_untrusted(shown) else text
 
     def glob(pattern: str) -> list[str]:

@@ -60,6 +60,14 @@ def open_checked(real: Path, shown: str) -> tuple[int, os.stat_result]:
     return fd, st
 
 
+def read_file(real: Path, shown: str, limit: int) -> bytes:
+    """Up to limit + 1 bytes of the regular file at `real` (a path a check approved)."""
+    with opened(real, shown) as (fd, st):
+        if not stat.S_ISREG(st.st_mode):
+            raise ToolError(f"{shown} is not a regular file ({kind(st.st_mode)}); refused")
+        return read_bytes(fd, st.st_size, limit)
+
+
 def read_bytes(fd: int, size: int, limit: int) -> bytes:
     """Up to limit + 1 bytes of the regular file behind an O_PATH fd, in reads of the size
     fstat gave (plus one, to see that the file ended) rather than a buffered read that would

@@ -294,6 +294,25 @@ def test_fifos_sockets_and_devices_are_refused_without_being_opened(root: Path) 
     assert stat.S_ISFIFO((root / "pipe").lstat().st_mode)  # refused, not replaced
 
 
+def test_the_template_read_helper_refuses_them_too(root: Path) -> None:
+    """A prompt's `{{ read(item.path) }}` reads a watched file: swapped for a FIFO, it would
+    hang the run."""
+    from claw_batch.render import helpers
+
+    made = special_files(root)
+    (root / "env").symlink_to("/proc/self/environ")
+    put(root, "a.txt", "x" * 300_000)
+    read = helpers(root)["read"]
+    for name, what in made.items():
+        with pytest.raises(ToolError) as e:
+            read(name)
+        assert str(e.value) == f"{name} is not a regular file ({what}); refused"
+    with pytest.raises(ToolError) as e:
+        read("env")
+    assert str(e.value).startswith(f"refused reading env: it resolves to /proc/{os.getpid()}/")
+    assert read("a.txt") == "x" * 200_000
+
+
 def test_folders_with_special_files_are_searched_and_listed(root: Path) -> None:
     made = special_files(root)
     put(root, "a.txt", "x marks\n")
