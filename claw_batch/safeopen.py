@@ -26,6 +26,10 @@ PATH_FLAGS = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
+class OutOfFds(ToolError):
+    """The process has no file descriptor left (EMFILE, ENFILE): not the file's fault."""
+
+
 def link(fd: int) -> str:
     """A path that opens the same file as `fd` (also for ripgrep, which takes paths)."""
     return f"/proc/self/fd/{fd}"
@@ -48,7 +52,8 @@ def open_checked(real: Path, shown: str) -> tuple[int, os.stat_result]:
     except (FileNotFoundError, NotADirectoryError):
         raise ToolError(f"no such file or directory: {shown}") from None
     except OSError as e:
-        raise ToolError(f"cannot access {shown}: {e.strerror}") from None
+        error = OutOfFds if e.errno in (errno.EMFILE, errno.ENFILE) else ToolError
+        raise error(f"cannot access {shown}: {e.strerror}") from None
     try:
         _same_place(fd, str(real), shown, "nothing was read")
         st = os.fstat(fd)

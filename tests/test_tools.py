@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import resource
 import socket
 import stat
 import time
@@ -580,6 +582,25 @@ def test_grep_does_not_leave_the_project(corpus: Path, tmp_path: Path) -> None:
     assert fails(ctx, "grep", pattern="x", path="pipe") == (
         "pipe is not a regular file or directory; refused"
     )
+
+
+def test_grep_searches_every_file_when_fds_run_short(root: Path) -> None:
+    """grep holds an fd per file while ripgrep reads a batch: with few fds left (-j 32 jobs
+    grepping at once under a soft limit of 1,024), it searches smaller batches, not fewer
+    files."""
+    for i in range(100):
+        put(root, f"d/{i:03}.txt", "needle\n")
+    ctx = context(root)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    used = {int(fd) for fd in os.listdir("/proc/self/fd")}
+    free = (n for n in itertools.count() if n not in used)
+    room = next(itertools.islice(free, 10, None))  # a limit that leaves ten fds free
+    resource.setrlimit(resource.RLIMIT_NOFILE, (room, hard))
+    try:
+        out = call(ctx, "grep", pattern="needle")
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert out == "\n".join(f"d/{i:03}.txt:1:needle" for i in range(100))
 
 
 def test_grep_is_capped(root: Path) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
@@ -16,7 +15,15 @@ from pydantic import Field
 from claw_batch import globs
 from claw_batch.errors import ToolError
 from claw_batch.paths import NEVER_SEARCHED, Policy
-from claw_batch.safeopen import kind, open_checked, open_dir, opened, read_bytes, write_file
+from claw_batch.safeopen import (
+    OutOfFds,
+    kind,
+    open_checked,
+    open_dir,
+    opened,
+    read_bytes,
+    write_file,
+)
 from claw_batch.tools.base import ToolContext
 from claw_batch.untrusted import fence
 
@@ -134,9 +141,11 @@ def find(
     listed = python_ripgrep.files([], paths=[str(real)])
     wanted = [f for f in listed if globs.match_file(pattern, pol.relative(Path(f)), base)]
     found = []
-    for name, fd in checked_files(pol, wanted):
-        os.close(fd)
-        found.append(pol.relative(Path(name)))
+    for name in wanted:
+        fd = checked_file(pol, name)
+        if fd is not None:
+            os.close(fd)
+            found.append(pol.relative(Path(name)))
     found.sort()
     if not found:
         return f"no files match {pattern} in {base}"
@@ -150,23 +159,24 @@ def policy(ctx: ToolContext) -> Policy:
     return pol
 
 
-def checked_files(pol: Policy, listed: list[str]) -> Iterator[tuple[str, int]]:
-    """The regular files among paths ripgrep listed, each with an O_PATH fd of the file where
-    it was listed, which the caller closes. ripgrep walks by path, so a folder swapped for a
-    symlink while it walked can list files from elsewhere: those are left out here, as are
-    runner state and what changed, or is not a regular file, since."""
-    for name in listed:
-        rel = pol.relative(Path(name))
-        if is_never_listed(rel):
-            continue
-        try:
-            fd, st = open_checked(Path(name), rel)
-        except ToolError:
-            continue
-        if stat.S_ISREG(st.st_mode):
-            yield name, fd
-        else:
-            os.close(fd)
+def checked_file(pol: Policy, name: str) -> int | None:
+    """An O_PATH fd (the caller closes it) of the file ripgrep listed as `name`, if that is a
+    regular file where it was listed. ripgrep walks by path, so a folder swapped for a symlink
+    while it walked can list files from elsewhere: those are left out, as are runner state and
+    what changed, or is not a regular file, since. OutOfFds when no fd is left."""
+    rel = pol.relative(Path(name))
+    if is_never_listed(rel):
+        return None
+    try:
+        fd, st = open_checked(Path(name), rel)
+    except OutOfFds:
+        raise
+    except ToolError:
+        return None
+    if stat.S_ISREG(st.st_mode):
+        return fd
+    os.close(fd)
+    return None
 
 
 def is_never_listed(rel: str) -> bool:

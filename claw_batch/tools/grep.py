@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import itertools
 import os
 import re
 import stat
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
@@ -16,9 +14,9 @@ from pydantic import Field
 from claw_batch import globs
 from claw_batch.errors import ToolError
 from claw_batch.paths import NEVER_SEARCHED, Policy
-from claw_batch.safeopen import link, opened
+from claw_batch.safeopen import OutOfFds, link, opened
 from claw_batch.tools.base import ToolContext
-from claw_batch.tools.files import checked_files, policy
+from claw_batch.tools.files import checked_file, policy
 from claw_batch.untrusted import fence
 
 MAX_LINES = 200
@@ -29,7 +27,9 @@ MAX_LINE_CHARS = 1000
 MATCH_SEP = "\x00"
 CONTEXT_SEP = "\x01"
 FD_LINK = re.compile(r"/proc/self/fd/\d+")  # the paths ripgrep is given (safeopen.link)
-BATCH = 256  # files searched at a time: each holds an fd while ripgrep reads it
+# Files searched at a time: each holds an fd while ripgrep reads it, and -j 32 jobs may grep
+# at once under a soft limit of 1,024 fds.
+BATCH = 32
 
 
 def grep(
@@ -79,12 +79,13 @@ def _search_tree(
         )
     except ValueError as e:
         raise ToolError(f"invalid pattern or glob: {e}") from None
-    blocks = []
-    files = checked_files(pol, listed)
-    while batch := _batch(files):
+    blocks: list[tuple[str, list[str]]] = []
+    at = 0
+    while at < len(listed):
+        batch, at = _batch(pol, listed, at)
         by_link = {link(fd): pol.relative(Path(name)) for name, fd in batch}
         try:
-            chunks = _search(regex, list(by_link), context)
+            chunks = _search(regex, list(by_link), context) if batch else []
         finally:
             for _, fd in batch:
                 os.close(fd)
@@ -93,15 +94,32 @@ def _search_tree(
             given = FD_LINK.match(chunk)
             where = next(iter(by_link)) if single else given[0] if given else ""
             if where in by_link:
-                blocks.append(
-                    (by_link[where], _lines(chunk, by_link[where], 0 if single else len(where)))
-                )
+                rel = by_link[where]
+                blocks.append((rel, _lines(chunk, rel, 0 if single else len(where))))
     return blocks
 
 
-def _batch(files: Iterator[tuple[str, int]]) -> list[tuple[str, int]]:
-    """Up to BATCH checked files, with their fds (the caller closes them)."""
-    return list(itertools.islice(files, BATCH))
+def _batch(pol: Policy, listed: list[str], at: int) -> tuple[list[tuple[str, int]], int]:
+    """Checked files from listed[at:], each with its fd (the caller closes them), and where
+    the next batch starts: up to BATCH of them. When the process runs out of fds, half of
+    what was opened is let go again (ripgrep needs fds to read the rest), and the next batch
+    starts there."""
+    batch: list[tuple[int, str, int]] = []  # (index in listed, name, fd)
+    while at < len(listed) and len(batch) < BATCH:
+        try:
+            fd = checked_file(pol, listed[at])
+        except OutOfFds:
+            if len(batch) < 2:
+                raise
+            keep = len(batch) // 2
+            for _, _, extra in batch[keep:]:
+                os.close(extra)
+            at, batch = batch[keep][0], batch[:keep]
+            break
+        if fd is not None:
+            batch.append((at, listed[at], fd))
+        at += 1
+    return [(name, fd) for _, name, fd in batch], at
 
 
 def _search(regex: str, paths: list[str], context: int) -> list[str]:
