@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import threading
 from collections.abc import Iterable
 from pathlib import Path
@@ -26,7 +27,9 @@ def sha256_file(path: Path | str, size: int | None = None) -> str:
     expected = -1 if size is None else size  # -1: read until an empty read
     want = CHUNK if size is None else min(size + 1, CHUNK)
     total = 0
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    # O_NONBLOCK: a FIFO swapped in after the caller's stat reads as empty instead of
+    # waiting forever for a writer.
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
     try:
         while True:
             chunk = os.read(fd, want)
@@ -37,6 +40,9 @@ def sha256_file(path: Path | str, size: int | None = None) -> str:
             want = CHUNK
     finally:
         os.close(fd)
+
+
+SPECIAL = "not a regular file"  # what a FIFO, socket or device path hashes to
 
 
 class FileHashes:
@@ -65,6 +71,8 @@ class FileHashes:
             st = os.stat(path)
         except (FileNotFoundError, NotADirectoryError):
             return None
+        if not stat.S_ISREG(st.st_mode):
+            return SPECIAL  # a FIFO, socket or device is never opened: it could block forever
         key = (st.st_mtime_ns, st.st_size, st.st_ino)
         entries = self._known
         known = entries.get(rel)

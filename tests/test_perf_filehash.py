@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from claw_batch.filehash import CHUNK, FileHashes, sha256_file
+from claw_batch.filehash import CHUNK, SPECIAL, FileHashes, sha256_file
 from claw_batch.state import State
 
 
@@ -49,3 +49,9 @@ def test_an_output_replaced_by_other_bytes_is_read(tmp_path: Path) -> None:
     digest = hashes.hash_written("out.md", b"answer\n")
     assert digest == hashlib.sha256(b"someone else's text\n").hexdigest()
     assert hashes.hash_written("missing.md", b"answer\n") is None
+
+
+def test_a_fifo_among_the_inputs_is_never_opened(tmp_path: Path) -> None:
+    """A FIFO where an input or an output should be would block a hashing open forever."""
+    os.mkfifo(tmp_path / "pipe.txt")
+    assert FileHashes(None, tmp_path).hash("pipe.txt") == SPECIAL
