@@ -16,6 +16,7 @@ from claw_batch.errors import LimitExceeded, TaskFailed
 
 if TYPE_CHECKING:
     from claw_batch.llm.base import LLM
+    from claw_batch.llm.breaker import Breaker
     from claw_batch.messages import ChatRequest, Completion
 
 NO_KEY = "sk-no-key"  # what keyless local servers (Ollama, llama.cpp) are sent
@@ -49,6 +50,9 @@ class Models:
         self.mode = mode
         self.redact = redact  # cassettes are committed: no secret may reach them
         self._cache: dict[str, LLM] = {}
+        # One per endpoint and key, whichever providers name them: they pace its retries
+        # together and fail together when it refuses the key (llm.breaker).
+        self._breakers: dict[tuple[str | None, str | None], Breaker] = {}
         self._lock = threading.Lock()
 
     def get(self, model: str) -> tuple[LLM, str]:
@@ -78,9 +82,9 @@ class Models:
 
         provider = self.config.providers.get(provider_name)
         if provider is None:
+            base_url, key = self.environ.get("OPENAI_BASE_URL"), self.environ.get("OPENAI_API_KEY")
             return OpenAICompatLLM(
-                base_url=self.environ.get("OPENAI_BASE_URL"),
-                api_key=self.environ.get("OPENAI_API_KEY"),
+                base_url=base_url, api_key=key, breaker=self._breaker(base_url, key)
             )
         # Never fall back to OPENAI_API_KEY here: it would be sent to another host.
         key = self.environ.get(provider.api_key_env) if provider.api_key_env else NO_KEY
@@ -89,12 +93,23 @@ class Models:
                 f"provider '{provider_name}': environment variable "
                 f"{provider.api_key_env} is not set (it should hold the API key)"
             )
+        base_url = provider.base_url or self.environ.get("OPENAI_BASE_URL")
         return OpenAICompatLLM(
-            base_url=provider.base_url or self.environ.get("OPENAI_BASE_URL"),
+            base_url=base_url,
             api_key=key,
             stream=provider.stream,
             request_timeout=provider.timeout or DEFAULT_REQUEST_TIMEOUT,
+            breaker=self._breaker(base_url, key),
         )
+
+    def _breaker(self, base_url: str | None, key: str | None) -> Breaker:
+        """Called under the lock (from `get`)."""
+        from claw_batch.llm.breaker import Breaker
+
+        slot = ((base_url or "").rstrip("/") or None, key or None)
+        if slot not in self._breakers:
+            self._breakers[slot] = Breaker()
+        return self._breakers[slot]
 
 
 class Throttled:

@@ -23,7 +23,7 @@ from fake_openai import (
 )
 
 from claw_batch.errors import LimitExceeded, ModelError
-from claw_batch.llm.openai_compat import TIMEOUT, OpenAICompatLLM, backoff, retry_after
+from claw_batch.llm.openai_compat import TIMEOUT, OpenAICompatLLM, retry_after
 from claw_batch.messages import ChatRequest, Completion, Message, ToolCall, ToolSpec, Usage
 
 READ = ToolSpec(
@@ -411,7 +411,7 @@ def test_429_waits_as_long_as_retry_after_says(srv: FakeOpenAI) -> None:
     sleeps = Sleeps()
     srv.enqueue(error(429, "Rate limit reached", retry_after=7), text("ok"))
     assert ask(make_llm(srv, sleep=sleeps), within=60).message.content == "ok"
-    assert sleeps == [7.0]
+    assert sleeps == [pytest.approx(7.0, abs=0.1)]
     assert len(srv.requests) == 2
 
 
@@ -482,6 +482,89 @@ def test_insufficient_quota_is_not_retried(srv: FakeOpenAI) -> None:
         ask(make_llm(srv, sleep=sleeps))
     assert len(srv.requests) == 1
     assert sleeps == []
+
+
+@pytest.mark.parametrize(
+    ("refusal", "advice"),
+    [
+        (
+            error(401, "Incorrect API key provided: sk-secret-123.", code="invalid_api_key"),
+            "check the API key in $OPENAI_API_KEY / the provider's api_key_env",
+        ),
+        (
+            error(429, "You exceeded your current quota.", code="insufficient_quota"),
+            "the account is out of quota; check billing with the provider or use another provider",
+        ),
+    ],
+)
+def test_a_refused_key_or_account_fails_every_later_call_without_a_request(
+    srv: FakeOpenAI, refusal: Reply, advice: str
+) -> None:
+    srv.enqueue(refusal, text("never"))
+    llm = make_llm(srv, api_key="sk-secret-123", sleep=Sleeps())
+    messages = []
+    for _ in range(3):
+        with pytest.raises(ModelError) as exc:
+            ask(llm)
+        messages.append(str(exc.value))
+    detail = refusal.body["error"]["message"].replace("sk-secret-123", "[REDACTED]")  # type: ignore[index]
+    status = refusal.status
+    assert (
+        messages == [f"model 'gpt-test' at {srv.base_url}: HTTP {status}: {detail}; {advice}"] * 3
+    )
+    assert len(srv.requests) == 1
+
+
+def test_a_403_refuses_that_model_only(srv: FakeOpenAI) -> None:
+    srv.enqueue(error(403, "no access to gpt-test"), text("other model"))
+    llm = make_llm(srv, sleep=Sleeps())
+    for _ in range(2):
+        with pytest.raises(ModelError, match="HTTP 403: no access to gpt-test"):
+            ask(llm)
+    other = ChatRequest("gpt-other", REQUEST.messages)
+    assert ask(llm, other).message.content == "other model"
+    assert len(srv.requests) == 2
+
+
+def test_429s_wait_as_long_as_the_deadline_allows_not_max_attempts(srv: FakeOpenAI) -> None:
+    sleeps = Sleeps()
+    srv.enqueue(*[error(429, "Rate limit reached", retry_after=1)] * 4, text("ok"))
+    assert ask(make_llm(srv, sleep=sleeps, max_attempts=2), within=60).message.content == "ok"
+    assert len(srv.requests) == 5
+    assert sleeps == [pytest.approx(1.0, abs=0.1)] * 4
+
+
+def test_adapters_sharing_a_breaker_wait_out_one_storm(srv: FakeOpenAI) -> None:
+    from claw_batch.llm.breaker import Breaker
+
+    sleeps = Sleeps()
+    breaker = Breaker(sleep=sleeps)
+    first, second = (make_llm(srv, breaker=breaker) for _ in range(2))
+    srv.enqueue(error(429, "Rate limit reached", retry_after=5), text("probe"), text("after"))
+    assert ask(first, within=60).message.content == "probe"
+    assert ask(second, within=60).message.content == "after"
+    assert sleeps == [pytest.approx(5.0, abs=0.1)]  # the second was not sent into the storm
+    assert len(srv.requests) == 3
+
+
+def test_a_storm_across_threads_costs_one_request_per_wait(srv: FakeOpenAI) -> None:
+    """8 calls at once; the endpoint answers 429 (Retry-After: 0.2 s) for its first second."""
+    start = time.monotonic()
+    storm: list[float] = []
+
+    def handler(body: dict[str, Any]) -> Reply:
+        if time.monotonic() - start < 1.0:
+            storm.append(time.monotonic())
+            return error(429, "Rate limit reached", retry_after=0.2)
+        return text("ok")
+
+    srv.handler = handler
+    llm = make_llm(srv)
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(lambda _: ask(llm, within=30).message.content, range(8)))
+    assert answers == ["ok"] * 8
+    # The first 8 in flight, then one probe every 0.2 s (each waits out its own 429, too).
+    assert len(storm) <= 8 + 1.0 / 0.2 + 2
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -572,11 +655,6 @@ def test_retry_after_headers() -> None:
     assert 28 <= (retry_after({"retry-after": in_30s}) or 0) <= 30
     assert retry_after({"retry-after": "soon"}) is None
     assert retry_after({}) is None
-
-
-def test_backoff_is_capped() -> None:
-    assert 30 <= backoff(7) <= 60
-    assert 30 <= backoff(30) <= 60
 
 
 def test_ctrl_c_ends_a_hung_call_at_once(srv: FakeOpenAI) -> None:

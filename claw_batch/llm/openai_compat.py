@@ -4,8 +4,9 @@ The only module that imports `openai`; the rest of claw imports this one lazily.
 A hung or trickling endpoint cannot keep `complete` past the job's deadline, and Ctrl-C ends
 a call at once: the call runs on the job's thread over `interruptible`'s sockets or, when a
 proxy is configured (its connections would not be made by that backend), on a daemon thread
-of `callthreads` that the job stops waiting for. Retries and their backoff are ours
-(`max_retries=0`).
+of `callthreads` that the job stops waiting for. Retries are ours (`max_retries=0`), paced by
+the endpoint's `breaker`, which every job calling it shares: a 429 storm or a 5xx burst is
+waited out together, and a refused key or account fails every later call at once.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import email.utils
 import json
-import random
 import time
 import urllib.request
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -25,6 +25,7 @@ import openai
 from claw_batch import cancel
 from claw_batch.errors import LimitExceeded, ModelError
 from claw_batch.llm import interruptible, wire
+from claw_batch.llm.breaker import Breaker, Ticket
 from claw_batch.llm.callthreads import CallThreads
 from claw_batch.messages import ChatRequest, Completion
 from claw_batch.redact import Redactor
@@ -32,8 +33,6 @@ from claw_batch.redact import Redactor
 NO_KEY = "sk-no-key"  # what keyless local servers (Ollama, llama.cpp) are sent
 DEFAULT_BASE_URL = "https://api.openai.com/v1"  # the SDK's, without its $OPENAI_BASE_URL
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
-BACKOFF_BASE = 1.0
-BACKOFF_CAP = 60.0
 TIMEOUT = "timeout: the model call did not finish before the job's deadline"
 ADVICE = {
     400: "the endpoint refused the request; check that the model supports tool calls",
@@ -66,6 +65,7 @@ IDEMPOTENCY_KEY = "claw"
 class _Retryable:
     reason: str  # "HTTP 503: overloaded", "connection error: ..."
     retry_after: float | None  # what the endpoint asked for, in seconds
+    rate_limited: bool = False  # a 429
 
 
 class OpenAICompatLLM:
@@ -80,6 +80,7 @@ class OpenAICompatLLM:
         max_attempts: int = 5,
         sleep: Callable[[float], None] = cancel.sleep,
         clock: Callable[[], float] = time.monotonic,
+        breaker: Breaker | None = None,
     ) -> None:
         # Always an explicit key and URL: given none, the SDK would read $OPENAI_API_KEY and
         # $OPENAI_BASE_URL, and the caller decides which environment counts.
@@ -99,31 +100,53 @@ class OpenAICompatLLM:
         self._request_timeout = request_timeout
         self._connect_timeout = connect_timeout
         self._max_attempts = max(1, max_attempts)
-        self._sleep = sleep
         self._clock = clock
+        # Shared by the endpoint's users (endpoints.Models): one storm, one backoff.
+        self._breaker = breaker or Breaker(clock=clock, sleep=sleep)
 
     def complete(self, request: ChatRequest, *, deadline: float) -> Completion:
-        for attempt in range(1, self._max_attempts + 1):
-            try:
-                return self._attempt(request, deadline)
-            except openai.APIStatusError as exc:
-                failure = self._classify(exc, request)
-            except openai.APIConnectionError as exc:  # includes APITimeoutError
-                failure = _Retryable(f"connection error: {exc.message}", None)
-            except openai.OpenAIError as exc:
-                raise ModelError(f"{self._where(request)}: {self._redact(str(exc))}") from None
-            except wire.MalformedReply as exc:
-                detail = self._redact(str(exc))
-                raise ModelError(f"{self._where(request)}: malformed reply: {detail}") from None
+        failures = 0
+        while True:
+            ticket = self._breaker.admit(request.model, deadline)
+            outcome = self._try(request, deadline, ticket)
+            if isinstance(outcome, Completion):
+                return outcome
             if self._clock() >= deadline:  # e.g. the SDK's own timeout, capped at the deadline
                 raise LimitExceeded(TIMEOUT)
-            if attempt == self._max_attempts:
+            # A 429 is an endpoint that works and asks for patience: the breaker paces the
+            # retries, the deadline bounds them. Other failures count.
+            failures += not outcome.rate_limited
+            if failures == self._max_attempts:
                 raise ModelError(
-                    f"{self._where(request)}: {failure.reason} after {attempt} attempts; "
+                    f"{self._where(request)}: {outcome.reason} after {failures} attempts; "
                     "the endpoint is down or overloaded, try again later"
                 )
-            self._pause(attempt, failure, deadline)
-        raise AssertionError("unreachable")
+
+    def _try(
+        self, request: ChatRequest, deadline: float, ticket: Ticket
+    ) -> Completion | _Retryable:
+        """One request; a failure that waiting may fix is told to the breaker and returned."""
+        try:
+            completion = self._attempt(request, deadline)
+        except openai.APIStatusError as exc:
+            failure = self._classify(exc, request, ticket)
+        except openai.APIConnectionError as exc:  # includes APITimeoutError
+            failure = _Retryable(f"connection error: {exc.message}", None)
+        except openai.OpenAIError as exc:
+            self._breaker.abandoned(ticket)
+            raise ModelError(f"{self._where(request)}: {self._redact(str(exc))}") from None
+        except wire.MalformedReply as exc:
+            self._breaker.abandoned(ticket)
+            detail = self._redact(str(exc))
+            raise ModelError(f"{self._where(request)}: malformed reply: {detail}") from None
+        except BaseException:  # the job's deadline, Ctrl-C
+            self._breaker.abandoned(ticket)
+            raise
+        else:
+            self._breaker.succeeded(ticket)
+            return completion
+        self._breaker.failed(ticket, failure.reason, failure.retry_after)
+        return failure
 
     def _attempt(self, request: ChatRequest, deadline: float) -> Completion:
         budget = deadline - self._clock()
@@ -188,33 +211,23 @@ class OpenAICompatLLM:
                 raise LimitExceeded(TIMEOUT)
             yield chunk
 
-    def _classify(self, exc: openai.APIStatusError, request: ChatRequest) -> _Retryable:
+    def _classify(
+        self, exc: openai.APIStatusError, request: ChatRequest, ticket: Ticket
+    ) -> _Retryable:
         status = exc.status_code
         detail = self._redact(_error_detail(exc))
         quota = "insufficient_quota" in (exc.code, exc.type)
         if status in RETRY_STATUSES and not quota:
-            return _Retryable(f"HTTP {status}: {detail}", retry_after(exc.response.headers))
+            reason = f"HTTP {status}: {detail}"
+            return _Retryable(reason, retry_after(exc.response.headers), status == 429)
+        self._breaker.succeeded(ticket)  # it answered: up, if not for this request
         advice = ADVICE.get(status, "the request cannot succeed as it is")
-        raise ModelError(f"{self._where(request)}: HTTP {status}: {detail}; {advice}")
-
-    def _pause(self, attempt: int, failure: _Retryable, deadline: float) -> None:
-        left = deadline - self._clock()
-        if failure.retry_after is not None:
-            wait = failure.retry_after
-            if wait > left:
-                raise LimitExceeded(
-                    f"timeout: the model endpoint asked to retry after {_seconds(wait)} "
-                    f"({failure.reason}), which exceeds the {_seconds(left)} left before the "
-                    "job's deadline"
-                )
-        else:
-            wait = backoff(attempt)
-            if wait >= left:
-                raise LimitExceeded(
-                    f"timeout: the model call failed ({failure.reason}) and the job's deadline "
-                    "leaves no time to retry"
-                )
-        self._sleep(wait)
+        message = f"{self._where(request)}: HTTP {status}: {detail}; {advice}"
+        if quota or status == 401:  # the key or the account: no call to this endpoint can work
+            self._breaker.broken(message)
+        elif status == 403:  # the key's access to this model
+            self._breaker.broken(message, request.model)
+        raise ModelError(message)
 
     def _where(self, request: ChatRequest) -> str:
         return f"model {request.model!r} at {str(self._client.base_url).rstrip('/')}"
@@ -241,12 +254,6 @@ def _interruptible_client() -> httpx2.Client | None:
     return _HttpClient(transport=transport)
 
 
-def backoff(attempt: int) -> float:
-    """Exponential backoff with jitter: about 1, 2, 4, ... s, never above the cap."""
-    ceiling = min(BACKOFF_CAP, BACKOFF_BASE * 2.0 ** (attempt - 1))
-    return ceiling * random.uniform(0.5, 1.0)
-
-
 def retry_after(headers: Mapping[str, str]) -> float | None:
     """The wait an endpoint asked for: `retry-after-ms`, or `Retry-After` in seconds or a date."""
     ms = headers.get("retry-after-ms")
@@ -267,11 +274,6 @@ def retry_after(headers: Mapping[str, str]) -> float | None:
     except (TypeError, ValueError):
         return None
     return max(0.0, when.timestamp() - time.time())
-
-
-def _seconds(value: float) -> str:
-    value = max(value, 0.0)
-    return f"{value:.0f} s" if value >= 10 else f"{value:.1f} s"
 
 
 def _error_detail(exc: openai.APIStatusError) -> str:
