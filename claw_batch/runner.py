@@ -128,7 +128,11 @@ class Runner:
         cancel.reset()
         now = now_for_run(self.environ)
         summary = RunSummary("" if self.options.dry_run else new_run_id(now))
-        state = self._open_state()
+        try:
+            state = self._open_state()
+        except ClawError as e:  # a ledger that cannot be written (a full disk): nothing ran
+            summary.exit_code, summary.error = e.exit_code, str(e)
+            return summary
         due_slots: list[Entry] = []
         if self.options.due:
             slots = Slots(state, readonly=self.options.dry_run)
@@ -202,5 +206,12 @@ class Runner:
     def _open_state(self) -> State | None:
         path = self.project.root / ".claw" / "state.db"
         if self.options.dry_run:
-            return State(path, readonly=True) if path.exists() else None
-        return State(path)
+            try:
+                return State(path, readonly=True) if path.exists() else None
+            except ClawError as e:  # corrupt: the next run starts afresh, and so does the plan
+                self.progress.message(f"claw: {e}")
+                return None
+        state = State(path, recover=True)  # under the project lock
+        if state.recovered:
+            self.progress.message(f"claw: {state.recovered}")
+        return state

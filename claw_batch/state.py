@@ -1,4 +1,8 @@
-"""`.claw/state.db`: the run ledger (runs, jobs, model calls) in SQLite with WAL."""
+"""`.claw/state.db`: the run ledger (runs, jobs, model calls) in SQLite with WAL.
+
+A corrupt ledger is moved aside by a `claw run`, which starts a new one; a write SQLite cannot
+make (a full disk) raises ClawError and leaves nothing of its transaction (see ledgerfile).
+"""
 
 from __future__ import annotations
 
@@ -8,10 +12,16 @@ import functools
 import json
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from claw_batch import ledgerfile
+from claw_batch.errors import ClawError
+from claw_batch.ledgerfile import Corrupt
+
+T = TypeVar("T")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -145,9 +155,14 @@ class Done:
 
 
 class State:
-    def __init__(self, path: Path, *, readonly: bool = False) -> None:
+    def __init__(self, path: Path, *, readonly: bool = False, recover: bool = False) -> None:
         """Open (and create) the state; `readonly` opens an existing one without writing
-        anything, for `claw plan`, `claw why` and `claw list`."""
+        anything, for `claw plan`, `claw why` and `claw list`. `recover` (a `claw run`, under
+        the project lock) moves a corrupt ledger aside and starts a new one; `recovered` then
+        says so. Otherwise a corrupt ledger raises ClawError."""
+        self.path = path
+        self.shown = ledgerfile.shown(path)
+        self.recovered: str | None = None
         self._lock = threading.RLock()
         # A job's model calls, kept until its final transaction (see record_call).
         self._calls: dict[tuple[str, str, str], list[tuple[object, ...]]] = {}
@@ -155,18 +170,43 @@ class State:
         self._ends: list[tuple[JobRecord, Done | None]] = []
         self._ends_lock = threading.Lock()
         self._writing = False
-        if readonly:
-            # With no WAL left behind, open it as immutable: SQLite then creates no -wal/-shm
-            # files, so a dry run leaves .claw/ byte for byte as it was.
-            wal = path.with_name(path.name + "-wal").exists()
-            mode = "mode=ro" if wal else "immutable=1"
-            self.db = sqlite3.connect(f"file:{path}?{mode}", uri=True, check_same_thread=False)
-            self.db.row_factory = sqlite3.Row
-            self.has_quick = self._has_quick()  # read-only: an old state.db stays old
-            return
+        try:
+            if readonly:
+                self._open_readonly(path)
+                return
+            self._open(path)
+        except Corrupt as e:
+            self.db.close()
+            if readonly or not recover:
+                raise ClawError(
+                    f"ledger {self.shown} is corrupt ({e}); the next `claw run` moves it aside "
+                    "and runs every job again"
+                ) from None
+            aside = ledgerfile.move_aside(path)
+            self.recovered = (
+                f"ledger {self.shown} was corrupt ({e}): moved it to "
+                f"{path.parent.name}/{aside.name} and started a new one; every job runs again"
+            )
+            self._open(path)
+
+    def _open_readonly(self, path: Path) -> None:
+        # With no WAL left behind, open it as immutable: SQLite then creates no -wal/-shm
+        # files, so a dry run leaves .claw/ byte for byte as it was.
+        wal = path.with_name(path.name + "-wal").exists()
+        mode = "mode=ro" if wal else "immutable=1"
+        self.db = sqlite3.connect(f"file:{path}?{mode}", uri=True, check_same_thread=False)
+        self.db.row_factory = sqlite3.Row
+        self._checked(lambda: ledgerfile.verify(self.db, quick=False))
+        self.has_quick = self._has_quick()  # read-only: an old state.db stays old
+
+    def _open(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.db = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
         self.db.row_factory = sqlite3.Row
+        self._checked(self._setup)
+
+    def _setup(self) -> None:
+        ledgerfile.verify(self.db, quick=True)  # first: it is moved aside as it was found
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.executescript(SCHEMA)
@@ -175,6 +215,9 @@ class State:
         if not self._has_column("calls", "cost_usd"):  # ... or before cost accounting
             self.db.execute("ALTER TABLE calls ADD COLUMN cost_usd REAL")
         self.has_quick = True
+
+    def _checked(self, fn: Callable[[], T]) -> T:
+        return ledgerfile.checked(fn, self.path)
 
     def _has_quick(self) -> bool:
         return self._has_column("done", "quick")
@@ -185,23 +228,28 @@ class State:
     def _execute(self, sql: str, args: tuple[object, ...] = ()) -> sqlite3.Cursor:
         """Jobs run in threads and share this connection: one statement at a time."""
         with self._lock:
-            return self.db.execute(sql, args)
+            return self._checked(lambda: self.db.execute(sql, args))
 
     def _query(self, sql: str, args: tuple[object, ...] = ()) -> list[sqlite3.Row]:
         with self._lock:
-            return self.db.execute(sql, args).fetchall()
+            try:
+                return self._checked(lambda: self.db.execute(sql, args).fetchall())
+            except Corrupt as e:  # found after the checks at opening (a read-only open)
+                raise ClawError(f"ledger {self.shown} is corrupt ({e})") from None
 
     def close(self) -> None:
-        if self._ends and not self._writing:  # a batch that failed, tried once more
-            with self._ends_lock:
-                self._writing = True
-            self._write_ends()
-        if self._calls:  # jobs that never reached finish_job: keep what they cost
-            with self.transaction():
-                for calls in self._calls.values():
-                    self.db.executemany(INSERT_CALL, calls)
-            self._calls.clear()
-        self.db.close()
+        try:
+            if self._ends and not self._writing:  # a batch that failed, tried once more
+                with self._ends_lock:
+                    self._writing = True
+                self._write_ends()
+            if self._calls:  # jobs that never reached finish_job: keep what they cost
+                with self.transaction():
+                    for calls in self._calls.values():
+                        self.db.executemany(INSERT_CALL, calls)
+                self._calls.clear()
+        finally:
+            self.db.close()
 
     def begin_run(self, run_id: str, started: str, argv: str) -> None:
         self._execute(
@@ -235,8 +283,7 @@ class State:
         """Every job with a last success, and its quick seal (prepare.TaskKey): all that a
         no-op needs of the ledger, a tenth of its bytes."""
         quick = "quick" if self.has_quick else "NULL"
-        with self._lock:
-            rows = self.db.execute(f"SELECT task, item, {quick} FROM done").fetchall()
+        rows = self._query(f"SELECT task, item, {quick} FROM done")
         return {(r[0], r[1]): r[2] for r in rows}
 
     def done(self, task: str, item: str) -> Done | None:
@@ -269,13 +316,15 @@ class State:
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
         with self._lock:
-            self.db.execute("BEGIN IMMEDIATE")
+            self._checked(lambda: self.db.execute("BEGIN IMMEDIATE"))
             try:
                 yield
+                self._checked(lambda: self.db.execute("COMMIT"))
             except BaseException:
-                self.db.execute("ROLLBACK")
+                if self.db.in_transaction:  # SQLite rolls back some failures itself
+                    with contextlib.suppress(sqlite3.Error):
+                        self.db.execute("ROLLBACK")
                 raise
-            self.db.execute("COMMIT")
 
     def finish_job(self, r: JobRecord) -> None:
         """Record how the job ended, with its model calls, in one transaction."""

@@ -27,15 +27,22 @@ def log(
     quiet: bool,
 ) -> int:
     """Recent runs and the jobs that ran in them (oldest first), from .claw/state.db."""
+    import sqlite3
+
     from claw_batch import history
     from claw_batch.clock import now_for_run
-    from claw_batch.errors import UsageError
+    from claw_batch.errors import ClawError, UsageError
 
     project = load(directory, file)
     if task is not None and task not in project.config.tasks:
         raise UsageError(f"unknown task '{task}' (tasks: {', '.join(project.config.tasks)})")
     after = history.since(since_text, now_for_run(os.environ)) if since_text else None
-    rows = history.runs(project.root / ".claw" / "state.db", task=task, after=after, limit=limit)
+    try:
+        rows = history.runs(
+            project.root / ".claw" / "state.db", task=task, after=after, limit=limit
+        )
+    except sqlite3.DatabaseError as e:  # corrupt: the next `claw run` moves it aside
+        raise ClawError(f"ledger .claw/state.db: {e}") from None
     if as_json:
         click.echo(json.dumps([r.as_json() for r in rows], indent=2))
     elif rows:

@@ -1,0 +1,118 @@
+"""The ledger's file, `.claw/state.db`: whether it is a claw ledger, what SQLite's errors
+mean to a user, and moving a corrupt one aside.
+
+Corrupt: garbage, a truncated file, a damaged page (SQLite's quick check: every page, ~10 ms
+for a ledger of 10,000 jobs), or tables without the columns every version of the ledger had
+(another program's). A `claw run` moves such a file aside as `state.db.corrupt-<time>`, as it
+was found, and starts a new ledger: every job runs again. A write SQLite cannot make (a full
+disk) is `ledger .claw/state.db: No space left on device`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from claw_batch.errors import ClawError
+
+T = TypeVar("T")
+
+# The columns every version of the ledger had (later ones were added by migrations).
+COLUMNS = {
+    "runs": {"id", "started", "finished", "status", "exit_code", "argv"},
+    "jobs": {"run_id", "task", "item", "status", "reason", "started", "duration_s", "output"},
+    "done": {"task", "item", "fingerprint", "parts", "outputs", "result", "run_id"},
+    "files": {"path", "mtime_ns", "size", "inode", "sha256"},
+    "calls": {"run_id", "task", "item", "step", "model", "prompt_tokens", "completion_tokens"},
+}
+# SQLite's primary result codes (sqlite3.Error.sqlite_errorcode, Python 3.11+).
+SQLITE_BUSY, SQLITE_IOERR, SQLITE_CORRUPT, SQLITE_FULL, SQLITE_NOTADB = 5, 10, 11, 13, 26
+
+
+class Corrupt(Exception):
+    """The file is not a claw ledger; the message says how."""
+
+
+def shown(path: Path) -> str:
+    """`.claw/state.db`, for messages."""
+    return f"{path.parent.name}/{path.name}"
+
+
+def verify(db: sqlite3.Connection, *, quick: bool) -> None:
+    """Raise Corrupt unless `db` is a claw ledger (or an empty file, a new one)."""
+    if quick:
+        problem = str(db.execute("PRAGMA quick_check(1)").fetchone()[0])
+        if problem != "ok":  # "*** in database main ***\nPage 6: btreeInitPage() ..."
+            lines = [line for line in problem.splitlines() if not line.startswith("***")]
+            raise Corrupt(f"quick check: {' '.join(lines)}")
+    for table, columns in COLUMNS.items():
+        found = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+        if found and not columns <= found:
+            missing = ", ".join(sorted(columns - found))
+            raise Corrupt(f"its table {table} has no column {missing}")
+
+
+def checked(fn: Callable[[], T], path: Path) -> T:
+    """`fn`, with SQLite's errors said for a user: a corrupt file raises Corrupt; a write that
+    cannot be made (a full disk) or a lock another process keeps, ClawError."""
+    try:
+        return fn()
+    except sqlite3.DatabaseError as e:
+        code = _code(e)
+        if code in (SQLITE_CORRUPT, SQLITE_NOTADB):
+            raise Corrupt(str(e)) from None
+        if code == SQLITE_FULL:
+            raise ClawError(f"ledger {shown(path)}: No space left on device") from None
+        if code == SQLITE_IOERR:  # e.g. no room for its shared-memory file
+            full = " (No space left on device)" if _no_space(path) else ""
+            raise ClawError(f"ledger {shown(path)}: {e}{full}") from None
+        if code == SQLITE_BUSY:
+            raise ClawError(f"ledger {shown(path)}: {e}: another process keeps it") from None
+        raise
+
+
+def move_aside(path: Path) -> Path:
+    """Rename the ledger, and its WAL (which holds part of it), out of the way; SQLite's
+    shared-memory index is rebuilt from them, so it goes."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    aside = path.with_name(f"{path.name}.corrupt-{stamp}")
+    n = 1
+    while aside.exists():
+        n += 1
+        aside = path.with_name(f"{path.name}.corrupt-{stamp}-{n}")
+    os.replace(path, aside)
+    with contextlib.suppress(FileNotFoundError):
+        os.replace(path.with_name(path.name + "-wal"), aside.with_name(aside.name + "-wal"))
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path.with_name(path.name + "-shm"))
+    return aside
+
+
+def _code(error: sqlite3.Error) -> int | None:
+    """The primary result code; from the message before Python 3.11."""
+    code = getattr(error, "sqlite_errorcode", None)
+    if code is not None:
+        return int(code) & 0xFF
+    text = str(error)
+    for fragment, known in (
+        ("file is not a database", SQLITE_NOTADB),
+        ("malformed", SQLITE_CORRUPT),
+        ("disk is full", SQLITE_FULL),
+        ("disk I/O error", SQLITE_IOERR),
+        ("database is locked", SQLITE_BUSY),
+    ):
+        if fragment in text:
+            return known
+    return None
+
+
+def _no_space(path: Path) -> bool:
+    try:
+        return os.statvfs(path.parent).f_bavail == 0
+    except OSError:
+        return False
