@@ -129,9 +129,13 @@ class ProjectLock:
     def _write_label(self, fd: int) -> Holder:
         now = dt.datetime.now().astimezone().isoformat(timespec="seconds")
         holder = Holder(os.getpid(), now, self.argv)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, (json.dumps(dataclasses.asdict(holder)) + "\n").encode(), 0)
-        os.fsync(fd)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, (json.dumps(dataclasses.asdict(holder)) + "\n").encode(), 0)
+            os.fsync(fd)
+        except OSError:  # a full disk: the lock holds all the same, only unnamed
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)
         return holder
 
 

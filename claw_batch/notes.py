@@ -42,14 +42,23 @@ def format_entry(
 
 
 def append(path: Path, entry: str) -> None:
-    """Append with O_APPEND and fsync: concurrent writers never interleave inside an entry."""
+    """Append with O_APPEND and fsync: concurrent writers never interleave inside an entry.
+    A write that fails (a full disk) leaves the note as it was, no half entry, and raises."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
     try:
-        if os.fstat(fd).st_size == 0:
+        size = os.fstat(fd).st_size
+        if size == 0:
             entry = f"# {path.stem}\n\n{entry}"
-        os.write(fd, entry.encode("utf-8"))
-        os.fsync(fd)
+        view = memoryview(entry.encode("utf-8"))
+        try:
+            while view:  # a short write goes on where it stopped
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, size)
+            raise
     finally:
         os.close(fd)
 

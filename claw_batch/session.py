@@ -3,12 +3,14 @@ decides each job (skip, keep, run) and records what happened."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import json
 import threading
 import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from claw_batch import notes, skillcache, skills
@@ -16,7 +18,7 @@ from claw_batch.atomic import write_atomic
 from claw_batch.childenv import git_read_only, scrubbed_env
 from claw_batch.clock import now_for_run
 from claw_batch.context import daily_note_path
-from claw_batch.errors import Interrupted
+from claw_batch.errors import ClawError, Interrupted, LimitExceeded, TaskFailed
 from claw_batch.filehash import FileHashes
 from claw_batch.jobs import Job
 from claw_batch.prepare import (
@@ -68,6 +70,7 @@ class RunSession:
         self.quick_updates: list[tuple[str, str, str]] = []  # (quick, task, item)
         self._verdicts: Verdicts | None = None  # opened by the first check task
         self.lock = threading.Lock()  # jobs run in threads (-j)
+        self.unwritten: list[str] = []  # files of the run's own that could not be written
         if state and not self.dry:
             state.begin_run(summary.run_id, now.isoformat(), " ".join(runner.options.argv))
         ws = runner.project.config.workspace
@@ -282,11 +285,19 @@ class RunSession:
         except Exception as e:  # it stops the run: close the job's records first
             self.abort(job, transcript, sink, started, started_wall, e)
             raise
+        duration = round(time.monotonic() - started, 3)
+        shown = self.r.redact(error) if error else None
+        transcript.event("end", status=status, reason=reason, error=shown, seconds=duration)
+        try:
+            transcript.close()
+        except TaskFailed as e:  # a full disk: a job without its whole record is not done
+            if status == "ok":
+                outcome, status, reason, error = None, "failed", "TaskFailed", str(e)
         result = JobResult(
             job=job,
             status=status,
             reason=reason,
-            duration_s=round(time.monotonic() - started, 3),
+            duration_s=duration,
             usage=sink.usage,
             output=outcome.output if outcome else None,
             error=self.r.redact(error) if error else None,
@@ -296,10 +307,6 @@ class RunSession:
             reasons=decision.reasons,
             cost_usd=sink.cost_usd,
         )
-        transcript.event(
-            "end", status=status, reason=reason, error=result.error, seconds=result.duration_s
-        )
-        transcript.close()
         self.record(result, started_wall, p, fp)
         return result
 
@@ -359,7 +366,8 @@ class RunSession:
         assert self.state is not None
         message = self.r.redact(str(error))
         transcript.event("end", status="error", error=message)
-        transcript.close()
+        with contextlib.suppress(TaskFailed):  # unwritable: the error in flight says more
+            transcript.close()
         self.state.finish_job(
             JobRecord(
                 self.summary.run_id,
@@ -397,23 +405,61 @@ class RunSession:
             for r in ran
         ]
         entry = notes.format_task_entry(when=self.now, task=task, jobs=jobs)
-        ws = self.r.project.config.workspace
-        notes.append(daily_note_path(self.r.project.root, ws, self.now.date()), entry)
+        root, ws = self.r.project.root, self.r.project.config.workspace
+        path = daily_note_path(root, ws, self.now.date())
+        try:
+            notes.append(path, entry)
+        except OSError as e:  # a full disk: the note is as it was; the run says so
+            self.unwritten.append(f"daily note {_shown(path, root)}: {e.strerror or e}")
 
     def close(self) -> None:
+        """The run's last writes, each tried even when one before failed (a full disk): what
+        could not be written becomes the run's error (exit 1), never a traceback."""
         if self.state is None:
             return
+        state = self.state
         if not self.dry:
-            self.hashes.save()
-            self.state.set_quick(self.quick_updates)
+            self._closing(self.hashes.save)
+            self._closing(lambda: state.set_quick(self.quick_updates))
             for task in dict.fromkeys(r.job.task for r in self.summary.results):
                 self.note(task)  # tasks the run stopped in the middle of
-            finished = now_for_run(self.r.environ).isoformat()
-            status = RUN_STATUS.get(self.summary.exit_code, "error")
-            self.state.end_run(self.summary.run_id, finished, status, self.summary.exit_code)
-            if self.run_dir.is_dir():
-                from claw_batch.report import envelope
+            self._settle_unwritten()
+            self._closing(self._write_summary)
+            self._closing(self._end_run)
+        self._closing(state.close)
+        self._settle_unwritten()
 
-                text = json.dumps(envelope(self.summary), indent=2)
-                write_atomic(self.run_dir / "summary.json", text)
-        self.state.close()
+    def _closing(self, step: Callable[[], None]) -> None:
+        try:
+            step()
+        except ClawError as e:
+            self.unwritten.append(str(e))
+
+    def _settle_unwritten(self) -> None:
+        if not self.unwritten:
+            return
+        if self.summary.error is None:
+            self.summary.error = self.r.redact(self.unwritten[0])
+        if self.summary.exit_code in (0, LimitExceeded.exit_code):
+            self.summary.exit_code = TaskFailed.exit_code
+
+    def _write_summary(self) -> None:
+        if not self.run_dir.is_dir():
+            return
+        from claw_batch.report import envelope
+
+        path = self.run_dir / "summary.json"
+        try:
+            write_atomic(path, json.dumps(envelope(self.summary), indent=2))
+        except OSError as e:
+            raise ClawError(f"run summary {_shown(path, self.r.project.root)}: {e.strerror}") from e
+
+    def _end_run(self) -> None:
+        assert self.state is not None
+        finished = now_for_run(self.r.environ).isoformat()
+        status = RUN_STATUS.get(self.summary.exit_code, "error")
+        self.state.end_run(self.summary.run_id, finished, status, self.summary.exit_code)
+
+
+def _shown(path: Path, root: Path) -> str:
+    return path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)

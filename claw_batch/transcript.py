@@ -5,16 +5,21 @@ Events are kept in memory and written together when the job is about to wait for
 (the job's end, however it ended): one system call per model turn rather than one per event,
 each of which hands the GIL to another job. What a crash can lose is the turn in progress:
 the model's last reply and the tool results of that turn.
+
+A transcript that cannot be written (a full disk) fails its job, once, with `TaskFailed`:
+the file is left as it was before that write (no torn line), and later events are dropped.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
 from pathlib import Path
 from typing import Any
 
+from claw_batch.errors import TaskFailed
 from claw_batch.redact import Redactor
 
 OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
@@ -24,11 +29,17 @@ class Transcript:
     def __init__(self, path: Path, redact: Redactor) -> None:
         self.path = path
         self.redact = redact
+        self._failure: str | None = None  # not yet reported to the job
         try:
-            self._fd = os.open(path, OPEN_FLAGS, 0o666)
-        except FileNotFoundError:  # the run's first transcript
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._fd = os.open(path, OPEN_FLAGS, 0o666)
+            try:
+                self._fd = os.open(path, OPEN_FLAGS, 0o666)
+            except FileNotFoundError:  # the run's first transcript
+                path.parent.mkdir(parents=True, exist_ok=True)
+                self._fd = os.open(path, OPEN_FLAGS, 0o666)
+            self._size = os.fstat(self._fd).st_size
+        except OSError as e:
+            self._fd, self._size = -1, 0
+            self._failure = self._unwritten(e)
         self._lines: list[str] = []
         self._started = time.monotonic()
 
@@ -38,22 +49,35 @@ class Transcript:
         self._lines.append(self.redact(line) + "\n")
 
     def flush(self) -> None:
+        if self._failure is not None:
+            failure, self._failure = self._failure, None
+            raise TaskFailed(failure)
         if not self._lines or self._fd < 0:
             return
         data = "".join(self._lines).encode("utf-8")
         self._lines.clear()
         view = memoryview(data)
-        while view:  # O_APPEND: a short write (a full disk, a signal) goes on at the end
-            view = view[os.write(self._fd, view) :]
+        try:
+            while view:  # O_APPEND: a short write (a signal) goes on at the end
+                view = view[os.write(self._fd, view) :]
+        except OSError as e:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, self._size)
+            os.close(self._fd)
+            self._fd = -1
+            raise TaskFailed(self._unwritten(e)) from None
+        self._size += len(data)
 
     def close(self) -> None:
-        if self._fd < 0:
-            return
         try:
             self.flush()
         finally:
-            os.close(self._fd)
-            self._fd = -1
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+
+    def _unwritten(self, error: OSError) -> str:
+        return f"transcript {self.path}: {error.strerror or error}"
 
 
 def read_events(path: Path) -> list[dict[str, Any]]:
