@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -7,6 +8,7 @@ import resource
 import socket
 import stat
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,7 +17,7 @@ from claw_batch.childenv import scrubbed_env
 from claw_batch.errors import ToolError
 from claw_batch.paths import Policy
 from claw_batch.tools import TOOL_NAMES
-from claw_batch.tools.base import ToolContext
+from claw_batch.tools.base import Command, ToolContext
 from claw_batch.tools.bash import CONTROL_OPERATORS
 from claw_batch.tools.files import MAX_FILE_BYTES
 from claw_batch.tools.registry import TOOLS, tool
@@ -730,9 +732,25 @@ def test_bash_goes_through_the_sandbox(root: Path) -> None:
     class Labelled:
         name = "test"
 
-        def wrap(self, argv: list[str], *, cwd: Path) -> list[str]:
-            return ["env", f"SANDBOX_CWD={cwd}", *argv]
+        @contextlib.contextmanager
+        def wrap(self, command: Command, *, cwd: Path, seconds: float) -> Iterator[Command]:
+            env = {**command.env, "SANDBOX": f"{cwd} {seconds:.0f}"}
+            yield Command(("env", *command.argv), env)
 
     policy = Policy(root)
     ctx = ToolContext(root, policy, scrubbed_env(), time.monotonic() + 30, True, Labelled())
-    assert call(ctx, "bash", command="echo $SANDBOX_CWD") == f"exit code 0\n{root}"
+    assert call(ctx, "bash", command="echo $SANDBOX", timeout=7) == f"exit code 0\n{root} 7"
+
+
+def test_unsandboxed_commands_are_recorded(root: Path) -> None:
+    events: list[tuple[str, dict[str, object]]] = []
+    ctx = ToolContext(
+        root,
+        Policy(root),
+        scrubbed_env(),
+        time.monotonic() + 30,
+        True,
+        on_event=lambda kind, **fields: events.append((kind, fields)),
+    )
+    assert call(ctx, "bash", command="echo hi") == "exit code 0\nhi"
+    assert events == [("unsandboxed", {"command": "echo hi"})]

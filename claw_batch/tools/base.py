@@ -9,19 +9,37 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from claw_batch.paths import Policy
 
 
+@dataclass(frozen=True)
+class Command:
+    """A command line ready to start, with the environment it starts from and the file
+    descriptors it inherits."""
+
+    argv: tuple[str, ...]
+    env: Mapping[str, str]
+    pass_fds: tuple[int, ...] = ()
+    # A pipe on which the command reports, as a JSON line {"child-pid": N}, the process
+    # whose exit means that everything it started is gone (a sandbox's PID 1).
+    leader: int | None = None
+
+
 class Sandbox(Protocol):
-    """Wraps a command line so that it runs confined. The OS sandbox (bubblewrap) plugs in here."""
+    """Turns a command into one that runs confined (`sandbox.Bubblewrap`). The context
+    manager keeps what the confined command needs (open directories) until it has started."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
-    def wrap(self, argv: list[str], *, cwd: Path) -> list[str]: ...
+    def wrap(
+        self, command: Command, *, cwd: Path, seconds: float
+    ) -> AbstractContextManager[Command]: ...
 
 
 @dataclass(frozen=True)
@@ -31,10 +49,11 @@ class ToolContext:
     env: Mapping[str, str]  # the scrubbed environment child processes start from
     deadline: float  # time.monotonic() by which the job must end
     bash_allow: tuple[str, ...] | bool = False  # permissions.bash: patterns, True, or off
-    sandbox: Sandbox | None = None
+    sandbox: Sandbox | None = None  # None: bash runs unsandboxed (`sandbox: none`)
     workspace: str = "workspace"  # project-relative: where MEMORY.md and memory/ live
     today: dt.date | None = None  # the run's date (CLAW_NOW pins it); None: the machine's
     untrusted: str | None = None  # the job reads untrusted content: this (what remember marks)
+    on_event: Callable[..., Any] | None = None  # the transcript: on_event(kind, **fields)
 
 
 ToolFn = Callable[..., str]

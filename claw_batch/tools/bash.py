@@ -1,19 +1,23 @@
-"""bash: one command in the project root, in its own process group, with a hard time limit.
+"""bash: one command in the project root, in its own process group, with a hard time limit,
+through the job's sandbox (`claw_batch.sandbox`) unless the task runs it unsandboxed.
 
-The whole group is killed when the command times out and also when it ends, so background
-children can neither outlive the call nor hang it by holding the output pipe open.
+The whole group is killed when the command times out, floods its output, and also when it
+ends, so background children can neither outlive the call nor hang it by holding the output
+pipe open. (In the sandbox, that kill takes its whole PID namespace along, `setsid` or not.)
 """
 
 from __future__ import annotations
 
 import contextlib
 import fnmatch
+import json
 import os
+import select
 import selectors
 import signal
 import subprocess
 import time
-from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
@@ -21,15 +25,17 @@ from pydantic import Field
 
 from claw_batch import cancel
 from claw_batch.errors import ToolError
-from claw_batch.tools.base import ToolContext
+from claw_batch.tools.base import Command, ToolContext
 
 # With pattern permissions a command must be one simple command: these would chain, pipe,
 # substitute or redirect their way past the pattern.
 CONTROL_OPERATORS = (";", "&", "|", "`", "$(", ">", "<", "\n")
 MAX_OUTPUT_BYTES = 30_000
 MAX_OUTPUT_LINES = 2000
+FLOOD_BYTES = 64 << 20  # output past this is a flood: the command is killed
 POLL_SECONDS = 0.05
 DRAIN_SECONDS = 0.5  # after the kill, how long to wait for output still in flight
+GONE_SECONDS = 5.0  # after the kill, how long to wait for the sandbox to be torn down
 
 
 def bash(
@@ -43,21 +49,31 @@ def bash(
     limit = min(float(timeout), ctx.deadline - time.monotonic())
     if limit <= 0:
         raise ToolError("the job's time limit has been reached; no time left to run commands")
-    argv = ["bash", "-c", command]
-    if ctx.sandbox is not None:
-        argv = ctx.sandbox.wrap(argv, cwd=ctx.root)
-    code, output, cut = run(argv, cwd=ctx.root, env=ctx.env, timeout=limit)
-    if code is None:
+    plain = Command(("bash", "-c", command), ctx.env)
+    if ctx.sandbox is None:
+        if ctx.on_event is not None:
+            ctx.on_event("unsandboxed", command=command)
+        ran = run(plain, cwd=ctx.root, timeout=limit)
+    else:
+        with ctx.sandbox.wrap(plain, cwd=ctx.root, seconds=limit) as confined:
+            ran = run(confined, cwd=ctx.root, timeout=limit)
+    note = f"[... {ran.cut} bytes cut ...]\n" if ran.cut else ""
+    return f"{_headline(ran, limit, timeout)}\n{note}{ran.output or '(no output)'}"
+
+
+def _headline(ran: Ran, limit: float, timeout: int) -> str:
+    if ran.killed == TIMED_OUT:
         shown = f"{limit:.0f}" if limit >= 1 else f"{limit:.1f}"
         head = f"timed out after {shown} s (the command and its children were killed)"
-        if limit < timeout:
-            head += "; the job's time limit is nearly reached"
-    elif code < 0:
-        head = f"killed by signal {signal.Signals(-code).name}"
-    else:
-        head = f"exit code {code}"
-    note = f"[... {cut} bytes cut ...]\n" if cut else ""
-    return f"{head}\n{note}{output or '(no output)'}"
+        return head + ("; the job's time limit is nearly reached" if limit < timeout else "")
+    if ran.killed == FLOODED:
+        return (
+            f"killed: the output passed {FLOOD_BYTES >> 20} MB "
+            "(the command and its children were killed)"
+        )
+    if ran.code < 0:
+        return f"killed by signal {signal.Signals(-ran.code).name}"
+    return f"exit code {ran.code}"
 
 
 def check_allowed(allow: tuple[str, ...] | bool, command: str) -> None:
@@ -76,22 +92,34 @@ def check_allowed(allow: tuple[str, ...] | bool, command: str) -> None:
         raise ToolError(f"bash command refused: it must match one of: {allowed}")
 
 
-def run(
-    argv: list[str], *, cwd: Path, env: Mapping[str, str], timeout: float
-) -> tuple[int | None, str, int]:
-    """(exit code or None on timeout, the output's tail, how many bytes were cut before it)."""
+# Why `run` killed a command before it ended.
+TIMED_OUT = "timed out"
+FLOODED = "flooded"
+
+
+@dataclass(frozen=True)
+class Ran:
+    code: int  # the exit code, negative: killed by that signal
+    output: str  # the tail
+    cut: int  # how many bytes of output were cut before the tail
+    killed: str | None = None  # TIMED_OUT, FLOODED: run killed it (and `code` says how)
+
+
+def run(command: Command, *, cwd: Path, timeout: float) -> Ran:
     try:
         proc = subprocess.Popen(
-            argv,
+            command.argv,
             cwd=cwd,
-            env=dict(env),
+            env=dict(command.env),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            pass_fds=command.pass_fds,
         )
     except OSError as e:
-        raise ToolError(f"cannot start {argv[0]}: {e.strerror or e}") from None
+        raise ToolError(f"cannot start {command.argv[0]}: {e.strerror or e}") from None
+    leader = _leader(proc, command.leader)
     assert proc.stdout is not None
     fd = proc.stdout.fileno()
     out = bytearray()
@@ -99,16 +127,21 @@ def run(
     try:
         with selectors.DefaultSelector() as sel:
             sel.register(fd, selectors.EVENT_READ)
-            exited, total = _pump(proc, sel, fd, out, time.monotonic() + timeout)
+            ended, total = _pump(proc, sel, fd, out, time.monotonic() + timeout)
     finally:
         _kill_group(proc.pid)
+        if leader is not None:  # a sandbox's PID 1 has a session of its own
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                signal.pidfd_send_signal(leader, signal.SIGKILL)
         proc.wait()
+        if leader is not None:
+            _await_exit(leader, time.monotonic() + GONE_SECONDS)
         with selectors.DefaultSelector() as sel:
             sel.register(fd, selectors.EVENT_READ)
             total = _drain(sel, fd, out, total)
         proc.stdout.close()
     text, cut = _tail(bytes(out), total)
-    return (proc.returncode if exited else None), text, cut
+    return Ran(proc.returncode, text, cut, ended)
 
 
 def _pump(
@@ -117,21 +150,37 @@ def _pump(
     fd: int,
     out: bytearray,
     deadline: float,
-) -> tuple[bool, int]:
-    """Collect output until the command exits (True) or the deadline passes (False)."""
+) -> tuple[str | None, int]:
+    """Collect output until the command exits (None), the deadline passes (TIMED_OUT) or
+    the output passes FLOOD_BYTES (FLOODED)."""
     total, eof = 0, False
     while not _exited(proc):
         cancel.check()  # the run was cancelled: the caller's finally kills the group
         left = deadline - time.monotonic()
         if left <= 0:
-            return False, total
+            return TIMED_OUT, total
+        if total > FLOOD_BYTES:
+            return FLOODED, total
         if eof:  # the command closed its output but still runs
-            time.sleep(min(left, POLL_SECONDS))
+            _wait(proc, min(left, POLL_SECONDS))
         elif sel.select(min(left, POLL_SECONDS)):
             chunk = os.read(fd, 65536)
             eof = not chunk
             total = _keep(out, chunk, total)
-    return True, total
+    return None, total
+
+
+def _wait(proc: subprocess.Popen[bytes], seconds: float) -> None:
+    """Sleep until the process exits (not reaped: see `_exited`) or `seconds` pass."""
+    try:
+        pidfd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):  # no pidfd here
+        time.sleep(seconds)
+        return
+    try:
+        select.select([pidfd], [], [], seconds)
+    finally:
+        os.close(pidfd)
 
 
 def _drain(sel: selectors.BaseSelector, fd: int, out: bytearray, total: int) -> int:
@@ -170,6 +219,39 @@ def _exited(proc: subprocess.Popen[bytes]) -> bool:
         except ChildProcessError:
             return True
     return proc.poll() is not None
+
+
+def _leader(proc: subprocess.Popen[bytes], report: int | None) -> int | None:
+    """A pidfd of the process the command reports on `report` (see `Command.leader`), opened
+    while it runs, so that its pid cannot have been reused; None without a report."""
+    if report is None:
+        return None
+    line = b""
+    deadline = time.monotonic() + GONE_SECONDS
+    with selectors.DefaultSelector() as sel:
+        sel.register(report, selectors.EVENT_READ)
+        while not line.endswith(b"\n") and time.monotonic() < deadline:
+            if sel.select(POLL_SECONDS):
+                chunk = os.read(report, 4096)
+                if not chunk:
+                    return None
+                line += chunk
+            elif proc.poll() is not None:
+                return None  # it failed before starting anything
+    try:
+        return os.pidfd_open(int(json.loads(line)["child-pid"]))
+    except (ValueError, KeyError, TypeError, OSError):
+        return None
+
+
+def _await_exit(pidfd: int, deadline: float) -> None:
+    """Wait until the process exits: a sandbox's PID 1 exits once its namespace is empty."""
+    try:
+        with selectors.DefaultSelector() as sel:
+            sel.register(pidfd, selectors.EVENT_READ)  # readable once it has exited
+            sel.select(max(0.0, deadline - time.monotonic()))
+    finally:
+        os.close(pidfd)
 
 
 def _kill_group(pgid: int) -> None:
