@@ -14,7 +14,7 @@ import jinja2
 from jinja2 import meta, nodes
 
 from claw_batch.clawfields import path_problem
-from claw_batch.config import prompt_file
+from claw_batch.config import prompt_file, provider_keys
 from claw_batch.yamlsource import KeyPath, Problem, YamlSource
 
 if TYPE_CHECKING:
@@ -37,6 +37,7 @@ def check(config: Clawfile, source: YamlSource, root: Path, *, names: list[str])
     problems += _skills(config, source, root)
     problems += _providers(config, source)
     problems += _usd_limits(config, source)
+    problems += _passed_keys(config, source)
     for name, task in config.tasks.items():
         problems += _bash(name, task, source)
         problems += _task(name, task, source, root)
@@ -176,6 +177,22 @@ def _bash(name: str, task: Task, source: YamlSource) -> list[Problem]:
             "bash needs permissions.bash: a list of command patterns, or true",
         )
     ]
+
+
+def _passed_keys(config: Clawfile, source: YamlSource) -> list[Problem]:
+    """permissions.env never names a provider's API key: the model's keys stay with claw."""
+    keys = provider_keys(config)
+    found: dict[KeyPath, Problem] = {}  # a default's problem once, not once per task
+    for name, task in config.tasks.items():
+        at = (*_where(source, name, "permissions"), "env")
+        for index, variable in enumerate(task.permissions.env):
+            if variable in keys:
+                message = (
+                    f"{variable} holds the API key of provider {keys[variable]!r}, which "
+                    "never reaches tool processes; pass only what the commands need"
+                )
+                found.setdefault((*at, index), source.problem((*at, index), message))
+    return list(found.values())
 
 
 def _unknown_task(name: str, names: list[str]) -> str:

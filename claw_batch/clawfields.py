@@ -192,6 +192,20 @@ def _env_name(value: str) -> str:
     return value
 
 
+def _passed_env_name(value: str) -> str:
+    if value.startswith(_KEY_PREFIXES) or _random_looking(value):
+        raise refuse(  # never echo it: most likely a secret
+            f"this looks like a secret ({_mask(value)}), not the name of an environment "
+            "variable; list the names of variables for tool processes, e.g. env: [GITHUB_TOKEN]"
+        )
+    if not _ENV_NAME.match(value):
+        raise refuse(
+            f"{value!r} is not the name of an environment variable "
+            "(letters, digits and '_', not starting with a digit)"
+        )
+    return value
+
+
 def _random_looking(value: str) -> bool:
     kinds = [any(test(char) for char in value) for test in (str.isdigit, str.islower, str.isupper)]
     return len(value) >= 24 and all(kinds)
@@ -215,5 +229,8 @@ CronExpr = Annotated[str, AfterValidator(_cron)]
 TimeZone = Annotated[str, AfterValidator(_zone)]
 JsonSchema = Annotated[dict[str, Any], AfterValidator(_json_schema)]
 EnvName = Annotated[str, AfterValidator(_env_name)]
+PassedEnvNames = Annotated[
+    list[Annotated[str, AfterValidator(_passed_env_name)]], BeforeValidator(_one_or_many)
+]
 HttpUrl = Annotated[str, AfterValidator(_url)]
 OrEmpty = BeforeValidator(_none_as_empty)

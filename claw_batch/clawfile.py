@@ -34,6 +34,7 @@ from claw_batch.clawfields import (
     JsonSchema,
     Name,
     OrEmpty,
+    PassedEnvNames,
     PathTemplate,
     PathTemplates,
     ProjectDir,
@@ -70,6 +71,7 @@ class PermissionsModel(_Strict):
     write: ProjectGlobs = []
     bash: BashPolicy = False
     network: bool = False
+    env: PassedEnvNames = []
 
 
 class BudgetModel(_Strict):
@@ -123,6 +125,7 @@ class TaskSettingsModel(_Strict):
     budget: BudgetModel | None = None
     always: bool = False
     skills: list[str] | None = None
+    sandbox: Literal["bubblewrap", "none"] = "bubblewrap"
 
     refused_keys: ClassVar[dict[str, str]] = {
         "prompt": "'prompt' cannot have a default: each task sets its own"
@@ -239,12 +242,13 @@ def _apply_defaults(config: ClawfileModel) -> ClawfileModel:
 
 def _with_defaults(task: TaskModel, defaults: TaskSettingsModel) -> TaskModel:
     """The task with the defaults it does not set. A watch task reads files from outside:
-    it takes only the read-only tools of `defaults:` and none of its permissions; whatever
-    more it needs, it grants itself."""
+    it takes only the read-only tools of `defaults:`, none of its permissions and not its
+    `sandbox: none`; whatever more it needs, it grants itself."""
     unset = defaults.model_fields_set - task.model_fields_set
     update = {key: getattr(defaults, key) for key in unset}
     if update.get("watch", task.watch):
         update.pop("permissions", None)
+        update.pop("sandbox", None)
         if defaults.tools is not None and "tools" in update:
             update["tools"] = [t for t in defaults.tools if t in READ_ONLY_TOOLS]
     return task.model_copy(update=update)

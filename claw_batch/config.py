@@ -44,12 +44,13 @@ class Permissions:
     write: tuple[str, ...] = ()
     bash: bool | tuple[str, ...] = False  # True, or command patterns
     network: bool = False
+    env: tuple[str, ...] = ()  # environment variables tool processes get besides the base ones
 
     @classmethod
     def of(cls, data: JsonDict) -> Permissions:
         bash = data["bash"]
         bash = bash if isinstance(bash, bool) else _strs(bash)
-        return cls(_strs(data["write"]), bash, data["network"])
+        return cls(_strs(data["write"]), bash, data["network"], _strs(data["env"]))
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,7 @@ class Task:
     budget: Budget | None = None
     always: bool = False
     skills: tuple[str, ...] | None = None
+    sandbox: str = "bubblewrap"  # bubblewrap | none: how bash runs
     # What the definition is as a document (for the fingerprint), and the template variables
     # its prompt and output paths read (None: not known); neither is a setting.
     definition: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
@@ -153,6 +155,7 @@ class Task:
             budget=Budget.of(data["budget"]),
             always=data["always"],
             skills=None if skills is None else _strs(skills),
+            sandbox=data["sandbox"],
             definition=data,
             variables=variables,
         )
@@ -220,6 +223,13 @@ def prompt_file(prompt: str) -> str | None:
     if not text or any(char.isspace() for char in text):
         return None
     return text if text.endswith(PROMPT_SUFFIXES) or "/" in text else None
+
+
+def provider_keys(config: Clawfile) -> dict[str, str]:
+    """The environment variables that hold the providers' API keys, and whose they are."""
+    keys = {"OPENAI_API_KEY": "openai"}
+    keys |= {p.api_key_env: name for name, p in config.providers.items() if p.api_key_env}
+    return keys
 
 
 def resolve_model(config: Clawfile, model: str) -> tuple[str, Provider | None, str]:

@@ -33,6 +33,7 @@ NOT_FINGERPRINTED = frozenset(
         "hook",
         "always",
         "on_error",
+        "sandbox",  # how bash runs, not what the job is: like a timeout
     }
 )
 
