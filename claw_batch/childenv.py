@@ -1,5 +1,6 @@
 """The environment child processes start from: an allow-list, never the runner's own env
-(which holds API keys)."""
+(which holds API keys). A task adds names with `permissions.env`; the sandbox then points
+HOME and TMPDIR at its private /tmp."""
 
 from __future__ import annotations
 
@@ -26,8 +27,9 @@ _UNWRITABLE = "/proc/self/fdinfo"
 
 def git_read_only(root: Path) -> dict[str, str]:
     """Environment that lets git in tool processes read the repository but write no object —
-    so `git commit` and `git stash` fail — for the tools of a git hook run. (Refs and the
-    index are contained only by the sandbox, issue 7.) Empty outside a repository."""
+    so `git commit` and `git stash` fail — for the tools of a git hook run, sandboxed or not.
+    (In the sandbox .git/ is read-only, so refs and the index cannot change either.) Empty
+    outside a repository."""
     import subprocess
 
     try:

@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from claw_batch import answers
-from claw_batch.config import Task
+from claw_batch import answers, sandbox
+from claw_batch.childenv import scrubbed_env
+from claw_batch.config import Task, provider_keys
 from claw_batch.errors import TaskFailed, ToolError
 from claw_batch.loop import EventSink, LoopResult, LoopSettings, ToolLoop
 from claw_batch.messages import Message
@@ -61,12 +62,16 @@ class JobExecution:
         ctx = ToolContext(
             root=self.run.project.root,
             policy=p.policy,
-            env=self.run.env,
+            env=self._env(),
             deadline=deadline,
             bash_allow=_bash_allow(task),
+            sandbox=None
+            if task.sandbox == "none"
+            else sandbox.for_job(p.policy, network=task.permissions.network),
             workspace=self.run.workspace,
             today=self.run.now.date(),
             untrusted=_untrusted(p),
+            on_event=self.on_event,
         )
         settings = LoopSettings(
             model=model_name,
@@ -88,6 +93,13 @@ class JobExecution:
             check_answer=answers.checker(schema) if schema is not None else None,
             budget=self._budget(),
         )
+
+    def _env(self) -> dict[str, str]:
+        """The run's scrubbed environment and the task's `permissions.env`, never a
+        provider's key (validation refuses those names too)."""
+        keys = provider_keys(self.run.project.config)
+        names = [n for n in self.p.task.permissions.env if n not in keys]
+        return {**scrubbed_env(names), **self.run.env}
 
     def _budget(self) -> JobBudget:
         task = self.p.task

@@ -1,0 +1,96 @@
+"""What a sandboxed command sees of the host besides the project: the system read-only,
+/etc without what only root may read, a private /tmp, and the git directories of a
+repository the project lives in."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import stat
+from pathlib import Path, PurePosixPath
+
+TOP_LINKS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
+
+
+def system(network: bool, tmp_bytes: int) -> list[str]:
+    """/usr and the links into it, /etc: read-only (installed software is public); a new
+    /proc and a minimal /dev; a private /tmp of `tmp_bytes` (memory)."""
+    args = ["--ro-bind", "/usr", "/usr"]
+    for name in TOP_LINKS:
+        path = f"/{name}"
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            args += ["--ro-bind", path, path]
+    args += ["--ro-bind", "/etc", "/etc", *_etc_masks()]
+    resolv = os.path.realpath("/etc/resolv.conf")
+    if network and not resolv.startswith("/etc/"):  # systemd-resolved's, under /run
+        args += ["--ro-bind-try", os.path.dirname(resolv), os.path.dirname(resolv)]
+    tmp = ["--perms", "1777", "--size", str(tmp_bytes), "--tmpfs", "/tmp"]
+    return [*args, "--proc", "/proc", "--dev", "/dev", *tmp]
+
+
+@functools.cache
+def _etc_masks() -> tuple[str, ...]:
+    """Hide what of /etc an unprivileged user could not read: as root, the sandbox's nobody
+    holds CAP_DAC_OVERRIDE and would read it."""
+    args: list[str] = []
+    for top, dirs, files in os.walk("/etc"):
+        for name in list(dirs):
+            path = os.path.join(top, name)
+            if not _public(path, stat.S_IROTH | stat.S_IXOTH):
+                args += ["--tmpfs", path, "--remount-ro", path]
+                dirs.remove(name)
+        for name in files:
+            path = os.path.join(top, name)
+            if not _public(path, stat.S_IROTH):
+                args += ["--ro-bind", "/dev/null", path]
+    return tuple(args)
+
+
+def _public(path: str, bits: int) -> bool:
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return True  # gone meanwhile: nothing to hide
+    return stat.S_ISLNK(mode) or mode & bits == bits
+
+
+def ro(path: str) -> list[str]:
+    return [*parents(path), "--ro-bind-try", path, path]
+
+
+def parents(path: str) -> list[str]:
+    """Make the directories above a mount point searchable by all: bwrap makes them 0700,
+    and nobody's CAP_DAC_OVERRIDE does not count for access(2), which git uses."""
+    args: list[str] = []
+    for parent in reversed(PurePosixPath(path).parents):
+        if str(parent) not in ("/", "/tmp"):
+            args += ["--perms", "0755", "--dir", str(parent)]
+    return args
+
+
+def git_dirs(root: Path) -> list[str]:
+    """The git directories outside the project that git in the sandbox reads: the
+    repository's, when the project is one of its subdirectories, and a worktree's (its
+    `.git` is a file naming them)."""
+    dot = next((d / ".git" for d in (root, *root.parents) if os.path.lexists(d / ".git")), None)
+    if dot is None:
+        return []
+    found = [dot] if dot.is_dir() else []
+    try:
+        text = dot.read_text(encoding="utf-8") if dot.is_file() else ""
+    except (OSError, UnicodeDecodeError):
+        text = ""
+    if text.startswith("gitdir: "):
+        gitdir = (dot.parent / text[len("gitdir: ") :].strip()).resolve()
+        found.append(gitdir)
+        with contextlib.suppress(OSError, UnicodeDecodeError):
+            common = (gitdir / "commondir").read_text(encoding="utf-8").strip()
+            found.append((gitdir / common).resolve())
+    return [str(d) for d in dict.fromkeys(found) if not under(str(d), str(root))]
+
+
+def under(path: str, top: str) -> bool:
+    return path == top or path.startswith(top.rstrip("/") + "/")
