@@ -174,6 +174,24 @@ def test_a_write_directory_that_is_a_symlink_is_not_mounted(
     assert os.listdir(tmp_path / "outside") == []
 
 
+def test_offered_skills_outside_the_project_are_readable_not_writable(
+    root: Path, mode: str, tmp_path: Path
+) -> None:
+    skill = tmp_path / "home" / "skills" / "report"
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text("---\nname: report\n---\nUse lists.\n")
+    policy = Policy(root, protected=PROTECTED, skill_dirs=(str(skill),))
+    box = dataclasses.replace(
+        sandbox.for_job(policy, network=False), privileged=mode == "privileged"
+    )
+    ctx = ToolContext(root, policy, scrubbed_env(), time.monotonic() + 60, True, box)
+    out = run(ctx, f"tail -1 {skill}/SKILL.md; echo x > {skill}/new.md; ls {skill}/..")
+    assert out == (
+        f"exit code 0\nUse lists.\nbash: line 1: {skill}/new.md: Read-only file system\nreport"
+    )
+    assert os.listdir(skill) == ["SKILL.md"]
+
+
 def test_git_refs_index_and_config_cannot_change(root: Path, mode: str) -> None:
     """What a hook run's bash could do to the repository besides committing."""
     git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t"]
