@@ -11,6 +11,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -207,3 +208,87 @@ def test_claw_list_says_when_a_run_holds_the_project(tmp_path: Path) -> None:
     assert r.exit_code == 0
     assert r.stderr.startswith(f"claw: a run is in progress, locked by pid {os.getpid()} since ")
     assert claw(root, "list").stderr == ""
+
+
+# `claw run` itself, imported before the start line so that all of them reach the lock
+# together when it says go (a Python start-up each would spread them over seconds).
+CLAW_RUN = """
+import sys
+from claw_batch.cli import main
+import claw_batch.commands.run, claw_batch.runner, claw_batch.session  # noqa: F401
+sys.argv = ["claw", "run", "-C", sys.argv[1], "--json"]
+print("ready", flush=True)
+sys.stdin.readline()
+main()
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)  # 50 Python processes on two cores
+def test_fifty_claw_runs_at_once_one_runs_the_others_exit_75(tmp_path: Path) -> None:
+    import threading
+
+    from fake_openai import FakeOpenAI, Reply, text
+    from helpers import make_project
+
+    root = make_project(
+        tmp_path / "p", "version: 1\nmodel: m\ntasks:\n  t: {prompt: go, output: a.md}\n"
+    )
+    arrived, release = threading.Event(), threading.Event()
+
+    def held(body: dict[str, object]) -> Reply:  # the winner's job waits until all 49 are gone
+        arrived.set()
+        release.wait(120)
+        return text("done")
+
+    with FakeOpenAI() as srv:
+        srv.handler = held
+        env = {**os.environ, "OPENAI_BASE_URL": srv.base_url}
+        runs = [
+            subprocess.Popen(
+                [sys.executable, "-c", CLAW_RUN, str(root)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=env,
+            )
+            for _ in range(50)
+        ]
+        try:
+            for proc in runs:
+                assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+            for proc in runs:
+                assert proc.stdin is not None
+                proc.stdin.write("go\n")
+                proc.stdin.close()
+            assert arrived.wait(120)
+            holder = read_holder(root)
+            assert holder is not None
+            [winner] = [p for p in runs if p.pid == holder.pid]
+            losers = [p for p in runs if p is not winner]
+            results = [(p.wait(timeout=120), _read(p.stdout), _read(p.stderr)) for p in losers]
+            release.set()
+            assert winner.wait(timeout=120) == 0
+        finally:
+            release.set()
+            for proc in runs:
+                if proc.poll() is None:
+                    proc.kill()
+                proc.wait()
+                for stream in (proc.stdin, proc.stdout, proc.stderr):
+                    if stream:
+                        stream.close()
+    told = (
+        f"claw: locked by pid {winner.pid} since {holder.started} (claw run -C {root} --json); "
+        "wait for it or use --wait\n"
+    )
+    assert [(code, err) for code, _, err in results] == [(75, told)] * 49
+    assert all(json.loads(out)["exit_code"] == 75 for _, out, _ in results)
+    assert len(srv.requests) == 1  # one run called the model, once
+    assert (root / "a.md").read_text() == "done\n"
+
+
+def _read(stream: IO[str] | None) -> str:
+    assert stream is not None
+    return stream.read()
