@@ -184,3 +184,23 @@ def test_waiting_for_a_probe_ends_at_the_deadline() -> None:
 def test_backoff_is_capped() -> None:
     assert 30 <= backoff(7) <= 60
     assert 30 <= backoff(30) <= 60
+
+
+@pytest.mark.parametrize("probing", [False, True])
+def test_ctrl_c_ends_a_wait_at_once(probing: bool) -> None:
+    from claw_batch import cancel
+
+    breaker = Breaker()
+    breaker.failed(breaker.admit("m", FAR), "HTTP 429: slow down", 0.0 if probing else 30.0)
+    if probing:
+        assert breaker.admit("m", FAR).probe  # the others wait for its outcome
+    timer = threading.Timer(0.2, cancel.cancel)
+    timer.start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            breaker.admit("m", time.monotonic() + 60)
+    finally:
+        timer.cancel()
+        cancel.reset()
+    assert time.monotonic() - started < 5  # not the 30 s asked for, nor the deadline
