@@ -162,6 +162,7 @@ class State:
         says so. Otherwise a corrupt ledger raises ClawError."""
         self.path = path
         self.shown = ledgerfile.shown(path)
+        self.readonly = readonly
         self.recovered: str | None = None
         self._lock = threading.RLock()
         # A job's model calls, kept until its final transaction (see record_call).
@@ -178,10 +179,7 @@ class State:
         except Corrupt as e:
             self.db.close()
             if readonly or not recover:
-                raise ClawError(
-                    f"ledger {self.shown} is corrupt ({e}); the next `claw run` moves it aside "
-                    "and runs every job again"
-                ) from None
+                raise ClawError(ledgerfile.unusable(path, e)) from None
             aside = ledgerfile.move_aside(path)
             self.recovered = (
                 f"ledger {self.shown} was corrupt ({e}): moved it to "
@@ -196,17 +194,18 @@ class State:
         mode = "mode=ro" if wal else "immutable=1"
         self.db = sqlite3.connect(f"file:{path}?{mode}", uri=True, check_same_thread=False)
         self.db.row_factory = sqlite3.Row
-        self._checked(lambda: ledgerfile.verify(self.db, quick=False))
+        ledgerfile.checked(lambda: ledgerfile.verify(self.db, pages=()), path)
         self.has_quick = self._has_quick()  # read-only: an old state.db stays old
 
     def _open(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.db = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
         self.db.row_factory = sqlite3.Row
-        self._checked(self._setup)
+        ledgerfile.checked(lambda: self._setup(path), path)
 
-    def _setup(self) -> None:
-        ledgerfile.verify(self.db, quick=True)  # first: it is moved aside as it was found
+    def _setup(self, path: Path) -> None:
+        # First: a corrupt ledger is moved aside as it was found.
+        ledgerfile.verify(self.db, pages=ledgerfile.pages_to_check(path))
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.executescript(SCHEMA)
@@ -217,7 +216,14 @@ class State:
         self.has_quick = True
 
     def _checked(self, fn: Callable[[], T]) -> T:
-        return ledgerfile.checked(fn, self.path)
+        """`fn` on the open ledger: damage found now is reported, and the next `claw run`
+        checks every page (ledgerfile.suspect)."""
+        try:
+            return ledgerfile.checked(fn, self.path)
+        except Corrupt as e:
+            if not self.readonly:
+                ledgerfile.suspect(self.path)
+            raise ClawError(ledgerfile.unusable(self.path, e)) from None
 
     def _has_quick(self) -> bool:
         return self._has_column("done", "quick")
@@ -232,10 +238,7 @@ class State:
 
     def _query(self, sql: str, args: tuple[object, ...] = ()) -> list[sqlite3.Row]:
         with self._lock:
-            try:
-                return self._checked(lambda: self.db.execute(sql, args).fetchall())
-            except Corrupt as e:  # found after the checks at opening (a read-only open)
-                raise ClawError(f"ledger {self.shown} is corrupt ({e})") from None
+            return self._checked(lambda: self.db.execute(sql, args).fetchall())
 
     def close(self) -> None:
         try:
