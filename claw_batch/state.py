@@ -318,10 +318,15 @@ class State:
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
+        """The statements of the block in one transaction (the slot, verdict and watch ledgers
+        use it too); a failure leaves nothing of it, and SQLite's errors are said for a user."""
         with self._lock:
             self._checked(lambda: self.db.execute("BEGIN IMMEDIATE"))
             try:
-                yield
+                try:
+                    yield
+                except sqlite3.Error as e:  # a statement of the block (a full disk)
+                    self._checked(functools.partial(_reraise, e))
                 self._checked(lambda: self.db.execute("COMMIT"))
             except BaseException:
                 if self.db.in_transaction:  # SQLite rolls back some failures itself
@@ -439,6 +444,10 @@ class State:
         """The run that started last (in this database's order: a pinned clock may lie)."""
         rows = self._query("SELECT id FROM runs ORDER BY rowid DESC LIMIT 1")
         return str(rows[0]["id"]) if rows else None
+
+
+def _reraise(error: sqlite3.Error) -> None:
+    raise error
 
 
 def _job_row(r: JobRecord) -> tuple[object, ...]:

@@ -756,3 +756,21 @@ def test_claw_log_over_a_corrupt_ledger_says_so(tmp_path: Path) -> None:
     garbage(root / ".claw/state.db")
     r = claw(root, "log")
     assert (r.exit_code, r.stderr) == (1, "claw: ledger .claw/state.db: file is not a database\n")
+
+
+def test_a_ledger_write_that_meets_a_full_disk_midway(tmp_path: Path, small_disk: Any) -> None:
+    """Big enough to spill out of SQLite's cache before COMMIT: the full disk is met by a
+    statement inside the transaction, and is said the same way; nothing of it is kept."""
+    from claw_batch.errors import ClawError
+    from claw_batch.state import State
+
+    disk = small_disk(tmp_path / ".claw", size=1024 * 1024)
+    state = State(tmp_path / ".claw/state.db")
+    disk.fill()
+    entries = {f"inbox/{n:06}.txt": (n, n, n, "f" * 64) for n in range(100_000)}
+    with pytest.raises(ClawError) as e:
+        state.save_file_entries(entries)
+    assert str(e.value) == "ledger .claw/state.db: No space left on device"
+    disk.free()
+    assert state.file_entries() == {}
+    state.close()
