@@ -175,10 +175,15 @@ class Clawfile:
     @property
     def untrusted(self) -> tuple[str, ...]:
         """Globs of the files that come from outside the project, whichever task reads them:
-        what the watch tasks watch, and the done:/failed: folders those files are moved to."""
+        what the watch tasks watch, everything else in the folders they watch (a dropped
+        folder, a file the globs do not match), and the done:/failed: folders those files are
+        moved to. A watch glob at the project root marks only what it matches."""
+        from claw_batch.globs import fixed_dir
+
         found: list[str] = []
         for task in self.tasks.values():
             found += task.watch
+            found += [f"{d}/**" for g in task.watch if (d := fixed_dir(g)) != "."]
             found += [f"{folder}/**" for folder in (task.done, task.failed) if folder]
         return tuple(dict.fromkeys(found))
 

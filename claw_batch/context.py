@@ -91,6 +91,8 @@ def _sections(root: Path, sources: list[str]) -> tuple[list[str], str]:
         text = _read(root / rel)
         if text and is_file and WORKSPACE_FILES[n] == "MEMORY.md":
             text = _trusted_memory(text)
+        elif text and not is_file:
+            text = _trusted_note(text)
         if text:
             body = _capped(text, FILE_CAP if is_file else NOTES_CAP, budget, rel)
             budget -= len(body)
@@ -113,6 +115,22 @@ def _trusted_memory(text: str) -> str:
         kept.append(
             f"({left} fact{'' if left == 1 else 's'} remembered from untrusted content not "
             "shown; memory_search finds them)"
+        )
+    return "\n".join(kept)
+
+
+def _trusted_note(text: str) -> str:
+    """A daily note without its quotes of jobs that read content from outside the project
+    (notes.OUTSIDE): what such a job answered is that content's echo."""
+    from claw_batch.notes import OUTSIDE
+
+    lines = text.splitlines()
+    kept = [line for line in lines if not line.startswith(OUTSIDE)]
+    left = len(lines) - len(kept)
+    if left:
+        kept.append(
+            f"({left} line{'' if left == 1 else 's'} quoting jobs that read outside content "
+            "not shown; the note holds them)"
         )
     return "\n".join(kept)
 

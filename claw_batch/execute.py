@@ -70,7 +70,7 @@ class JobExecution:
             else sandbox.for_job(p.policy, network=task.permissions.network),
             workspace=self.run.workspace,
             today=self.run.now.date(),
-            untrusted=_untrusted(p),
+            untrusted=outside_source(p),
             on_event=self.on_event,
         )
         settings = LoopSettings(
@@ -135,7 +135,7 @@ class JobExecution:
         return Outcome(text, result, p.output, verdict)
 
 
-def _untrusted(p: Prepared) -> str | None:
+def outside_source(p: Prepared) -> str | None:
     """What the job reads from outside the project: its item or inputs among the untrusted
     (watched) files, else a watch task's globs. The facts it remembers are marked with it."""
     outside = [path for path in p.inputs if p.policy.is_untrusted(path)]

@@ -13,6 +13,16 @@ import posixpath
 import re
 
 
+def fixed_dir(pattern: str) -> str:
+    """The directories a pattern names before its first wildcard: `inbox/new/*.txt` ->
+    `inbox/new`, `*.md` -> `.` (the last part is a file name, never counted)."""
+    parts = pattern.split("/")
+    fixed = 0
+    while fixed < len(parts) - 1 and not any(c in parts[fixed] for c in "*?[{"):
+        fixed += 1
+    return "/".join(parts[:fixed]) or "."
+
+
 @functools.lru_cache(maxsize=1024)
 def glob_to_regex(pattern: str) -> re.Pattern[str]:
     return re.compile(_translate(pattern), re.DOTALL)

@@ -8,6 +8,7 @@ import datetime as dt
 import json
 import os
 from pathlib import Path
+from typing import NamedTuple
 
 FIRST_LINES = 3
 LINE_WIDTH = 160
@@ -34,10 +35,12 @@ def format_entry(
     tokens: int,
     text: str,
     cost: float | None = None,
+    outside: bool = False,
 ) -> str:
     head = f"### {when.strftime('%H:%M')} {job} · {status} · {seconds:.1f} s · {tokens:,} tokens"
     head += f" · ${cost:.4f}" if cost is not None else ""
-    body = "\n".join(f"> {ln}" for ln in first_lines(text))
+    quote = OUTSIDE if outside else "> "
+    body = "\n".join(f"{quote}{ln}" for ln in first_lines(text))
     return f"{head}\n{body}\n\n" if body else f"{head}\n\n"
 
 
@@ -67,36 +70,59 @@ SHOWN_ITEMS = 3  # results of a fan-out task quoted in its note
 SHOWN_FAILURES = 5
 
 
-NoteJob = tuple[str, str, float, int, str, "float | None"]
+class NoteJob(NamedTuple):
+    item: str
+    status: str
+    seconds: float
+    tokens: int
+    text: str  # its result, or its error
+    cost: float | None  # USD; None: the price is not known
+    outside: bool = False  # it read content from outside the project
+
+
+# How a note quotes a job that read content from outside the project: the system prompt,
+# which shows today's and yesterday's notes, leaves such lines out (context.py).
+OUTSIDE = "> (from outside) "
 
 
 def format_task_entry(*, when: dt.datetime, task: str, jobs: list[NoteJob]) -> str:
-    """One entry for all the jobs a task ran in this run: (item, status, seconds, tokens,
-    result or error, cost in USD or None) each. A task without fan-out reads like a single
-    job. The cost is shown when every job that used tokens has a known price."""
+    """One entry for all the jobs a task ran in this run. A task without fan-out reads like a
+    single job. The cost is shown when every job that used tokens has a known price."""
     from claw_batch.prices import total
 
-    seconds = sum(j[2] for j in jobs)
-    tokens = sum(j[3] for j in jobs)
-    cost = total(j[5] for j in jobs if j[3]) if tokens else None  # nothing spent: no "$0"
-    if len(jobs) == 1 and not jobs[0][0]:
-        _, status, _, _, text, _ = jobs[0]
+    seconds = sum(j.seconds for j in jobs)
+    tokens = sum(j.tokens for j in jobs)
+    cost = total(j.cost for j in jobs if j.tokens) if tokens else None  # nothing spent: no "$0"
+    if len(jobs) == 1 and not jobs[0].item:
+        j = jobs[0]
         return format_entry(
-            when=when, job=task, status=status, seconds=seconds, tokens=tokens, text=text, cost=cost
+            when=when,
+            job=task,
+            status=j.status,
+            seconds=seconds,
+            tokens=tokens,
+            text=j.text,
+            cost=cost,
+            outside=j.outside,
         )
     counts: dict[str, int] = {}
     for j in jobs:
-        counts[j[1]] = counts.get(j[1], 0) + 1
+        counts[j.status] = counts.get(j.status, 0) + 1
     tally = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
     head = (
         f"### {when.strftime('%H:%M')} {task} · {len(jobs)} jobs: {tally} · {seconds:.1f} s · "
         f"{tokens:,} tokens" + (f" · ${cost:.4f}" if cost is not None else "")
     )
-    failed = [j for j in jobs if j[1] != "ok"][:SHOWN_FAILURES]
-    done = [j for j in jobs if j[1] == "ok"][:SHOWN_ITEMS]
-    lines = [
-        f"> {item} ✗ {status}: {(first_lines(text, 1) or [''])[0]}"
-        for item, status, _, _, text, _ in failed
-    ]
-    lines += [f"> {item}: {(first_lines(text, 1) or [''])[0]}" for item, _, _, _, text, _ in done]
+    failed = [j for j in jobs if j.status != "ok"][:SHOWN_FAILURES]
+    done = [j for j in jobs if j.status == "ok"][:SHOWN_ITEMS]
+    lines = [f"{_quote(j)}{j.item} ✗ {j.status}: {_first(j.text)}" for j in failed]
+    lines += [f"{_quote(j)}{j.item}: {_first(j.text)}" for j in done]
     return head + "\n" + "\n".join(lines) + "\n\n"
+
+
+def _quote(job: NoteJob) -> str:
+    return OUTSIDE if job.outside else "> "
+
+
+def _first(text: str) -> str:
+    return (first_lines(text, 1) or [""])[0]

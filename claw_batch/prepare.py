@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from claw_batch import answers, context, render, skills
+from claw_batch import answers, context, globs, render, skills
 from claw_batch.config import Project, Task
 from claw_batch.endpoints import Models
 from claw_batch.jobs import Job, glob_files
@@ -268,7 +268,8 @@ def _variables(
         "git": render.GitInfo(run.project.root),
     }
     if job.item is not None:
-        variables["item"] = render.Item.of(job.item)
+        outside = any(globs.match(g, job.item) for g in run.project.config.untrusted)
+        variables["item"] = render.Item.of(job.item, outside=outside)
     return variables
 
 
@@ -290,6 +291,8 @@ def _render_path(
     if template is None:
         return None
     where = f"clawfile.yaml:tasks.{job.task}"
+    if job.item is not None:  # a path names the file as it is (a prompt shows it defused)
+        variables = {**variables, "item": render.Item.of(job.item)}
     return render.render(template, where, variables, root=run.project.root).strip()
 
 

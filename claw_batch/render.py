@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from claw_batch.errors import ClawfileError, TaskFailed, ToolError
-from claw_batch.untrusted import fence
+from claw_batch.untrusted import Name, fence, shown
 
 if TYPE_CHECKING:
     import jinja2
@@ -34,9 +34,12 @@ class Item:
     dir: str
 
     @classmethod
-    def of(cls, relpath: str) -> Item:
+    def of(cls, relpath: str, *, outside: bool = False) -> Item:
+        """`outside`: the file came from outside the project (a watched folder): its names
+        are shown defused wherever a template prints them, and used as they are by read()."""
         p = Path(relpath)
-        return cls(relpath, p.name, p.stem, p.suffix, p.parent.as_posix())
+        parts = (relpath, p.name, p.stem, p.suffix, p.parent.as_posix())
+        return cls(*(Name(part) for part in parts)) if outside else cls(*parts)
 
     def __str__(self) -> str:
         return self.path
@@ -94,7 +97,13 @@ def environment(root: Path) -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         autoescape=False,
+        finalize=_shown,
     )
+
+
+def _shown(value: Any) -> Any:
+    """What `{{ ... }}` prints: a name from outside the project as plain text on one line."""
+    return shown(value) if isinstance(value, Name) else value
 
 
 @functools.cache

@@ -66,6 +66,7 @@ class RunSession:
         self.pending: set[str] = set()  # dry run: tasks that would run
         self.failed: set[str] = set()
         self.noted: set[str] = set()  # tasks whose daily-note entry is written
+        self.outside: set[Job] = set()  # jobs that read content from outside the project
         self.keys: dict[str, TaskKey | None] = {}  # per task, for the quick check
         self.quick_updates: list[tuple[str, str, str]] = []  # (quick, task, item)
         self._verdicts: Verdicts | None = None  # opened by the first check task
@@ -266,11 +267,15 @@ class RunSession:
         return not_run(job, decision.status, decision.reasons, first)
 
     def execute(self, p: Prepared, fp: Fingerprint, decision: Decision) -> JobResult:
+        from claw_batch.execute import outside_source
         from claw_batch.jobrun import JobSink, attempt, findings, transcript_name
         from claw_batch.transcript import Transcript
 
         assert self.state is not None
         job = p.job
+        if outside_source(p):
+            with self.lock:
+                self.outside.add(job)
         started_wall = now_for_run(self.r.environ)
         self.state.start_job(
             self.summary.run_id, job.task, job.item or "", started_wall.isoformat()
@@ -394,13 +399,14 @@ class RunSession:
             return
         self.noted.add(task)
         jobs = [
-            (
+            notes.NoteJob(
                 r.job.item or "",
                 r.status,
                 r.duration_s,
                 r.tokens,
                 self.r.redact(r.text if r.status == "ok" else r.error or ""),
                 r.cost_usd,
+                r.job in self.outside,
             )
             for r in ran
         ]

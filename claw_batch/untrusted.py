@@ -82,6 +82,23 @@ def fence(text: str, source: str) -> str:
     )
 
 
+class Name(str):
+    """A name from outside the project (a dropped file's path): code uses it as it is, a
+    template shows it as `shown` does (the Jinja environment's finalize, render.py)."""
+
+
+def shown(name: str) -> str:
+    """A name as plain text on one line: invisible characters stripped, template tokens
+    defused, line breaks and tabs written as `\\n`, `\\t`."""
+    text, _ = strip_invisible(name)
+    text, _ = defuse_tokens(text)
+    text = FENCE_TAG.sub("⟨", text)
+    return text.translate(_WHITESPACE)
+
+
+_WHITESPACE = {9: "\\t", 10: "\\n", 11: "\\v", 12: "\\f", 13: "\\r"}
+
+
 def strip_invisible(text: str) -> tuple[str, int]:
     """The text without its invisible characters, and how many were removed."""
     removed = 0

@@ -409,12 +409,9 @@ def _directories(tasks: Iterable[Task]) -> dict[str, bool]:
     found: dict[str, bool] = {}
     for task in tasks:
         for glob in task.watch:
-            parts = glob.split("/")
-            fixed = 0
-            while fixed < len(parts) - 1 and not any(c in parts[fixed] for c in "*?[{"):
-                fixed += 1
-            directory = "/".join(parts[:fixed]) or "."
-            recursive = len(parts) - fixed > 1 or "**" in parts[-1]
+            directory = globs.fixed_dir(glob)
+            below = glob[len(directory) + 1 :] if directory != "." else glob
+            recursive = "/" in below or "**" in below
             found[directory] = found.get(directory, False) or recursive
     return found
 

@@ -641,12 +641,6 @@ def test_no_untrusted_fact_reaches_a_system_prompt(inbox_run: Outcome) -> None:
     ) in prompts["follow-up"]
 
 
-@pytest.mark.xfail(
-    reason="the daily note quotes the first line of each result and the system prompt shows "
-    "today's note: what a job that read a dropped file answered (here the file's instruction, "
-    "quoted) reaches the system prompt of every later job (notes.py, context.py)",
-    strict=True,
-)
 def test_no_dropped_text_reaches_a_later_system_prompt(inbox_run: Outcome) -> None:
     system = system_prompt(inbox_run.follow_up)
     fill = inbox_run.places.fill
@@ -668,21 +662,10 @@ def unfenced(outcome: Outcome, found: Callable[[str], bool]) -> list[str]:
     ]
 
 
-@pytest.mark.xfail(
-    reason="a dropped file's name reaches the model as it is: in the prompt through "
-    "{{ item.path }} (render.py), and in what ls and find list (tools/files.py); a name can "
-    "hold template tokens and newlines",
-    strict=True,
-)
 def test_dropped_names_reach_the_model_only_fenced(inbox_run: Outcome) -> None:
     assert unfenced(inbox_run, lambda text: TOKEN.search(text) is not None) == []
 
 
-@pytest.mark.xfail(
-    reason="only files the watch globs match are untrusted (config.untrusted, paths.Policy): "
-    "a folder dropped into inbox/ (inbox/*/...) is read unfenced",
-    strict=True,
-)
 def test_files_beside_the_watched_ones_are_fenced(inbox_run: Outcome) -> None:
     assert unfenced(inbox_run, lambda text: "Setup notes:" in text) == []
 

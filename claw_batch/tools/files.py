@@ -122,7 +122,10 @@ def ls(ctx: ToolContext, *, path: Dir = ".") -> str:
         return f"{shown} is empty"
     more = len(names) - MAX_ENTRIES
     note = [f"[... {more} more entries not shown]"] if more > 0 else []
-    return "\n".join(names[:MAX_ENTRIES] + note)
+    listing = "\n".join(names[:MAX_ENTRIES] + note)
+    # Names of files from outside the project are outside content too.
+    inside = [f"{shown}/{n}" if shown != "." else n for n in names]
+    return fence(listing, shown) if any(map(pol.is_untrusted, inside)) else listing
 
 
 def find(
@@ -151,7 +154,8 @@ def find(
         return f"no files match {pattern} in {base}"
     more = len(found) - MAX_FOUND
     note = [f"[... {more} more files not shown; narrow the pattern or path]"] if more > 0 else []
-    return "\n".join(found[:MAX_FOUND] + note)
+    listing = "\n".join(found[:MAX_FOUND] + note)
+    return fence(listing, base) if any(map(pol.is_untrusted, found)) else listing
 
 
 def policy(ctx: ToolContext) -> Policy:
