@@ -212,14 +212,19 @@ class Watcher:
     def process(self, ready: list[str]) -> int:
         """Run the jobs of the settled files that are new content; returns the run's exit
         code (0 when nothing ran)."""
-        state = State(self.project.root / ".claw" / "state.db")
         try:
-            ledger = WatchLedger(state)
+            state: State | None = State(self.project.root / ".claw" / "state.db")
+        except ClawError as e:  # corrupt: the run sets it aside, under the lock
+            self.progress.message(f"claw watch: {e}; the run sets it aside and starts afresh")
+            state = None
+        try:
+            ledger = WatchLedger(state) if state else None
             hashes = FileHashes(state, self.project.root)
             arrivals, repeats = self._sort(ready, ledger, hashes)
             hashes.save()
         finally:
-            state.close()
+            if state:
+                state.close()
         self._settle_repeats(repeats)
         if not arrivals:
             return 0
@@ -239,7 +244,7 @@ class Watcher:
         return summary.exit_code
 
     def _sort(
-        self, ready: list[str], ledger: WatchLedger, hashes: FileHashes
+        self, ready: list[str], ledger: WatchLedger | None, hashes: FileHashes
     ) -> tuple[list[_Arrival], dict[_Arrival, Handled | _Arrival | None]]:
         """New contents to run, and files whose content was handled: by the ledger, in this
         session (a failure), or by another file of this batch."""
@@ -263,7 +268,7 @@ class Watcher:
                 if content is None:
                     continue
                 arrival = _Arrival(name, rel, content, stat)
-                known = ledger.get(name, content, keys[name])
+                known = ledger.get(name, content, keys[name]) if ledger else None
                 if known is not None and known.status == "ok":
                     repeats[arrival] = known
                 elif (name, content, keys[name]) in self.failed:

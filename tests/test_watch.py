@@ -763,3 +763,20 @@ def test_a_file_whose_model_call_failed_stays_and_is_tried_again(
         "claw watch: triage[inbox/a.txt]: not processed: the model endpoint failed; it stays "
         "where it is and is tried again at the next rescan (every 1 s)"
     ) in session.log
+
+
+def test_a_corrupt_ledger_does_not_stop_the_watch(project: Path, server: FakeOpenAI) -> None:
+    """The first batch finds the ledger unreadable, says so, and its run sets it aside."""
+    (project / ".claw").mkdir()
+    (project / ".claw" / "state.db").write_bytes(b"not a database, not at all" * 100)
+    session = Session(project, server)
+
+    def script() -> None:
+        drop(project, "inbox/a.txt", "alpha\n")
+
+    code = session.serve(script, done=lambda: len(files_under(project, "inbox/done")) == 1)
+    assert code == 0, session.log
+    assert [content_of(r) for r in server.requests] == ["alpha"]
+    assert "the run sets it aside and starts afresh" in session.log
+    assert list((project / ".claw").glob("state.db.corrupt-*"))
+    assert ledger(project) == [("triage", "inbox/a.txt", "ok")]
