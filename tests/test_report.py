@@ -451,3 +451,12 @@ def unfilter(kind: int, row: bytearray, above: bytearray, step: int) -> bytearra
             )
             row[i] = (row[i] + guess[2]) & 0xFF
     return row
+
+
+def test_a_corrupt_ledger_is_said_not_thrown(tmp_path: Path) -> None:
+    root = make_project(tmp_path / "p", "version: 1\ntasks:\n  t: {prompt: hi}\n")
+    (root / ".claw").mkdir()
+    (root / ".claw" / "state.db").write_bytes(b"garbage " * 512)
+    result = claw(root, "report")
+    assert result.exit_code == 1  # as claw log says it; the next claw run sets it aside
+    assert result.stderr == "claw: ledger .claw/state.db: file is not a database\n"

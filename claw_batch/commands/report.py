@@ -36,13 +36,19 @@ def report(
     """Write one self-contained HTML page about the period's runs, from .claw/state.db:
     totals, failures with their transcripts, a timeline of jobs, tokens and cost per task
     per day. Prints the page's path."""
+    import sqlite3
+
     from claw_batch import history, htmlreport, reportdata
+    from claw_batch.errors import ClawError
     from claw_batch.atomic import write_atomic
     from claw_batch.clock import now_for_run
 
     project = load(directory, file)
     now = now_for_run(os.environ)
-    period = reportdata.gather(project.root, history.since(since_text, now), now)
+    try:
+        period = reportdata.gather(project.root, history.since(since_text, now), now)
+    except sqlite3.DatabaseError as e:  # corrupt: the next `claw run` moves it aside
+        raise ClawError(f"ledger .claw/state.db: {e}") from None
     path = (output or project.root / ".claw" / "report.html").absolute()
     write_atomic(path, htmlreport.render(period, root=project.root, out=path))
     click.echo(path)
