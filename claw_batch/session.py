@@ -73,7 +73,8 @@ class RunSession:
         self.lock = threading.Lock()  # jobs run in threads (-j)
         self.unwritten: list[str] = []  # files of the run's own that could not be written
         if state and not self.dry:
-            state.begin_run(summary.run_id, now.isoformat(), " ".join(runner.options.argv))
+            argv = runner.redact(" ".join(runner.options.argv))  # a key given on the command line
+            state.begin_run(summary.run_id, now.isoformat(), argv)
         ws = runner.project.config.workspace
         scanned = skillcache.scan(root, skills.skill_dirs(root, ws), write=not self.dry)
         found = skills.pick(scanned)

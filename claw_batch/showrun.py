@@ -73,6 +73,8 @@ def render_event(e: Mapping[str, Any]) -> Iterator[str]:
         yield indent(f"{mark} " + clip(str(e.get("content", ""))), "      ")
     elif kind == "correction":
         yield "claw: " + str(e.get("message", ""))
+    elif kind == "unsandboxed":
+        yield "      ! ran without a sandbox (the task says sandbox: none)"
     elif kind == "end":
         status = e.get("status")
         error = f": {e['error']}" if e.get("error") else ""

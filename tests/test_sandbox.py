@@ -645,6 +645,8 @@ def test_sandbox_none_runs_unsandboxed_and_says_so(tmp_path: Path, server: FakeO
         ("tool_result", None),
     ]
     assert (tmp_path / "outside.txt").exists()  # what sandbox: none means
+    shown = claw(root, "show", "last").stdout
+    assert "! ran without a sandbox (the task says sandbox: none)" in shown
 
 
 def test_sandbox_is_not_part_of_the_fingerprint(tmp_path: Path, server: FakeOpenAI) -> None:

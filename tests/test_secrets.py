@@ -170,3 +170,28 @@ def test_a_saved_traceback_holds_no_declared_or_environment_secret(
     assert "RuntimeError: connect failed with [REDACTED] / [REDACTED] / [REDACTED]" in text
     assert not any(p in text for p in (*PIECES, *AWS)), text
     assert sys.exc_info() == (None, None, None)
+
+
+def test_a_key_on_the_command_line_is_not_kept_in_the_ledger(tmp_path: Path) -> None:
+    """runs.argv records the command line; a key typed into it (`--model` is not a place
+    for one, but people paste) is redacted like everything else the ledger keeps."""
+    import sqlite3
+    import sys
+
+    from fake_openai import FakeOpenAI, text
+    from helpers import claw, make_project
+
+    key = "sk-proj-Zx81aQw0cmdline7Kd92hsl"
+    root = make_project(tmp_path / "p", "version: 1\nmodel: m\ntasks:\n  t: {prompt: hi}\n")
+    with FakeOpenAI() as server:
+        server.enqueue(text("done"))
+        saved = sys.argv
+        sys.argv = ["claw", "run", "--model", key]
+        try:
+            claw(root, "run", env={"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": key})
+        finally:
+            sys.argv = saved
+    db = sqlite3.connect(root / ".claw" / "state.db")
+    (argv,) = db.execute("SELECT argv FROM runs").fetchone()
+    db.close()
+    assert key not in argv and argv.startswith("claw run --model ")
