@@ -39,9 +39,9 @@ def report(
     import sqlite3
 
     from claw_batch import history, htmlreport, reportdata
-    from claw_batch.errors import ClawError
     from claw_batch.atomic import write_atomic
     from claw_batch.clock import now_for_run
+    from claw_batch.errors import ClawError
 
     project = load(directory, file)
     now = now_for_run(os.environ)
