@@ -72,6 +72,7 @@ class JobExecution:
             today=self.run.now.date(),
             untrusted=outside_source(p),
             on_event=self.on_event,
+            redact=self.run.redact,
         )
         settings = LoopSettings(
             model=model_name,

@@ -41,6 +41,7 @@ class RunContext:
     upstream: dict[str, render.Upstream] = field(default_factory=dict)
     skills: tuple[skills.Skill, ...] = ()  # discovered once per run
     spend: Spend | None = None  # what the run's jobs may spend (None: a dry run)
+    redact: Callable[[str], str] = str  # the run's Redactor
     # Per task, what is the same for all its items within a run: computed once.
     per_task: dict[tuple[str, str], Any] = field(default_factory=dict)
 

@@ -88,6 +88,7 @@ class RunSession:
             files=runner.options.files,
             model_override=runner.options.model,
             skills=tuple(s for s in found if not self.unavailable[s.name]),
+            redact=runner.redact,
             spend=Spend(runner.project.config, state.spent_since, now)
             if state and not self.dry
             else None,

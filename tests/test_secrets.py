@@ -195,3 +195,22 @@ def test_a_key_on_the_command_line_is_not_kept_in_the_ledger(tmp_path: Path) -> 
     (argv,) = db.execute("SELECT argv FROM runs").fetchone()
     db.close()
     assert key not in argv and argv.startswith("claw run --model ")
+
+
+def test_remember_keeps_no_key_in_memory(tmp_path: Path) -> None:
+    """MEMORY.md goes into every later system prompt: a key a model remembers is redacted."""
+    from fake_openai import FakeOpenAI, call, text, tool_calls
+    from helpers import claw, make_project
+
+    key = "sk-proj-Rm81aQw0memory7Kd92hsl"
+    clawfile = "version: 1\nmodel: m\ntasks:\n  t: {prompt: hi, tools: [remember]}\n"
+    root = make_project(tmp_path / "p", clawfile)
+    with FakeOpenAI() as server:
+        server.enqueue(
+            tool_calls(call("remember", {"key": "api", "text": f"the key is {key}"})),
+            text("done"),
+        )
+        env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": key}
+        assert claw(root, "run", env=env).exit_code == 0
+    memory = (root / "workspace" / "MEMORY.md").read_text()
+    assert key not in memory and "- api: the key is " in memory

@@ -54,6 +54,7 @@ class ToolContext:
     today: dt.date | None = None  # the run's date (CLAW_NOW pins it); None: the machine's
     untrusted: str | None = None  # the job reads untrusted content: this (what remember marks)
     on_event: Callable[..., Any] | None = None  # the transcript: on_event(kind, **fields)
+    redact: Callable[[str], str] = str  # what a tool keeps (MEMORY.md) holds no secret
 
 
 ToolFn = Callable[..., str]

@@ -56,7 +56,7 @@ def remember(
     key: Key = None,
 ) -> str:
     """Save a fact to MEMORY.md for later runs; the same key replaces it."""
-    fact = memoryfile.marked(_one_line(text), ctx.untrusted)
+    fact = memoryfile.marked(ctx.redact(_one_line(text)), ctx.untrusted)
     shown = f"{ctx.workspace}/{memoryfile.MEMORY_FILE}"
     real = _confined(ctx.root, shown)
     with _LOCK:
