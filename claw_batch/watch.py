@@ -17,11 +17,9 @@ import dataclasses
 import os
 import queue
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
-from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver, ObservedWatch
 
@@ -37,6 +35,7 @@ from claw_batch.runner import Runner, RunOptions, RunSummary
 from claw_batch.settle import Settling, StatKey, ignored, stat_key
 from claw_batch.state import State
 from claw_batch.uptodate import KEPT
+from claw_batch.watchfs import EventHandler, alive, directories, move_into
 from claw_batch.watchledger import Handled, WatchLedger, watch_key
 
 TICK = 0.05  # seconds between looks at new events
@@ -187,8 +186,8 @@ class Watcher:
     def _observe(self, observer: BaseObserver) -> None:
         """Watch the directories the globs start in; one that does not exist yet, through
         its nearest parent that does (its creation is an event, and then it is watched)."""
-        handler = _Handler(self.event, self.clock.now)
-        for directory, recursive in _directories(self.tasks.values()).items():
+        handler = EventHandler(self.event, self.clock.now)
+        for directory, recursive in directories(self.tasks.values()).items():
             path = os.path.join(self.root, directory)
             while not os.path.isdir(path) and path != self.root:
                 path, recursive = os.path.dirname(path), False
@@ -199,7 +198,7 @@ class Watcher:
             known = self.watched.get(path)
             if known is not None:
                 # A directory deleted (its watch stopped) or replaced by another: watch anew.
-                if known[1] >= recursive and known[2] == inode and _alive(observer, known[0]):
+                if known[1] >= recursive and known[2] == inode and alive(observer, known[0]):
                     continue
                 del self.watched[path]
                 observer.unschedule(known[0])  # else schedule() would hand back the dead watch
@@ -406,68 +405,3 @@ def _watch_tasks(project: Project, targets: tuple[str, ...]) -> list[str]:
         which = "the chosen tasks" if targets else "the clawfile"
         raise UsageError(f"no task in {which} has watch: globs; nothing for claw watch to do")
     return names
-
-
-def _directories(tasks: Iterable[Task]) -> dict[str, bool]:
-    """Where each watch glob starts (its directories before the first wildcard), and
-    whether files below it in subdirectories can match."""
-    found: dict[str, bool] = {}
-    for task in tasks:
-        for glob in task.watch:
-            directory = globs.fixed_dir(glob)
-            below = glob[len(directory) + 1 :] if directory != "." else glob
-            recursive = "/" in below or "**" in below
-            found[directory] = found.get(directory, False) or recursive
-    return found
-
-
-def move_into(root: Path, rel: str, folder: str, stat: StatKey | None = None) -> str | None:
-    """Move a project file into a project folder under its own name, or with `.1`, `.2`...
-    before its suffix when that name is taken: nothing is overwritten (a hard link claims
-    the name atomically; the original name is unlinked after). With `stat`, only that
-    file as it was then is moved: when another file has taken its name since (a new drop),
-    or it was written to, nothing is moved and None returned. Returns where it went."""
-    real_root = os.path.realpath(root)
-    target = os.path.realpath(os.path.join(root, folder))
-    if os.path.commonpath([real_root, target]) != real_root:
-        raise OSError(f"{folder} resolves to {target}, outside the project")
-    os.makedirs(target, exist_ok=True)
-    source = os.path.join(root, rel)
-    stem, dot, suffix = os.path.basename(rel).partition(".")
-    for n in range(10_000):
-        name = f"{stem}.{n}{dot}{suffix}" if n else os.path.basename(rel)
-        destination = os.path.join(target, name)
-        try:
-            os.link(source, destination)
-        except FileExistsError:
-            continue
-        if stat is not None and stat_key(destination) != stat:
-            os.unlink(destination)  # a new file or new content: it has its own turn
-            return None
-        if stat is None or os.stat(source).st_ino == stat[2]:
-            os.unlink(source)
-        return os.path.relpath(destination, real_root)
-    raise OSError(f"{folder}/ holds 10,000 files named like {os.path.basename(rel)}")
-
-
-def _alive(observer: BaseObserver, watch: ObservedWatch) -> bool:
-    """False once the directory a watch started in was deleted: its emitter stops itself."""
-    return any(e.watch == watch and e.should_keep_running() for e in observer.emitters)
-
-
-class _Handler(FileSystemEventHandler):
-    """watchdog's callback: a file was written, created, or renamed into place."""
-
-    def __init__(self, report: Callable[[str, float], None], now: Callable[[], float]) -> None:
-        self.report = report
-        self.now = now
-
-    def dispatch(self, event: FileSystemEvent) -> None:
-        if event.is_directory:
-            if event.event_type in ("created", "moved", "deleted"):
-                self.report(os.fsdecode(event.src_path) + "/", self.now())
-            return
-        if event.event_type in ("created", "modified", "closed"):
-            self.report(os.fsdecode(event.src_path), self.now())
-        elif event.event_type == "moved":
-            self.report(os.fsdecode(event.dest_path), self.now())

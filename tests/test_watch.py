@@ -25,7 +25,8 @@ from claw_batch.lock import ProjectLock
 from claw_batch.progress import Progress
 from claw_batch.runner import RunOptions
 from claw_batch.settle import Settling, ignored
-from claw_batch.watch import Watcher, WatchOptions, _directories, move_into
+from claw_batch.watch import Watcher, WatchOptions
+from claw_batch.watchfs import directories, move_into
 
 CLAWFILE = """
     version: 1
@@ -189,7 +190,7 @@ def test_where_the_globs_start() -> None:
         Task(watch=("inbox/*.txt", "deep/**/*.md", "*.csv")),
         Task(watch=("inbox/sub/x.txt", "a/*/b.txt")),
     ]
-    assert _directories(tasks) == {
+    assert directories(tasks) == {
         "inbox": False,
         "deep": True,
         ".": False,
