@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -108,15 +108,11 @@ def _trusted_memory(text: str) -> str:
     content, which never goes into the system prompt (SPEC §3); memory_search finds them."""
     from claw_batch.memoryfile import is_untrusted  # it imports this module
 
-    lines = text.splitlines()
-    kept = [line for line in lines if not is_untrusted(line)]
-    left = len(lines) - len(kept)
-    if left:
-        kept.append(
-            f"({left} fact{'' if left == 1 else 's'} remembered from untrusted content not "
-            "shown; memory_search finds them)"
-        )
-    return "\n".join(kept)
+    return _without(
+        text,
+        is_untrusted,
+        "fact{s} remembered from untrusted content not shown; memory_search finds them",
+    )
 
 
 def _trusted_note(text: str) -> str:
@@ -124,14 +120,20 @@ def _trusted_note(text: str) -> str:
     (notes.OUTSIDE): what such a job answered is that content's echo."""
     from claw_batch.notes import OUTSIDE
 
+    return _without(
+        text,
+        lambda line: line.startswith(OUTSIDE),
+        "line{s} quoting jobs that read outside content not shown; the note holds them",
+    )
+
+
+def _without(text: str, outside: Callable[[str], bool], said: str) -> str:
+    """The text without the lines `outside` picks, and a line saying how many (`said`)."""
     lines = text.splitlines()
-    kept = [line for line in lines if not line.startswith(OUTSIDE)]
+    kept = [line for line in lines if not outside(line)]
     left = len(lines) - len(kept)
     if left:
-        kept.append(
-            f"({left} line{'' if left == 1 else 's'} quoting jobs that read outside content "
-            "not shown; the note holds them)"
-        )
+        kept.append(f"({left} {said.format(s='' if left == 1 else 's')})")
     return "\n".join(kept)
 
 
