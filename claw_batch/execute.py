@@ -70,7 +70,7 @@ class JobExecution:
             else sandbox.for_job(p.policy, network=task.permissions.network),
             workspace=self.run.workspace,
             today=self.run.now.date(),
-            untrusted=outside_source(p),
+            untrusted=p.outside,
             on_event=self.on_event,
             redact=self.run.redact,
         )
@@ -121,7 +121,7 @@ class JobExecution:
         text = answers.normalise(result.text) if p.schema is not None else result.text + "\n"
         # Redacted at the source: the output file, the ledger's copy and what downstream tasks
         # and the daily note see are one text, and none of them holds a key.
-        text = self.run.models.redact(text)
+        text = self.run.redact(text)
         missing = [o for o in p.outputs if not (self.run.project.root / o).is_file()]
         if missing:
             raise TaskFailed(f"declared output(s) not created: {', '.join(missing)}")
@@ -134,15 +134,6 @@ class JobExecution:
                 raise TaskFailed(f"output {p.output}: {e.strerror or e}") from e
         verdict = json.loads(text) if p.task.check else None
         return Outcome(text, result, p.output, verdict)
-
-
-def outside_source(p: Prepared) -> str | None:
-    """What the job reads from outside the project: its item or inputs among the untrusted
-    (watched) files, else a watch task's globs. The facts it remembers are marked with it."""
-    outside = [path for path in p.inputs if p.policy.is_untrusted(path)]
-    if outside:
-        return outside[0] + (f" and {len(outside) - 1} more" if len(outside) > 1 else "")
-    return ", ".join(p.task.watch) if p.task.watch else None
 
 
 def _bash_allow(task: Task) -> tuple[str, ...] | bool:

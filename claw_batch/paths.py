@@ -129,6 +129,14 @@ def _realpath(root: str, path: str) -> str:
     return real
 
 
+def shown_path(path: Path, root: Path) -> str:
+    """A path as a person reads it in a message: project-relative, else `~/…`, else as is."""
+    if path.is_relative_to(root):
+        return path.relative_to(root).as_posix()
+    home = Path.home()
+    return f"~/{path.relative_to(home).as_posix()}" if path.is_relative_to(home) else str(path)
+
+
 @functools.lru_cache(maxsize=64)
 def _real(root: Path) -> Path:
     """The project root, resolved once (a Policy is made per job)."""

@@ -72,6 +72,16 @@ class Prepared:
     def declared_outputs(self) -> tuple[str, ...]:
         return tuple(p for p in (self.output, *self.outputs) if p)
 
+    @functools.cached_property
+    def outside(self) -> str | None:
+        """What the job reads from outside the project: its item or inputs among the
+        untrusted (watched) files, else a watch task's globs; None when nothing. remember
+        marks facts with it, the daily note keeps its quotes out of the system prompt."""
+        found = [path for path in self.inputs if self.policy.is_untrusted(path)]
+        if found:
+            return found[0] + (f" and {len(found) - 1} more" if len(found) > 1 else "")
+        return ", ".join(self.task.watch) if self.task.watch else None
+
 
 def prepare(run: RunContext, job: Job, upstream_names: tuple[str, ...] = ()) -> Prepared:
     task = run.project.config.tasks[job.task]

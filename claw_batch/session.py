@@ -10,7 +10,6 @@ import json
 import threading
 import time
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from claw_batch import notes, skillcache, skills
@@ -21,6 +20,7 @@ from claw_batch.context import daily_note_path
 from claw_batch.errors import ClawError, Interrupted, LimitExceeded, TaskFailed
 from claw_batch.filehash import FileHashes
 from claw_batch.jobs import Job
+from claw_batch.paths import shown_path
 from claw_batch.prepare import (
     Prepared,
     RunContext,
@@ -269,13 +269,12 @@ class RunSession:
         return not_run(job, decision.status, decision.reasons, first)
 
     def execute(self, p: Prepared, fp: Fingerprint, decision: Decision) -> JobResult:
-        from claw_batch.execute import outside_source
         from claw_batch.jobrun import JobSink, attempt, findings, transcript_name
         from claw_batch.transcript import Transcript
 
         assert self.state is not None
         job = p.job
-        if outside_source(p):
+        if p.outside:
             with self.lock:
                 self.outside.add(job)
         started_wall = now_for_run(self.r.environ)
@@ -418,7 +417,7 @@ class RunSession:
         try:
             notes.append(path, entry)
         except OSError as e:  # a full disk: the note is as it was; the run says so
-            self.unwritten.append(f"daily note {_shown(path, root)}: {e.strerror or e}")
+            self.unwritten.append(f"daily note {shown_path(path, root)}: {e.strerror or e}")
 
     def close(self) -> None:
         """The run's last writes, each tried even when one before failed (a full disk): what
@@ -460,14 +459,12 @@ class RunSession:
         try:
             write_atomic(path, json.dumps(envelope(self.summary), indent=2))
         except OSError as e:
-            raise ClawError(f"run summary {_shown(path, self.r.project.root)}: {e.strerror}") from e
+            raise ClawError(
+                f"run summary {shown_path(path, self.r.project.root)}: {e.strerror}"
+            ) from e
 
     def _end_run(self) -> None:
         assert self.state is not None
         finished = now_for_run(self.r.environ).isoformat()
         status = RUN_STATUS.get(self.summary.exit_code, "error")
         self.state.end_run(self.summary.run_id, finished, status, self.summary.exit_code)
-
-
-def _shown(path: Path, root: Path) -> str:
-    return path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from claw_batch.paths import shown_path
 from claw_batch.skills import Skill, winners
 
 
@@ -33,14 +34,14 @@ def entries(scanned: Sequence[Skill], root: Path, environ: Mapping[str, str]) ->
     for skill in sorted(scanned, key=lambda s: (s is not top[s.directory.name], s.directory.name)):
         winner = top[skill.directory.name]
         if skill is not winner:
-            state, detail = "shadowed", f"by {shown(winner.path, root)} ({winner.source})"
+            state, detail = "shadowed", f"by {shown_path(winner.path, root)} ({winner.source})"
         elif skill.problems:
             state, detail = "invalid", "; ".join(skill.problems)
         elif missing := skill.unavailable(environ):
             state, detail = "unavailable", "needs " + ", ".join(missing)
         else:
             state, detail = "ok", _offered_to(skill)
-        result.append(Entry(skill, shown(skill.path, root), state, detail))
+        result.append(Entry(skill, shown_path(skill.path, root), state, detail))
     return result
 
 
@@ -63,10 +64,3 @@ def findings(listed: Sequence[Entry]) -> list[Finding]:
             found.append(Finding(e.shown, "warning", f"{e.state}: {e.detail}"))
         found += [Finding(e.shown, "warning", w) for w in e.skill.warnings]
     return found
-
-
-def shown(path: Path, root: Path) -> str:
-    if path.is_relative_to(root):
-        return path.relative_to(root).as_posix()
-    home = Path.home()
-    return f"~/{path.relative_to(home).as_posix()}" if path.is_relative_to(home) else str(path)

@@ -14,13 +14,13 @@ from claw_batch.errors import ClawfileError
 def validate(directory: Path | None, file: Path | None, verbose: bool, quiet: bool) -> int:
     """Check the clawfile, its templates and the skills (exit 2 on error)."""
     from claw_batch import skills
-    from claw_batch.skillreport import shown
+    from claw_batch.paths import shown_path
 
     project = load(directory, file, cache="off")
     dirs = skills.skill_dirs(project.root, project.config.workspace)
     scanned = skills.scan(dirs)
     bad = [
-        f"{shown(s.path, project.root)}: not a valid skill: {problem}"
+        f"{shown_path(s.path, project.root)}: not a valid skill: {problem}"
         for s in scanned
         for problem in s.problems
     ]
