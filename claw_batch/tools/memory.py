@@ -19,7 +19,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, Field
 
-from claw_batch import memoryfile, recall
+from claw_batch import memoryfile, notefiles, recall
 from claw_batch.atomic import write_atomic
 from claw_batch.errors import ToolError
 from claw_batch.tools.base import ToolContext
@@ -172,8 +172,8 @@ def _today(ctx: ToolContext) -> dt.date:
 
 def _confined(root: Path, shown: str) -> Path:
     """The real path of `shown` (symlinks resolved); refused when that is outside the project."""
-    top = os.path.realpath(root)
-    real = os.path.realpath(os.path.join(top, shown))
-    if os.path.commonpath([top, real]) != top:
-        raise ToolError(f"refused: {shown} resolves to {real}, outside the project root {root}")
+    real = notefiles.confined(os.path.realpath(root), shown)
+    if real is None:
+        outside = os.path.realpath(os.path.join(root, shown))
+        raise ToolError(f"refused: {shown} resolves to {outside}, outside the project root {root}")
     return Path(real)
