@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING
 import jinja2
 from jinja2 import meta, nodes
 
+from claw_batch import control
 from claw_batch.clawfields import path_problem
-from claw_batch.config import prompt_file, provider_keys
+from claw_batch.config import Project, prompt_file, provider_keys
 from claw_batch.yamlsource import KeyPath, Problem, YamlSource
 
 if TYPE_CHECKING:
@@ -42,6 +43,38 @@ def check(config: Clawfile, source: YamlSource, root: Path, *, names: list[str])
         problems += _bash(name, task, source)
         problems += _task(name, task, source, root)
     return problems
+
+
+def control_warnings(project: Project, source: YamlSource) -> list[Problem]:
+    """Each task that names a control file explicitly, and so may rewrite what decides what
+    later runs do (or names one no task may write: that grants nothing)."""
+    ctl = control.of(project)
+    found: dict[KeyPath, Problem] = {}
+    for name, task in project.config.tasks.items():
+        named = control.granted(task)
+        places: list[tuple[KeyPath, str]] = [
+            ((*_where(source, name, "permissions"), "write", i), w)
+            for i, w in enumerate(task.permissions.write)
+        ]
+        places += [(_where(source, name, "output"), task.output or "")]
+        places += [((*_where(source, name, "outputs"), i), o) for i, o in enumerate(task.outputs)]
+        for at, path in places:
+            hit = ctl.named(path) if path and control.clean(path) in named else None
+            if hit is not None:
+                found.setdefault(at, source.problem(at, _control_warning(path, hit, ctl)))
+    return list(found.values())
+
+
+def _control_warning(path: str, hit: str, ctl: control.Control) -> str:
+    if hit in ctl.never:
+        return (
+            f"warning: {path!r} is under {hit}/, which no job may ever write: it grants nothing"
+        )
+    what = repr(path) if control.clean(path) == hit else f"{path!r} is under {hit!r}, which"
+    return (
+        f"warning: {what} decides what later runs do; named here, it can be rewritten by "
+        "the jobs of this task, and so by whatever content they read"
+    )
 
 
 def template_errors(text: str, *, foreach: bool) -> list[tuple[int, str]]:

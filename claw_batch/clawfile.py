@@ -160,6 +160,7 @@ class Validated:
     document: dict[str, Any]  # the validated clawfile, defaults applied, as JSON
     variables: dict[str, frozenset[str]]  # per task, the template variables it reads
     config: Clawfile
+    warnings: list[Problem]  # what is allowed but worth a second look (`claw validate`)
 
 
 def validate(path: Path, root: Path) -> Validated:
@@ -174,7 +175,9 @@ def validate(path: Path, root: Path) -> Validated:
     if problems or model is None:  # model is None only when there are problems
         raise problems_error(problems, source.name)
     variables = {name: clawcheck.task_variables(task, root) for name, task in config.tasks.items()}
-    return Validated(document, variables, Clawfile.of(document, variables))
+    config = Clawfile.of(document, variables)
+    warnings = clawcheck.control_warnings(Project(root, path, config), source)
+    return Validated(document, variables, config, warnings)
 
 
 def _check_document(source: YamlSource) -> None:

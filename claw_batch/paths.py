@@ -28,7 +28,11 @@ class Policy:
     root: Path
     write_globs: tuple[str, ...] = ()
     outputs: tuple[str, ...] = ()
-    protected: tuple[str, ...] = (".git", STATE_DIR)
+    protected: tuple[str, ...] = (".git", STATE_DIR)  # never written by a tool
+    # What decides what later runs do (claw_batch.control): never written by a tool either,
+    # but for the paths of it the task names explicitly (`granted`).
+    control: tuple[str, ...] = ()
+    granted: tuple[str, ...] = ()
     untrusted: tuple[str, ...] = ()  # globs of files from outside (watched): shown fenced
     # The real directories of the skills the task is offered: readable wherever they are
     # (a user's or a built-in skill is outside the project), never writable.
@@ -38,6 +42,7 @@ class Policy:
         object.__setattr__(self, "root", _real(self.root))
         object.__setattr__(self, "outputs", tuple(_clean(o) for o in self.outputs))
         object.__setattr__(self, "protected", tuple(_clean(p) for p in self.protected))
+        object.__setattr__(self, "control", tuple(_clean(p) for p in self.control))
 
     def resolve_read(self, path: str) -> Path:
         real = self._resolve(path, "reading", also=self.skill_dirs)
@@ -53,14 +58,33 @@ class Policy:
         shown = rel if rel == _clean(path) else f"{path} (resolves to {rel})"
         if rel == ".":
             raise ToolError(f"refused: {path} is the project root, not a file")
-        for prot in self.protected:
-            if _is_under(rel, prot):
-                raise ToolError(f"refused: {shown} is under {prot}/, which tools may never write")
-        if rel in self.outputs or any(globs.match(g, rel) for g in self.write_globs):
-            return real
-        allowed = ", ".join((*self.write_globs, *self.outputs))
-        why = f"this task may write only: {allowed}" if allowed else "this task may not write files"
-        raise ToolError(f"refused: writing {shown} is not permitted; {why}")
+        prot = next((p for p in self.protected if _is_under(rel, p)), None)
+        if prot == rel:
+            raise ToolError(f"refused: tools may never write {shown}")
+        if prot is not None:
+            raise ToolError(f"refused: {shown} is under {prot}/, which tools may never write")
+        if rel not in self.outputs and not any(globs.match(g, rel) for g in self.write_globs):
+            allowed = ", ".join((*self.write_globs, *self.outputs))
+            why = (
+                f"this task may write only: {allowed}"
+                if allowed
+                else "this task may not write files"
+            )
+            raise ToolError(f"refused: writing {shown} is not permitted; {why}")
+        ctl = next((c for c in self.control if _is_under(rel, c)), None)
+        if ctl is not None and rel not in self.granted:
+            what = shown if rel == ctl else f"{shown} is under {ctl}/, which"
+            raise ToolError(
+                f"refused: {what} decides what later runs do: no job may write it unless its "
+                "task names the file in permissions.write"
+            )
+        return real
+
+    @property
+    def read_only(self) -> tuple[str, ...]:
+        """What no command may change either: the protected and control paths, but those
+        granted by name."""
+        return (*self.protected, *(c for c in self.control if c not in self.granted))
 
     def is_untrusted(self, rel: str) -> bool:
         return any(globs.match(g, rel) for g in self.untrusted)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from claw_batch import answers, context, globs, render, skills
+from claw_batch import answers, context, control, globs, render, skills
 from claw_batch.config import Project, Task
 from claw_batch.endpoints import Models
 from claw_batch.jobs import Job, glob_files
@@ -331,11 +331,14 @@ def policy_for(
     offered: tuple[skills.Skill, ...] = (),
 ) -> Policy:
     declared = tuple(p for p in [output, *outputs] if p)
+    ctl: control.Control = _once(run, "", "control", lambda: control.of(run.project))
     return Policy(
         run.project.root,
         write_globs=tuple(task.permissions.write),
         outputs=declared,
-        protected=(".git", ".claw", f"{run.workspace}/memory"),
+        protected=ctl.never,
+        control=ctl.paths,
+        granted=control.granted(task),
         untrusted=run.project.config.untrusted,
         skill_dirs=tuple(d for s in offered if (d := s.readable_directory(run.project.root))),
     )

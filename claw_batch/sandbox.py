@@ -204,7 +204,10 @@ def for_job(policy: Policy, *, network: bool) -> Bubblewrap:
     return Bubblewrap(
         root=policy.root,
         writable=write_dirs(policy.write_globs, policy.outputs),
-        read_only=tuple(p for p in policy.protected if p not in (".git", STATE_DIR)),
+        # The folders among them (the daily notes); files are for the sealing to come.
+        read_only=tuple(
+            p for p in policy.protected if p not in (".git", STATE_DIR) and not p.endswith(".md")
+        ),
         outside=tuple(d for d in policy.skill_dirs if not host.under(d, root)),
         network=network,
     )

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import click
 
-from claw_batch.commands.common import handle_errors, load, project_options
+from claw_batch.commands.common import handle_errors, project_options
 from claw_batch.errors import ClawfileError
 
 
@@ -14,9 +14,13 @@ from claw_batch.errors import ClawfileError
 def validate(directory: Path | None, file: Path | None, verbose: bool, quiet: bool) -> int:
     """Check the clawfile, its templates and the skills (exit 2 on error)."""
     from claw_batch import skills
+    from claw_batch.clawfile import validate as validated
+    from claw_batch.config import Project, clawfile_path
     from claw_batch.paths import shown_path
 
-    project = load(directory, file, cache="off")
+    path = clawfile_path(directory, file)
+    checked = validated(path, path.parent)
+    project = Project(path.parent, path, checked.config)
     dirs = skills.skill_dirs(project.root, project.config.workspace)
     scanned = skills.scan(dirs)
     bad = [
@@ -27,6 +31,8 @@ def validate(directory: Path | None, file: Path | None, verbose: bool, quiet: bo
     if bad:
         raise ClawfileError("\n".join(bad))
     found = skills.discover(dirs)
+    for warning in checked.warnings:
+        click.echo(str(warning), err=True)
     if not quiet:
         n = len(project.config.tasks)
         click.echo(

@@ -1,0 +1,121 @@
+"""What decides what a run does, and so what a job never writes (SPEC §8: a job is not the
+owner): the clawfile, the prompt templates and what they include, every skills folder, the
+workspace's AGENTS/SOUL/USER/IDENTITY.md and MEMORY.md, the daily notes, `.git/`, `.claw/`,
+and the ignore files at the root that decide what grep sees.
+
+A task may name one of these explicitly (a literal path, no wildcard, in `permissions.write`
+or as an output) to have it written — `claw validate` warns of each. `.git/`, `.claw/`, the
+daily notes and MEMORY.md (which `remember` keeps) cannot be granted at all.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from claw_batch.config import CLAWFILE_NAMES, Project, Task, prompt_file
+from claw_batch.paths import STATE_DIR
+
+PERSONA = ("AGENTS.md", "SOUL.md", "USER.md", "IDENTITY.md")
+IGNORE_FILES = (".gitignore", ".ignore", ".rgignore")  # ripgrep reads them: what grep sees
+PROMPTS_DIR = "prompts"
+_MAGIC = re.compile(r"[*?[{]|\{\{|\{%")
+_INCLUDES = 20  # included templates followed, at most, per prompt
+
+
+@dataclass(frozen=True)
+class Control:
+    """A project's control paths: project-relative, files or folders, present or not."""
+
+    never: tuple[str, ...]  # no task may write these, named or not
+    paths: tuple[str, ...]  # nor these, but for a task that names one explicitly
+
+    def named(self, path: str) -> str | None:
+        """The control path `path` (project-relative) is or lies under, if any."""
+        rel = clean(path)
+        return next((c for c in (*self.never, *self.paths) if _is_under(rel, c)), None)
+
+
+def of(project: Project) -> Control:
+    """The control paths of a loaded project. Reads the prompt files (for what they include):
+    once per run."""
+    workspace = project.config.workspace
+    kept = (".git", STATE_DIR, f"{workspace}/memory", f"{workspace}/MEMORY.md")
+    found = [
+        *_clawfiles(project),
+        *IGNORE_FILES,
+        PROMPTS_DIR,
+        "skills",
+        f"{workspace}/skills",
+        *(f"{workspace}/{name}" for name in PERSONA),
+        *_templates(project),
+    ]
+    never = tuple(clean(p) for p in kept)
+    inside = [p for p in map(clean, found) if p not in ("", ".", "..")]
+    return Control(never, tuple(p for p in dict.fromkeys(inside) if not _covered(p, never, inside)))
+
+
+def granted(task: Task) -> tuple[str, ...]:
+    """The paths a task names literally (no wildcard, no template) as writable: its write
+    globs without a wildcard and its literal outputs."""
+    named = (*task.permissions.write, *(o for o in (task.output, *task.outputs) if o))
+    return tuple(clean(p) for p in named if not _MAGIC.search(p))
+
+
+def _clawfiles(project: Project) -> list[str]:
+    """Every name claw would take as this project's clawfile (a .yml beside a .yaml is read
+    once the .yaml is gone), and the one it read (`-f`)."""
+    return [*CLAWFILE_NAMES, project.clawfile.name]
+
+
+def _templates(project: Project) -> Iterator[str]:
+    """The prompt files the tasks name, and the templates they include by a literal name
+    (a name computed while rendering is not known here)."""
+    seen: set[str] = set()
+    for task in project.config.tasks.values():
+        file = prompt_file(task.prompt)
+        todo = [file] if file else _included(task.prompt)
+        while todo and len(seen) < _INCLUDES * len(project.config.tasks):
+            name = clean(todo.pop())
+            if name not in seen:
+                seen.add(name)
+                yield name
+                todo += _included(_read(project.root, name))
+
+
+def _read(root: Path, rel: str) -> str | None:
+    try:
+        return (root / rel).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+
+
+def _included(text: str | None) -> list[str]:
+    """The literal names a template includes, imports or extends."""
+    if not text or "{%" not in text:
+        return []
+    import jinja2
+    from jinja2 import meta
+
+    try:
+        ast = jinja2.Environment().parse(text)
+    except jinja2.TemplateError:
+        return []  # `claw validate` says what is wrong with it
+    return [name for name in meta.find_referenced_templates(ast) if name]
+
+
+def _covered(path: str, never: tuple[str, ...], found: list[str]) -> bool:
+    """Whether `path` is never writable anyway, or lies under another control folder."""
+    return any(_is_under(path, n) for n in never) or any(
+        path != f and _is_under(path, f) for f in found
+    )
+
+
+def clean(rel: str) -> str:
+    return PurePosixPath(rel.strip("/")).as_posix()
+
+
+def _is_under(rel: str, top: str) -> bool:
+    return rel == top or rel.startswith(top + "/")
