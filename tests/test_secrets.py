@@ -214,3 +214,51 @@ def test_remember_keeps_no_key_in_memory(tmp_path: Path) -> None:
         assert claw(root, "run", env=env).exit_code == 0
     memory = (root / "workspace" / "MEMORY.md").read_text()
     assert key not in memory and "- api: the key is " in memory
+
+
+# Credentials in the project's files, as a checkout and a deploy leave them: redacted by
+# their names, not their shapes (none of them is a key shape claw knows).
+GIT_BASIC = "eC1hY2Nlc3MtdG9rZW46bG93ZXJjYXNlLWJhc2lj"
+ENV_FILES = {
+    ".git/config": (
+        '[remote "origin"]\n\turl = https://github.com/mara/site\n'
+        f'[http "https://github.com/"]\n\textraheader = AUTHORIZATION: basic {GIT_BASIC}\n'
+    ),
+    ".env": "DB_HOST=db\nDB_PASSWORD=Hunter2-env-pw\nexport API_KEY='k3y with space'\nTOKEN=\n",
+    "deploy.yaml": "deploy:\n  user: mara\n  password: yaml-pw-77\n",
+}
+FILE_SECRETS = (GIT_BASIC, "Hunter2-env-pw", "k3y with space", "yaml-pw-77")
+
+
+def test_credentials_read_from_files_reach_no_sink(tmp_path: Path) -> None:
+    """The model reads the files (the tool results go into the transcript), quotes each
+    credential in its answer (the output, the ledger, the daily note) and remembers one."""
+    from fake_openai import FakeOpenAI, call, text, tool_calls
+
+    clawfile = (
+        "version: 1\nmodel: m\ntasks:\n  t:\n    prompt: Check the deploy settings.\n"
+        "    output: out/report.md\n    tools: [read, remember]\n"
+    )
+    root = make_project(tmp_path / "p", clawfile, ENV_FILES)
+    answer = (
+        f"git sends authorization: basic {GIT_BASIC}\n"
+        "DB_PASSWORD=Hunter2-env-pw\nAPI_KEY='k3y with space'\npassword: yaml-pw-77\n"
+    )
+    with FakeOpenAI() as server:
+        server.enqueue(
+            tool_calls(*(call("read", {"path": rel}) for rel in ENV_FILES)),
+            tool_calls(call("remember", {"key": "deploy", "text": "password: yaml-pw-77"})),
+            text(answer),
+        )
+        env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-x", "CLAW_NOW": NOW}
+        run = claw(root, "run", "--json", env=env)
+    assert run.exit_code == 0, run.stderr
+    seen = {name: text for name, text in sinks(root) if not name.startswith(tuple(ENV_FILES))}
+    assert {"out/report.md", "workspace/MEMORY.md", "state.db"} <= set(seen)
+    assert any(name.endswith(".jsonl") for name in seen)
+    leaks = {name: [s for s in FILE_SECRETS if s in text] for name, text in seen.items()}
+    assert {name: found for name, found in leaks.items() if found} == {}
+    assert (root / "out/report.md").read_text() == (
+        "git sends authorization: basic [REDACTED]\n"
+        "DB_PASSWORD=[REDACTED]\nAPI_KEY='[REDACTED]'\npassword: [REDACTED]\n"
+    )
