@@ -262,3 +262,44 @@ def test_credentials_read_from_files_reach_no_sink(tmp_path: Path) -> None:
         "git sends authorization: basic [REDACTED]\n"
         "DB_PASSWORD=[REDACTED]\nAPI_KEY='[REDACTED]'\npassword: [REDACTED]\n"
     )
+
+
+def test_remember_checks_key_and_text_before_it_changes_them(tmp_path: Path) -> None:
+    """remember lower-cases a key and joins a text's lines: a secret lower-cased or with its
+    whitespace changed is no longer the value or shape the redactor knows, so each is checked
+    as it came. A key that is a secret is refused (masked, it would be every such fact's key)."""
+    from fake_openai import FakeOpenAI, call, text, tool_calls
+
+    from claw_batch.transcript import read_events
+
+    declared = "Dpl0y-Token-MixedCase"  # DEPLOY_TOKEN's value: known by the variable's name
+    aws = "AKIAABCDEFGHIJKLMNOP"  # known by its shape, which lower case is not
+    spaced = "two  spaces\tand a tab"  # DB_PASSWORD's value, whitespace and all
+    clawfile = "version: 1\nmodel: m\ntasks:\n  t: {prompt: hi, tools: [remember]}\n"
+    root = make_project(tmp_path / "p", clawfile)
+    with FakeOpenAI() as server:
+        server.enqueue(
+            tool_calls(
+                call("remember", {"key": declared, "text": "the deploy token"}),
+                call("remember", {"key": aws, "text": "the aws key id"}),
+                call("remember", {"key": "db", "text": f"the password is {spaced}"}),
+            ),
+            text("done"),
+        )
+        env = {
+            "OPENAI_BASE_URL": server.base_url,
+            "OPENAI_API_KEY": "sk-x",
+            "DEPLOY_TOKEN": declared,
+            "DB_PASSWORD": spaced,
+            "CLAW_NOW": NOW,
+        }
+        assert claw(root, "run", env=env).exit_code == 0
+    memory = (root / "workspace" / "MEMORY.md").read_text()
+    assert memory == "- key: value\n- db: the password is [REDACTED]\n"
+    (transcript,) = (root / ".claw" / "runs").glob("*/t.jsonl")
+    results = [e["content"] for e in read_events(transcript) if e["type"] == "tool_result"]
+    refused = (
+        "error: refused: the key looks like a secret (a credential's value or shape), and "
+        "MEMORY.md goes into every later prompt: name the fact in plain words, e.g. release-day"
+    )
+    assert results == [refused, refused, "remembered db"]
