@@ -35,6 +35,7 @@ from claw_batch.results import NO_USAGE, NOT_RUN, JobResult, not_run
 from claw_batch.scheduler import Scheduler
 from claw_batch.spend import Spend
 from claw_batch.state import Done, JobRecord, State
+from claw_batch.tempsweep import sweep_run_folders
 from claw_batch.uptodate import Decision, Fingerprint, decide
 from claw_batch.verdicts import Verdicts
 
@@ -75,6 +76,8 @@ class RunSession:
         if state and not self.dry:
             argv = runner.redact(" ".join(runner.options.argv))  # a key given on the command line
             state.begin_run(summary.run_id, now.isoformat(), argv)
+            # Temp files a killed run left; the real clock's start, as `now` can be pinned
+            sweep_run_folders(root, runner.project.config, before_ns=time.time_ns())
         ws = runner.project.config.workspace
         scanned = skillcache.scan(root, skills.skill_dirs(root, ws), write=not self.dry)
         found = skills.pick(scanned)
