@@ -1,4 +1,5 @@
-"""Keep secrets out of every sink: known secret values exactly, and common key shapes.
+"""Keep secrets out of every sink: known secret values exactly, common key shapes, and the
+values that files name as credentials (an Authorization header, `.env`, YAML, JSON).
 
 A known value is found as itself and as JSON spells it, also JSON inside JSON (a tool call's
 arguments are JSON, and a transcript line is JSON again: up to MAX_DEPTH levels), written with
