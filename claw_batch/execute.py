@@ -15,6 +15,7 @@ from claw_batch.config import Task, provider_keys
 from claw_batch.errors import TaskFailed, ToolError
 from claw_batch.loop import EventSink, LoopResult, LoopSettings, ToolLoop
 from claw_batch.messages import Message
+from claw_batch.paths import checked_output
 from claw_batch.prepare import Prepared, RunContext, key_prompt, system_prompt
 from claw_batch.safeopen import write_file
 from claw_batch.spend import JobBudget
@@ -109,12 +110,7 @@ class JobExecution:
         return JobBudget.tokens_only(task.budget.max_tokens if task.budget else None)
 
     def _output_path(self) -> Path | None:
-        if not self.p.output:
-            return None
-        try:
-            return self.p.policy.resolve_write(self.p.output)
-        except ToolError as e:
-            raise TaskFailed(f"output {self.p.output}: {e}") from e
+        return checked_output(self.p.policy, self.p.output) if self.p.output else None
 
     def _finish(self, result: LoopResult, output_path: Path | None) -> Outcome:
         p = self.p
@@ -122,7 +118,8 @@ class JobExecution:
         # Redacted at the source: the output file, the ledger's copy and what downstream tasks
         # and the daily note see are one text, and none of them holds a key.
         text = self.run.redact(text)
-        missing = [o for o in p.outputs if not (self.run.project.root / o).is_file()]
+        # What the job's tools made of its other outputs: checked as `output` was.
+        missing = [o for o in p.outputs if not checked_output(p.policy, o).is_file()]
         if missing:
             raise TaskFailed(f"declared output(s) not created: {', '.join(missing)}")
         if output_path is not None:

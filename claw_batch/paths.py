@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from claw_batch import globs
-from claw_batch.errors import ToolError
+from claw_batch.errors import TaskFailed, ToolError
 
 STATE_DIR = ".claw"
 NEVER_SEARCHED = (".git", STATE_DIR)  # not matched by globs, inputs or fan-out
@@ -175,3 +175,13 @@ def _clean(rel: str) -> str:
 
 def _is_under(rel: str, top: str) -> bool:
     return rel == top or rel.startswith(top + "/")
+
+
+def checked_output(policy: Policy, rel: str) -> Path:
+    """Where a declared output really is, refused as a write there would be (TaskFailed):
+    resolving outside the project (a symlink that bash made to a host file), into a folder
+    tools never write, or to a file the task may not write. Nothing is read or hashed there."""
+    try:
+        return policy.resolve_write(rel)
+    except ToolError as e:
+        raise TaskFailed(f"output {rel}: {e}") from e

@@ -1,4 +1,5 @@
-"""Keep secrets out of every sink: known secret values exactly, and common key shapes.
+"""Keep secrets out of every sink: known secret values exactly, common key shapes, and the
+values that files name as credentials (an Authorization header, `.env`, YAML, JSON).
 
 A known value is found as itself and as JSON spells it, also JSON inside JSON (a tool call's
 arguments are JSON, and a transcript line is JSON again: up to MAX_DEPTH levels), written with
@@ -64,6 +65,46 @@ KEY_SHAPES: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = tuple(
 # A password in a URL (scheme://user:password@host): the user name stays.
 URL_PASSWORD = re.compile(r"(://[^\s/:@\"'\\]+:)[^\s/@\"'\\]+(?=@)")
 
+# Credentials a file holds under a name that says so — a `.git/config`, a `.env` file, YAML
+# or JSON — found by that name, whatever their shape; the name stays, the value goes. Each
+# pattern also matches the text inside a JSON string (a transcript line), where a quote is
+# `\"` and a line starts after `\n`; a value never takes in a quote or a backslash, so
+# redacted JSON stays JSON.
+_QUOTE = r"""\\*["']"""
+_VALUE = r"""(?:\\*(?P<q>["'])(?P<quoted>[^"'\\\r\n]+)|(?P<bare>[^\s"'\\#][^\s"'\\]*))"""
+# Any case: actions/checkout writes `extraheader = AUTHORIZATION: basic <base64>`.
+AUTH_HEADER = re.compile(
+    rf"(?i)(\bauthorization(?:{_QUOTE})?[ \t]*[:=][ \t]*(?:{_QUOTE})?(?:basic|bearer|token)[ \t]+)"
+    r"[A-Za-z0-9._~+/\-]{8,}=*"
+)
+# .env files, shells, Dockerfiles, compose files: NAME=value with an upper-case name (the
+# convention that keeps `f(token=token)` in code out of it), `export ` or `- ` before it.
+ENV_ASSIGNMENT = re.compile(rf"(?:(?<=\\[nrt])|(?<![\w$]))(?P<name>[A-Z][A-Z0-9_]*)={_VALUE}")
+# YAML `name: value` at a line's start (also `- name: value`; in JSON, a string's start is
+# a line's), and JSON `"name": "value"`.
+YAML_ENTRY = re.compile(
+    r"""(?m)(?:^|(?<=\\n)|(?<="))[ \t]*(?:-[ \t]+)?(?P<name>[A-Za-z_][\w.-]*)[ \t]*:[ \t]+"""
+    + _VALUE
+)
+JSON_MEMBER = re.compile(
+    rf"(?P<nq>{_QUOTE})(?P<name>[A-Za-z_][\w.-]*)(?P=nq)[ \t]*:[ \t]*"
+    r"""\\*(?P<q>["'])(?P<quoted>[^"'\\\r\n]+)"""
+)
+# In YAML and JSON, where names are any case and code looks alike (`token_type: bearer`,
+# `password_hash`), only a name that ends in a secret's word: api_key, clientSecret, token.
+ENDS_SECRET = re.compile(
+    r"(?:(?:^|[_.-])(?i:passw(?:or)?d|secret|token|api_?key|access_?key|secret_?key"
+    r"|private_?key|credentials?)|[a-z0-9](?:Passw(?:or)?d|Secret|Token|ApiKey|AccessKey"
+    r"|SecretKey|PrivateKey|Credentials?))$"
+)
+# Values that are no secret: a reference to one ($X, ${X}, ${{ secrets.X }}), a number, a
+# switch, punctuation. And an unquoted YAML value of letters alone reads as a type
+# (`password: str`).
+NOT_SECRET = re.compile(r"\$.*|\d+|[\W_]*|(?i:true|false|yes|no|on|off|null|none)")
+TYPE_LIKE = re.compile(r"[A-Za-z_.\[\](),;|]+")
+# A cheap test first, as for KEY_SHAPES: a word that each name above contains, in any case.
+NAME_WORDS = ("pass", "secret", "token", "key", "credential", "auth")
+
 # Every secret a Redactor was made with, for `redact_environment` (a crash log, the
 # last-resort error message), which knows nothing of the clawfile's key variables.
 _declared: set[str] = set()
@@ -99,7 +140,7 @@ class Redactor:
                 text = pattern.sub(MASK, text)
         if "://" in text and "@" in text:
             text = URL_PASSWORD.sub(rf"\g<1>{MASK}", text)
-        return text
+        return _named(text)
 
     def deep(self, value: Any) -> Any:
         """`value` with every string in it redacted (dict keys are names, kept as they are)."""
@@ -118,6 +159,45 @@ def redact_environment(text: str) -> str:
     import os
 
     return Redactor([*secrets_from_env(os.environ), *_declared])(text)
+
+
+def _named(text: str) -> str:
+    """`text` without the values of the credentials it names (AUTH_HEADER, ENV_ASSIGNMENT,
+    YAML_ENTRY, JSON_MEMBER)."""
+    if ":" not in text and "=" not in text:
+        return text
+    lower = text.lower()
+    if not any(word in lower for word in NAME_WORDS):
+        return text
+    if "=" in text:
+        text = ENV_ASSIGNMENT.sub(_env_value, text)
+    if "uthorization" in lower:
+        text = AUTH_HEADER.sub(rf"\g<1>{MASK}", text)
+    if ":" in text:
+        text = YAML_ENTRY.sub(_yaml_value, text)
+        text = JSON_MEMBER.sub(_yaml_value, text)
+    return text
+
+
+def _env_value(m: re.Match[str]) -> str:
+    return _masked(m) if SECRET_NAME.search(m["name"]) else m[0]
+
+
+def _yaml_value(m: re.Match[str]) -> str:
+    if not ENDS_SECRET.search(m["name"]):
+        return m[0]
+    if m["quoted"] is None and TYPE_LIKE.fullmatch(m["bare"]):
+        return m[0]
+    return _masked(m)
+
+
+def _masked(m: re.Match[str]) -> str:
+    """The match with its value (group quoted or bare) masked, unless it is no secret."""
+    group = "quoted" if m["quoted"] is not None else "bare"
+    if NOT_SECRET.fullmatch(m[group].strip()):
+        return m[0]
+    start, end = m.start(group) - m.start(), m.end(group) - m.start()
+    return m[0][:start] + MASK + m[0][end:]
 
 
 def _spellings(secret: str) -> set[str]:

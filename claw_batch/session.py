@@ -20,7 +20,7 @@ from claw_batch.context import daily_note_path
 from claw_batch.errors import ClawError, Interrupted, LimitExceeded, TaskFailed
 from claw_batch.filehash import FileHashes
 from claw_batch.jobs import Job
-from claw_batch.paths import shown_path
+from claw_batch.paths import checked_output, shown_path
 from claw_batch.prepare import (
     Prepared,
     RunContext,
@@ -35,6 +35,7 @@ from claw_batch.results import NO_USAGE, NOT_RUN, JobResult, not_run
 from claw_batch.scheduler import Scheduler
 from claw_batch.spend import Spend
 from claw_batch.state import Done, JobRecord, State
+from claw_batch.tempsweep import sweep_run_folders
 from claw_batch.uptodate import Decision, Fingerprint, decide
 from claw_batch.verdicts import Verdicts
 
@@ -75,6 +76,8 @@ class RunSession:
         if state and not self.dry:
             argv = runner.redact(" ".join(runner.options.argv))  # a key given on the command line
             state.begin_run(summary.run_id, now.isoformat(), argv)
+            # Temp files a killed run left; the real clock's start, as `now` can be pinned
+            sweep_run_folders(root, runner.project.config, before_ns=time.time_ns())
         ws = runner.project.config.workspace
         scanned = skillcache.scan(root, skills.skill_dirs(root, ws), write=not self.dry)
         found = skills.pick(scanned)
@@ -150,7 +153,7 @@ class RunSession:
         record = self.last_success(job)
         prepared = prepare(self.ctx, job, self.r.graph.upstream(job.task))
         fp = fingerprint_of(prepared, self.hashes.hash, self.upstream(job.task))
-        outputs_now = {p: self.hashes.hash(p) for p in record.outputs} if record else {}
+        outputs_now = {o: self.output_hash(prepared, o) for o in record.outputs} if record else {}
         decision = self.decide(job, record, fp, outputs_now)
         if not decision.run:
             if key and decision.status == "up-to-date" and not self.dry:
@@ -167,6 +170,16 @@ class RunSession:
             if known is not None:
                 return self.recall(prepared, *known)
         return lambda: self.execute(prepared, fp, decision)
+
+    def output_hash(self, p: Prepared, rel: str) -> str | None:
+        """An output's hash now; None, as if missing (the job runs again, and the check of its
+        outputs says why), when it resolves where the job may not write: a symlink to a host
+        file is not followed to hash that file."""
+        try:
+            checked_output(p.policy, rel)
+        except TaskFailed:
+            return None
+        return self.hashes.hash(rel)
 
     def estimate(self, p: Prepared) -> int:
         """The prompt tokens of the job's first model call: what `claw plan` shows."""

@@ -9,13 +9,15 @@ output's temp file is created (a write cut short), or when an output is renamed 
 (before its success is recorded; seen through inotify). After a SIGKILL:
 
 1. no torn output: an output that exists has a full text. A kill during a write leaves
-   atomic.py's temp file (`.NAME.XXXXXXXX.tmp`) next to the output, and nothing removes it
-   later; the digest's `out/*.md` does not match it, so it is never taken for an output here;
+   atomic.py's temp file (`.NAME.claw-PID-XXXXXXXX.tmp`) next to the output, which the
+   digest's `out/*.md` does not match, so it is never taken for an output; the next run
+   removes it;
 2. no job is marked done without its outputs: every `done` row's outputs exist with the
    recorded sha256; a job the killed run started is done only if that run recorded it ok;
 3. the next run redoes exactly the jobs that were not done (after -B, plus the digest when
    its old row outlived a ticket that changed) and pays one model request per step of those
-   only; then every output is complete, and a third run is all up to date with no request;
+   only; then every output is complete, no temp file is left, and a third run is all up to
+   date with no request;
 4. the lock died with the killed process: the next run starts at once.
 
 SIGINT: exit 130, finished jobs kept, running ones recorded as interrupted, lock released,
@@ -86,7 +88,7 @@ OUTPUT = {
 }
 STEPS = 2  # model requests per job: a tool call, then the final answer
 REQUESTS = STEPS * len(ALL_JOBS)  # of a run from scratch
-TEMP = re.compile(r"\.(?P<name>.+)\.[0-9a-f]{8}\.tmp")  # what claw_batch.atomic writes first
+TEMP = re.compile(r"\.(?P<name>.+)\.claw-[0-9]+-[0-9a-f]{8}\.tmp")  # what atomic.py writes first
 
 
 def full_text(job: Job, generation: int = 2) -> str:
@@ -534,7 +536,7 @@ def check_rerun(trial: Trial, done: dict[Job, str]) -> None:
     assert redone == expected, "the rerun did not redo exactly the unfinished jobs"
     assert kept == ALL_JOBS - expected
     assert len(trial.trigger.requests) - before == STEPS * len(redone)
-    trial.notes["temps_after_rerun"] = len(check_outputs(trial, all_there=True))
+    assert not check_outputs(trial, all_there=True), "a killed write's temp file outlived the rerun"
     after = check_done(trial)
     assert set(after) == ALL_JOBS
     assert {job for job in ALL_JOBS if after[job] != done.get(job)} == redone

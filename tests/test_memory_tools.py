@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -11,6 +12,7 @@ import pytest
 
 from claw_batch.errors import ToolError
 from claw_batch.paths import Policy
+from claw_batch.redact import Redactor
 from claw_batch.tools.base import ToolContext
 from claw_batch.tools.registry import TOOLS
 
@@ -383,6 +385,16 @@ def test_remember_marks_facts_from_untrusted_content(root: Path) -> None:
     assert memory(root) == (
         "# Memory\n\n- vendor: Acme (from untrusted inbox/a.txt)\n"
         "- Invoices come monthly (from untrusted inbox/b.txt)\n"
+    )
+
+
+def test_remember_redacts_the_source_it_marks_a_fact_with(root: Path) -> None:
+    """The mark names a dropped file, whose name its sender chose: redacted with the fact."""
+    key = "ghp_" + "a1" * 18
+    ctx = dataclasses.replace(context(root, untrusted=f"inbox/{key}.txt"), redact=Redactor())
+    TOOLS["remember"].invoke(ctx, json.dumps({"text": "Invoices come monthly"}))
+    assert memory(root) == (
+        "# Memory\n\n- Invoices come monthly (from untrusted inbox/[REDACTED].txt)\n"
     )
 
 

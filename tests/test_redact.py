@@ -108,6 +108,56 @@ def test_credentials_in_headers_urls_and_pem_blocks() -> None:
     assert json.loads(redact(cut)) == {"content": "[REDACTED]"}
 
 
+# Credentials that files hold under a name that says so, each as read and as redacted.
+NAMED = [
+    # what actions/checkout writes into .git/config, and the lower-case forms of the header
+    (
+        '[http "https://github.com/"]\n\textraheader = AUTHORIZATION: basic '
+        "eC1hY2Nlc3MtdG9rZW46Z2hzXzE2QzdlNDJGMjkyYzY5MTJFNzcx\n",
+        '[http "https://github.com/"]\n\textraheader = AUTHORIZATION: basic [REDACTED]\n',
+    ),
+    ("authorization: basic dXNlcjpodW50ZXIy", "authorization: basic [REDACTED]"),
+    ("authorization: bearer abc123.def456", "authorization: bearer [REDACTED]"),
+    ("curl -H 'Authorization: token 9f8e7d6c5b'", "curl -H 'Authorization: token [REDACTED]'"),
+    ('{"authorization": "Bearer abc123def456"}', '{"authorization": "Bearer [REDACTED]"}'),
+    # .env files, shells, compose files
+    (
+        "DB_HOST=db\nDB_PASSWORD=hunter2\nSECRET=s3cr3t\nTOKEN=t0k3n-abc\nAPI_KEY=k-123\n",
+        "DB_HOST=db\nDB_PASSWORD=[REDACTED]\nSECRET=[REDACTED]\nTOKEN=[REDACTED]\n"
+        "API_KEY=[REDACTED]\n",
+    ),
+    ("export GITHUB_TOKEN=changeme # set later", "export GITHUB_TOKEN=[REDACTED] # set later"),
+    ('PASSWORD="correct horse battery"', 'PASSWORD="[REDACTED]"'),
+    ("SECRET='it is me'", "SECRET='[REDACTED]'"),
+    (
+        "environment:\n  - POSTGRES_PASSWORD=example",
+        "environment:\n  - POSTGRES_PASSWORD=[REDACTED]",
+    ),
+    # YAML and JSON
+    ("db:\n  password: hunter2\n  user: mara", "db:\n  password: [REDACTED]\n  user: mara"),
+    ('api_key: "abc def"', 'api_key: "[REDACTED]"'),
+    ("- client_secret: x-9Yz", "- client_secret: [REDACTED]"),
+    ("npmAuthToken: npm-0a1b2c", "npmAuthToken: [REDACTED]"),
+    (
+        '{"user": "mara", "password": "hunter2", "access_token": "ya29.a0Af"}',
+        '{"user": "mara", "password": "[REDACTED]", "access_token": "[REDACTED]"}',
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "redacted"), NAMED)
+def test_credentials_named_in_files_are_redacted(text: str, redacted: str) -> None:
+    """Read from a `.git/config`, a `.env` file, a YAML or JSON file, and so in a tool
+    result: as the file says it, and inside a transcript line (JSON of the text) and a tool
+    call's arguments there (JSON of JSON)."""
+    redact = Redactor()
+    assert redact(text) == redacted
+    line = json.dumps({"content": text}, ensure_ascii=False)
+    assert json.loads(redact(line)) == {"content": redacted}
+    call = json.dumps({"arguments": json.dumps({"content": text})})
+    assert json.loads(json.loads(redact(call))["arguments"]) == {"content": redacted}
+
+
 NORMAL_TEXT = [
     "no key here, though: sk-short and sk-learn-compatible-estimators",
     "risk-assessment-for-the-quarterly-report and task-0123456789abcdefghij",
@@ -118,6 +168,15 @@ NORMAL_TEXT = [
     '{"path": "workspace/reports/2026-11-22.md", "content": "# Report\\n\\n- ok"}',
     "-----BEGIN PUBLIC KEY-----\nMIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8\n-----END PUBLIC KEY-----",
     "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk",
+    # names that say secret, without one: prose, empty values, references, numbers, code
+    "Fill in the password field; the token budget is the key: value pairs below.",
+    'TOKEN= (empty until the first deploy), PASSWORD=, SECRET=""',
+    "GITHUB_TOKEN=${{ secrets.GITHUB_TOKEN }}\nAPI_KEY=$API_KEY\nPASSWORD_MIN_LENGTH=12",
+    "SKIP_AUTH=true\nTOKEN_TTL=3600\ntoken_type: bearer\npassword_hash: none",
+    "def login(token=token, password=password):\n    api_key: Optional[str] = None",
+    "class Settings:\n    password: str\n    token: SecretStr\n    API_KEY = os.environ['X']",
+    "the authorization: basic idea is simple; Authorization: Bearer <token>",
+    "password: # set in the vault\nsecret: |\n",
 ]
 
 

@@ -214,3 +214,92 @@ def test_remember_keeps_no_key_in_memory(tmp_path: Path) -> None:
         assert claw(root, "run", env=env).exit_code == 0
     memory = (root / "workspace" / "MEMORY.md").read_text()
     assert key not in memory and "- api: the key is " in memory
+
+
+# Credentials in the project's files, as a checkout and a deploy leave them: redacted by
+# their names, not their shapes (none of them is a key shape claw knows).
+GIT_BASIC = "eC1hY2Nlc3MtdG9rZW46bG93ZXJjYXNlLWJhc2lj"
+ENV_FILES = {
+    ".git/config": (
+        '[remote "origin"]\n\turl = https://github.com/mara/site\n'
+        f'[http "https://github.com/"]\n\textraheader = AUTHORIZATION: basic {GIT_BASIC}\n'
+    ),
+    ".env": "DB_HOST=db\nDB_PASSWORD=Hunter2-env-pw\nexport API_KEY='k3y with space'\nTOKEN=\n",
+    "deploy.yaml": "deploy:\n  user: mara\n  password: yaml-pw-77\n",
+}
+FILE_SECRETS = (GIT_BASIC, "Hunter2-env-pw", "k3y with space", "yaml-pw-77")
+
+
+def test_credentials_read_from_files_reach_no_sink(tmp_path: Path) -> None:
+    """The model reads the files (the tool results go into the transcript), quotes each
+    credential in its answer (the output, the ledger, the daily note) and remembers one."""
+    from fake_openai import FakeOpenAI, call, text, tool_calls
+
+    clawfile = (
+        "version: 1\nmodel: m\ntasks:\n  t:\n    prompt: Check the deploy settings.\n"
+        "    output: out/report.md\n    tools: [read, remember]\n"
+    )
+    root = make_project(tmp_path / "p", clawfile, ENV_FILES)
+    answer = (
+        f"git sends authorization: basic {GIT_BASIC}\n"
+        "DB_PASSWORD=Hunter2-env-pw\nAPI_KEY='k3y with space'\npassword: yaml-pw-77\n"
+    )
+    with FakeOpenAI() as server:
+        server.enqueue(
+            tool_calls(*(call("read", {"path": rel}) for rel in ENV_FILES)),
+            tool_calls(call("remember", {"key": "deploy", "text": "password: yaml-pw-77"})),
+            text(answer),
+        )
+        env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-x", "CLAW_NOW": NOW}
+        run = claw(root, "run", "--json", env=env)
+    assert run.exit_code == 0, run.stderr
+    seen = {name: text for name, text in sinks(root) if not name.startswith(tuple(ENV_FILES))}
+    assert {"out/report.md", "workspace/MEMORY.md", "state.db"} <= set(seen)
+    assert any(name.endswith(".jsonl") for name in seen)
+    leaks = {name: [s for s in FILE_SECRETS if s in text] for name, text in seen.items()}
+    assert {name: found for name, found in leaks.items() if found} == {}
+    assert (root / "out/report.md").read_text() == (
+        "git sends authorization: basic [REDACTED]\n"
+        "DB_PASSWORD=[REDACTED]\nAPI_KEY='[REDACTED]'\npassword: [REDACTED]\n"
+    )
+
+
+def test_remember_checks_key_and_text_before_it_changes_them(tmp_path: Path) -> None:
+    """remember lower-cases a key and joins a text's lines: a secret lower-cased or with its
+    whitespace changed is no longer the value or shape the redactor knows, so each is checked
+    as it came. A key that is a secret is refused (masked, it would be every such fact's key)."""
+    from fake_openai import FakeOpenAI, call, text, tool_calls
+
+    from claw_batch.transcript import read_events
+
+    declared = "Dpl0y-Token-MixedCase"  # DEPLOY_TOKEN's value: known by the variable's name
+    aws = "AKIAABCDEFGHIJKLMNOP"  # known by its shape, which lower case is not
+    spaced = "two  spaces\tand a tab"  # DB_PASSWORD's value, whitespace and all
+    clawfile = "version: 1\nmodel: m\ntasks:\n  t: {prompt: hi, tools: [remember]}\n"
+    root = make_project(tmp_path / "p", clawfile)
+    with FakeOpenAI() as server:
+        server.enqueue(
+            tool_calls(
+                call("remember", {"key": declared, "text": "the deploy token"}),
+                call("remember", {"key": aws, "text": "the aws key id"}),
+                call("remember", {"key": "db", "text": f"the password is {spaced}"}),
+            ),
+            text("done"),
+        )
+        env = {
+            "OPENAI_BASE_URL": server.base_url,
+            "OPENAI_API_KEY": "sk-x",
+            "DEPLOY_TOKEN": declared,
+            "DB_PASSWORD": spaced,
+            "CLAW_NOW": NOW,
+        }
+        assert claw(root, "run", env=env).exit_code == 0
+    memory = (root / "workspace" / "MEMORY.md").read_text()
+    assert memory == "- key: value\n- db: the password is [REDACTED]\n"
+    (transcript,) = (root / ".claw" / "runs").glob("*/t.jsonl")
+    results = [e["content"] for e in read_events(transcript) if e["type"] == "tool_result"]
+    refused = (
+        "error: refused: the key looks like a secret (a credential's value or shape), and "
+        "MEMORY.md goes into every later prompt: name the fact in plain words, e.g. release-day"
+    )
+    assert results == [refused, refused, "remembered db"]

@@ -56,7 +56,12 @@ def remember(
     key: Key = None,
 ) -> str:
     """Save a fact to MEMORY.md for later runs; the same key replaces it."""
-    fact = memoryfile.marked(ctx.redact(_one_line(text)), ctx.untrusted)
+    _refuse_secret_key(ctx, key)
+    # Redacted before it is made one line (a known value with a tab or a newline in it would
+    # no longer be that value), and the whole line again after: joining lines can complete a
+    # credential (`Bearer` at a line's end, the token on the next), and the source that the
+    # mark names is a dropped file's name.
+    fact = ctx.redact(memoryfile.marked(_one_line(ctx.redact(text)), ctx.untrusted))
     shown = f"{ctx.workspace}/{memoryfile.MEMORY_FILE}"
     real = _confined(ctx.root, shown)
     with _LOCK:
@@ -148,6 +153,19 @@ def _write(real: Path, shown: str, content: str | list[str]) -> None:
         write_atomic(real, text.encode("utf-8", "surrogateescape"))
     except OSError as e:
         raise ToolError(f"cannot write {shown}: {e.strerror or e}") from None
+
+
+def _refuse_secret_key(ctx: ToolContext, key: str | None) -> None:
+    """A key goes into MEMORY.md lower-cased, and so into every later system prompt: it is
+    checked as it came, since a secret lower-cased is no longer the value or shape the
+    redactor knows (AKIA…, a declared key). Refused rather than masked: `[REDACTED]` would
+    be every such fact's key."""
+    if key is not None and ctx.redact(key) != key:
+        raise ToolError(
+            "refused: the key looks like a secret (a credential's value or shape), and "
+            f"{memoryfile.MEMORY_FILE} goes into every later prompt: name the fact in plain "
+            "words, e.g. release-day"
+        )
 
 
 def _one_line(text: str) -> str:
