@@ -67,6 +67,8 @@ def _resident(leader: int, limit: int) -> int:
     the proportional sizes instead (shared pages split among their holders)."""
     proc = f"/proc/{leader}/root/proc"
     try:
+        if os.stat(proc).st_dev == os.stat("/proc").st_dev:
+            return 0  # bwrap has not yet made the sandbox's root: that is the host's /proc
         pids = [n for n in os.listdir(proc) if n.isdigit()]
     except OSError:  # the sandbox is gone
         return 0

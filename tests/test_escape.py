@@ -11,11 +11,14 @@ OpenAI server scripted to obey. Nothing may be read, and no one may connect.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import secrets
+import shutil
 import socket
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +28,13 @@ from fake_openai import FakeOpenAI, call, text, tool_calls
 from helpers import claw, make_project
 
 from claw_batch import sandbox
+from claw_batch.childenv import scrubbed_env
+from claw_batch.errors import ToolError
+from claw_batch.paths import Policy
+from claw_batch.sandbox import Bubblewrap
+from claw_batch.tools import bash as bash_tool
+from claw_batch.tools.base import Command, ToolContext
+from claw_batch.tools.registry import TOOLS
 
 ROOT = os.geteuid() == 0
 UNAVAILABLE = sandbox.unavailable(ROOT)
@@ -208,3 +218,261 @@ def test_a_skill_folder_that_is_a_symlink_out_opens_nothing(
     (root / "workspace" / "skills" / "evil2").symlink_to(host.private)
     results = run_probe(root, server, look(host) + "; cat skills/evil/secret.txt")
     assert_nothing_reached(host, root, results)
+
+
+# --- no capability: a mount mistake exposes only what nobody may read -------------------------
+
+MODES = ["privileged", "userns"] if ROOT else ["userns"]
+NO_CAPS = "\n".join(f"{name}:\t0000000000000000" for name in ("Inh", "Prm", "Eff", "Bnd", "Amb"))
+
+
+@pytest.fixture(params=MODES)
+def mode(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def bash_in(
+    root: Path,
+    mode: str,
+    command: str,
+    *,
+    write: tuple[str, ...] = ("out/**",),
+    protected: tuple[str, ...] = (".git", ".claw", "workspace/memory"),
+    outside: tuple[str, ...] = (),
+) -> str:
+    """The bash tool's answer to `command`, sandboxed as a runner that is root (privileged)
+    or not (userns) would have it."""
+    policy = Policy(root, write_globs=write, protected=protected)
+    box = dataclasses.replace(
+        sandbox.for_job(policy, network=False), privileged=mode == "privileged", outside=outside
+    )
+    ctx = ToolContext(root, policy, scrubbed_env(), time.monotonic() + 60, True, box)
+    return TOOLS["bash"].invoke(ctx, json.dumps({"command": command}))
+
+
+def test_the_command_holds_no_capability(tmp_path: Path, mode: str) -> None:
+    root = project(tmp_path)
+    out = bash_in(root, mode, "grep ^Cap /proc/self/status | sed s/^Cap//; id -u")
+    uid = "65534" if mode == "privileged" else str(os.geteuid())
+    assert out == f"exit code 0\n{NO_CAPS}\n{uid}"
+
+
+@pytest.mark.skipif(not ROOT, reason="as root, the command is nobody with no capability")
+def test_a_mount_mistake_exposes_only_what_nobody_may_read(tmp_path: Path, host: Host) -> None:
+    """Were a private folder mounted by mistake (here: as if an offered skill's), the
+    command could list and read nothing in it: it used to hold CAP_DAC_OVERRIDE."""
+    root = project(tmp_path)
+    command = f"ls {host.private}; cat {host.private}/secret.txt; cat {host.outside}/app.env"
+    out = bash_in(root, "privileged", command, outside=(str(host.outside),))
+    assert out == (
+        "exit code 1\n"
+        f"ls: cannot open directory '{host.private}': Permission denied\n"
+        f"cat: {host.private}/secret.txt: Permission denied\n"
+        f"cat: {host.outside}/app.env: Permission denied"
+    )
+
+
+@pytest.mark.skipif(not ROOT, reason="as root, the command writes the project as its owner")
+@pytest.mark.parametrize("owner", [0, 4242])
+def test_as_root_the_command_writes_as_the_project_owner(tmp_path: Path, owner: int) -> None:
+    """Through the id-mapped mount: the owner's files are nobody's in the sandbox, what
+    nobody makes is the owner's on disk, and the write directory claw makes is the owner's.
+    A third user's file is to the command another user's (readable, not writable)."""
+    root = project(tmp_path)
+    (root / "third.txt").write_text("third\n")
+    for path in (root, *root.rglob("*")):
+        os.chown(path, owner, owner, follow_symlinks=False)
+    os.chown(root / "third.txt", 5151, 5151)
+    command = (
+        "stat -c %u clawfile.yaml; echo new > out/new.txt; cat third.txt; "
+        "echo x >> third.txt; echo ok >> workspace/AGENTS.md"
+    )
+    out = bash_in(root, "privileged", command, write=("out/**", "third.txt", "workspace/**"))
+    assert out == ("exit code 0\n65534\nthird\nbash: line 1: third.txt: Permission denied")
+    for made in ("out", "out/new.txt"):
+        assert ((root / made).stat().st_uid, (root / made).stat().st_gid) == (owner, owner)
+    assert (root / "workspace/AGENTS.md").read_text().endswith("ok\n")
+    assert (root / "third.txt").read_text() == "third\n"
+
+
+@pytest.mark.skipif(not ROOT, reason="needs a filesystem root may mount but not id-map")
+def test_bash_is_refused_where_the_project_cannot_be_id_mapped() -> None:
+    """sysfs has no id-mapped mounts: as root, no way for nobody to write the project."""
+    with pytest.raises(ToolError) as refused:
+        bash_in(Path("/sys/kernel"), "privileged", "true", write=())
+    assert str(refused.value) == (
+        "bash is refused: as root, claw runs commands as nobody, with no capability, and "
+        "lets them write the project as its owner through an id-mapped mount, which cannot "
+        "be made here (mount_setattr: the project's filesystem has no id-mapped mounts); "
+        "run claw as the project's owner instead of root, or let this task run bash "
+        "unsandboxed with `sandbox: none`"
+    )
+
+
+@pytest.mark.skipif(not ROOT, reason="starts the sandbox as another user: needs root")
+def test_a_runner_that_is_not_root_writes_as_itself_with_no_capability(tmp_path: Path) -> None:
+    """How most people run claw: bwrap's user namespace maps the runner, who owns the
+    project; the command holds nothing in it either."""
+    proj = Path("/tmp") / f"claw-escape-{secrets.token_hex(8)}"
+    proj.mkdir(mode=0o755)
+    try:
+        os.chown(proj, 4242, 4242)
+        box = Bubblewrap(proj, writable=("",), privileged=False)
+        check = "grep ^Cap /proc/self/status | sed s/^Cap//; id -u; echo x > made.txt"
+        with box.command(Command(("bash", "-c", check), scrubbed_env()), cwd=proj, seconds=9) as c:
+            as_runner = ("setpriv", "--reuid=4242", "--regid=4242", "--clear-groups")
+            ran = bash_tool.run(
+                Command((*as_runner, *c.argv), c.env, c.pass_fds), cwd=proj, timeout=30
+            )
+        assert (ran.code, ran.output) == (0, f"{NO_CAPS}\n4242")
+        assert (proj / "made.txt").stat().st_uid == 4242
+    finally:
+        shutil.rmtree(proj)
+
+
+# --- what decides the next run: never changed, never made, whatever the write globs say -------
+
+CONTROL = (  # the lead's list in prepare.policy_for, given here explicitly
+    "clawfile.yaml",
+    "prompts",
+    "skills",
+    "workspace/skills",
+    *(f"workspace/{name}.md" for name in ("AGENTS", "SOUL", "USER", "IDENTITY", "MEMORY")),
+    "workspace/memory",
+    ".git",
+    ".claw",
+    ".gitignore",
+    ".ignore",
+    ".rgignore",
+)
+PRESENT = {  # the rest of CONTROL is missing: workspace/skills, SOUL, USER, IDENTITY, .ignore…
+    "prompts/p.md": "Summarise.\n",
+    "skills/s/SKILL.md": "---\nname: s\ndescription: d\n---\n",
+    "workspace/memory/2026-11-21.md": "- did things\n",
+    ".gitignore": ".claw/\n",
+    "notes/a.md": "a note\n",
+    "workspace/notes/n.md": "a workspace note\n",
+}
+ATTACKS = [  # each as an obedient model would try it; the project tells what worked
+    "echo evil > clawfile.yaml",
+    "echo evil >> prompts/p.md",
+    "echo evil > workspace/AGENTS.md",
+    "sed -i s/Be/Do/ workspace/AGENTS.md",
+    "echo '- evil' >> workspace/MEMORY.md",
+    "echo > .gitignore",
+    "echo evil > skills/s/SKILL.md",
+    "echo evil > workspace/SOUL.md",  # missing ones: made
+    "echo '*' > .ignore",
+    "ln -s notes/a.md .rgignore",
+    "mkdir -p workspace/skills/evil && echo evil > workspace/skills/evil/SKILL.md",
+    "echo evil > prompts/new.md",
+    "mkdir skills/evil",
+    "echo evil > workspace/memory/2026-11-22.md",
+    "echo evil > .git/hooks/pre-commit",
+    "rm -f clawfile.yaml workspace/AGENTS.md .gitignore",  # removed
+    "rm -rf prompts skills workspace/memory .git",
+    "mv clawfile.yaml notes/",  # renamed, or carried away with their folder
+    "mv prompts notes/",
+    "mv notes/a.md workspace/USER.md",
+    "mv workspace notes/ws && mkdir -p workspace && echo evil > workspace/AGENTS.md",
+    "mv workspace/memory notes/m && mkdir workspace/memory",
+    "ln clawfile.yaml notes/hard && echo evil >> notes/hard",  # linked
+    "ln -sf ../clawfile.yaml notes/link && echo evil >> notes/link",
+    "cd workspace && mv ../workspace ../w2; echo evil > IDENTITY.md",
+]
+
+
+def tree(root: Path, paths: tuple[str, ...]) -> dict[str, str]:
+    """Each of `paths` and all below it: a file's content, a link's target, or missing."""
+    found: dict[str, str] = {}
+    for rel in paths:
+        top = root / rel
+        if not os.path.lexists(top):
+            found[rel] = "missing"
+            continue
+        below = [] if top.is_symlink() or not top.is_dir() else sorted(top.rglob("*"))
+        for path in (top, *below):
+            name = path.relative_to(root).as_posix()
+            if path.is_symlink():
+                found[name] = "-> " + os.readlink(path)
+            elif path.is_dir():
+                found[name] = "folder"
+            else:
+                found[name] = path.read_text(errors="replace")
+    return found
+
+
+def control_project(tmp_path: Path) -> Path:
+    root = make_project(tmp_path / "proj", CLAWFILE, PRESENT)
+    root.chmod(0o755)
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    (root / ".claw").mkdir()
+    (root / ".claw" / "state.db").write_text("runner state\n")
+    return root
+
+
+@pytest.mark.parametrize("write", [("**",), ("workspace/**",)], ids=["all", "workspace"])
+def test_a_command_changes_nothing_that_decides_the_next_run(
+    tmp_path: Path, mode: str, write: tuple[str, ...]
+) -> None:
+    root = control_project(tmp_path)
+    before = tree(root, CONTROL)
+    for attack in ATTACKS:  # one call each: a failed step does not hide the next
+        bash_in(root, mode, f"{{ {attack}; }} 2>/dev/null", write=write, protected=CONTROL)
+    assert tree(root, CONTROL) == before
+
+
+def test_what_sealing_costs_and_what_it_leaves(tmp_path: Path, mode: str) -> None:
+    """`.ignore` is missing, so the root is sealed: its files change in place, its folders
+    as usual, but nothing is made, removed or renamed directly in it."""
+    root = control_project(tmp_path)
+    commands = [
+        "echo more >> notes/a.md",
+        "echo new > notes/b.md && mv notes/b.md notes/c.md",
+        "mkdir -p notes/deep/er && echo x > notes/deep/er/x.md && rm -r notes/deep",
+        "echo in-place >> README.md",
+        "echo x > top.md",
+        "sed -i s/in-place/sed/ README.md",
+        "rm README.md",
+        "mv notes notes2",
+    ]
+    (root / "README.md").write_text("hello\n")
+    script = "; ".join(f"{{ {c}; }} 2>/dev/null; echo $?" for c in commands)
+    out = bash_in(root, mode, script, write=("**",), protected=CONTROL)
+    assert out == "exit code 0\n" + "\n".join(["0", "0", "0", "0", "1", "4", "1", "1"])
+    assert (root / "README.md").read_text() == "hello\nin-place\n"
+    assert sorted(os.listdir(root / "notes")) == ["a.md", "c.md"]
+    assert not (root / "top.md").exists()
+
+
+def test_a_protected_path_through_a_symlink_is_protected_where_it_resolves(
+    tmp_path: Path, mode: str
+) -> None:
+    root = project(tmp_path)
+    (root / "conf").mkdir()
+    os.replace(root / "clawfile.yaml", root / "conf" / "clawfile.yaml")
+    (root / "clawfile.yaml").symlink_to("conf/clawfile.yaml")
+    before = tree(root, ("clawfile.yaml", "conf"))
+    attacks = [
+        "echo evil >> conf/clawfile.yaml",
+        "echo evil >> clawfile.yaml",
+        "rm clawfile.yaml",
+        "ln -sf notes/evil.yaml clawfile.yaml",
+        "mv conf conf2",
+    ]
+    for attack in attacks:
+        bash_in(root, mode, f"{{ {attack}; }} 2>/dev/null", write=("**",), protected=CONTROL)
+    assert tree(root, ("clawfile.yaml", "conf")) == before
+
+
+def test_too_many_entries_to_seal_refuses_the_call(tmp_path: Path) -> None:
+    root = control_project(tmp_path)
+    for n in range(300):
+        (root / "notes" / f"{n}.md").write_text("x\n")
+    with pytest.raises(ToolError) as refused:
+        bash_in(root, MODES[0], "true", write=("notes/**",), protected=("notes/.ignore",))
+    assert str(refused.value) == (
+        "the sandbox would need 302 mounts (at most 256) to keep the protected paths from "
+        "being made in the write directories; give this task narrower permissions.write, "
+        "or fewer entries in those folders"
+    )

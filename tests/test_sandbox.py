@@ -467,12 +467,13 @@ def test_an_output_flood_is_cut_short(root: Path, mode: str, command: str) -> No
 
 
 def test_limits_are_set_inside(root: Path, mode: str) -> None:
-    limits = Limits(processes=50, file_bytes=10 * 1024)
-    out = run(context(root, mode, limits=limits), "ulimit -u -f -t -c", timeout=7)
+    limits = Limits(processes=50, file_bytes=10 * 1024, memory=64 << 20)
+    out = run(context(root, mode, limits=limits), "ulimit -u -f -d -t -c", timeout=7)
     assert out == (
         "exit code 0\n"
         "max user processes                  (-u) 50\n"
         "file size                   (blocks, -f) 10\n"
+        "data seg size               (kbytes, -d) 65536\n"
         "cpu time                   (seconds, -t) 7\n"
         "core file size              (blocks, -c) 0"
     )
