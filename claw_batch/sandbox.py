@@ -132,11 +132,9 @@ class Bubblewrap:
                 *host.system(self.network, self.limits.tmp_bytes),
                 *[a for path in self.outside for a in host.ro(path)],
                 *project,
-                "--chdir",
-                str(cwd),
                 "--remount-ro",
                 "/",
-                *self._inside(seconds),
+                *self._inside(seconds, cwd),
                 *command.argv,
             ]
             passed = (*command.pass_fds, *kept, status, *([] if ns is None else [ns]))
@@ -171,8 +169,11 @@ class Bubblewrap:
         spaces = ["--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"]
         return [*spaces, *net, *common, *caps]
 
-    def _inside(self, seconds: float) -> list[str]:
-        """What runs inside before the command: (as root) the switch to nobody, the limits."""
+    def _inside(self, seconds: float, cwd: Path) -> list[str]:
+        """What runs inside before the command: (as root) the switch to nobody, the limits,
+        the working directory. bwrap changes directory with what it keeps of root's
+        rights; as root, that is none: nobody does it, once it is nobody (a 0700 project
+        is its owner's, so nobody's)."""
         lim = self.limits
         limits = [
             _helper("prlimit"),
@@ -184,8 +185,10 @@ class Bubblewrap:
             "--",
         ]
         if not self.privileged:
-            return limits
+            return ["--chdir", str(cwd), *limits]
         become = [
+            "--chdir",
+            "/",
             _helper("setpriv"),
             f"--reuid={NOBODY}",
             f"--regid={NOBODY}",
@@ -196,7 +199,7 @@ class Bubblewrap:
             "--no-new-privs",
             "--",
         ]
-        return [*become, *limits]
+        return [*become, *limits, _helper("env"), f"--chdir={cwd}", "--"]
 
     def _env(self, env: Mapping[str, str]) -> dict[str, str]:
         """Passed as bwrap's own environment, not as --setenv: a command line is readable by
@@ -265,7 +268,7 @@ def problem(
         probe = Bubblewrap(real, writable=("",), privileged=privileged, executable=bwrap)
         try:
             cmd = Command(("true",), {})
-            with probe.command(cmd, cwd=real, seconds=10, idmapped=False) as cmd:
+            with probe.command(cmd, cwd=Path("/"), seconds=10, idmapped=False) as cmd:
                 done = subprocess.run(
                     cmd.argv,
                     env=cmd.env,

@@ -102,6 +102,15 @@ def test_the_project_is_read_only_but_its_write_directories(root: Path, mode: st
     assert (root / "README.md").read_text() == "hello\n"
 
 
+def test_a_project_only_its_owner_may_enter_works(root: Path, mode: str) -> None:
+    """As root the command is nobody, who is the owner through the id-mapped mount; it, not
+    bwrap (root without its rights), enters the working directory."""
+    root.chmod(0o700)
+    out = run(context(root, mode), "pwd; echo new > out/a.txt; cat README.md")
+    assert out == f"exit code 0\n{root}\nhello"
+    assert (root / "out/a.txt").read_text() == "new\n"
+
+
 def test_writes_outside_the_project_never_reach_the_host(
     root: Path, mode: str, tmp_path: Path
 ) -> None:
