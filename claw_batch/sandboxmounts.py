@@ -53,7 +53,8 @@ class Plan:
         self, writable: tuple[str, ...], protected: tuple[str, ...]
     ) -> tuple[list[str], list[int]]:
         """bwrap's mount arguments for the project, and the descriptors they name."""
-        protected = _with_targets(self.root, protected)
+        # Never a path out of the project: claw names these, but a mount follows no check.
+        protected = _with_targets(self.root, tuple(p for p in protected if _inside(p)))
         mounted = []
         for rel in sorted(set(writable), key=_depth):
             if _under_any(rel, protected):
@@ -195,6 +196,11 @@ def _with_targets(root: str, protected: tuple[str, ...]) -> tuple[str, ...]:
         if real != _join(root, rel) and host.under(real, root) and real != root:
             found.setdefault(real[len(root) + 1 :] if root != "/" else real[1:])
     return tuple(found)
+
+
+def _inside(rel: str) -> bool:
+    parts = PurePosixPath(rel).parts
+    return bool(parts) and not rel.startswith("/") and ".." not in parts and "." not in parts
 
 
 def _bindable(fd: int) -> bool:

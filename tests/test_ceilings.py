@@ -7,13 +7,16 @@ import dataclasses
 import json
 import os
 import re
+import secrets
+import shutil
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from fake_openai import FakeOpenAI, call, text, tool_calls
-from helpers import claw, make_project
+from helpers import AS_RUNNER, RUNNER, claw, make_project, runner_env, runner_python
 
 from claw_batch import sandbox
 from claw_batch.childenv import scrubbed_env
@@ -91,6 +94,53 @@ def test_writing_past_the_disk_limit_is_stopped(root: Path, mode: str) -> None:
 def test_within_the_limits_nothing_is_stopped(root: Path, mode: str) -> None:
     command = "head -c 10M /dev/zero > out/a; python3 -c 'x = b\"x\" * (20 << 20)'; echo done"
     assert run(root, mode, command, Limits(memory=200 * MB, disk=64 * MB)) == "exit code 0\ndone"
+
+
+RUN_AS_RUNNER = """
+import dataclasses, json, sys, time
+from pathlib import Path
+from claw_batch import sandbox
+from claw_batch.childenv import scrubbed_env
+from claw_batch.paths import Policy
+from claw_batch.tools.base import ToolContext
+from claw_batch.tools.registry import TOOLS
+
+root = Path(sys.argv[1])
+policy = Policy(root, write_globs=("out/**",))
+limits = sandbox.Limits(memory=100 << 20)
+box = dataclasses.replace(sandbox.for_job(policy, network=False), limits=limits)
+ctx = ToolContext(root, policy, scrubbed_env(), time.monotonic() + 90, True, box)
+print(TOOLS["bash"].invoke(ctx, json.dumps({"command": sys.argv[2], "timeout": 60})))
+"""
+
+
+@pytest.mark.skipif(not ROOT, reason="runs the bash tool as another user: needs root")
+def test_a_runner_that_is_not_root_is_watched_too() -> None:
+    """Its claw reads the sandbox's /proc as the owner of the sandbox's user namespace."""
+    proj = Path("/tmp") / f"claw-ceilings-{secrets.token_hex(8)}"
+    proj.mkdir(mode=0o755)
+    try:
+        os.chown(proj, RUNNER, RUNNER)
+        env = {**runner_env(), "HOME": str(proj)}
+        python = runner_python(env)
+        if python is None:
+            pytest.skip("no interpreter another user may start imports this claw")
+        hold = "python3 -c 'x = b\"x\" * (40 << 20); import time; time.sleep(60)'"
+        command = f"for i in 1 2 3 4; do {hold} & done; wait"
+        ran = subprocess.run(
+            [*AS_RUNNER, python, "-c", RUN_AS_RUNNER, str(proj), command],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=90,
+        )
+    finally:
+        shutil.rmtree(proj, ignore_errors=True)
+    assert re.fullmatch(
+        r"killed: its processes held \d+(\.\d)?M of memory, more than limits\.memory \(100M\) "
+        r"\(the command and its children were killed\)\n\(no output\)\n",
+        ran.stdout,
+    ), (ran.stdout, ran.stderr)
 
 
 # --- limits: in the clawfile --------------------------------------------------------------------

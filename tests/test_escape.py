@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 from fake_openai import FakeOpenAI, call, text, tool_calls
-from helpers import claw, make_project
+from helpers import AS_RUNNER, RUNNER, claw, make_project, runner_env, runner_python
 
 from claw_batch import sandbox
 from claw_batch.childenv import scrubbed_env
@@ -316,16 +316,15 @@ def test_a_runner_that_is_not_root_writes_as_itself_with_no_capability(tmp_path:
     proj = Path("/tmp") / f"claw-escape-{secrets.token_hex(8)}"
     proj.mkdir(mode=0o755)
     try:
-        os.chown(proj, 4242, 4242)
+        os.chown(proj, RUNNER, RUNNER)
         box = Bubblewrap(proj, writable=("",), privileged=False)
         check = "grep ^Cap /proc/self/status | sed s/^Cap//; id -u; echo x > made.txt"
         with box.command(Command(("bash", "-c", check), scrubbed_env()), cwd=proj, seconds=9) as c:
-            as_runner = ("setpriv", "--reuid=4242", "--regid=4242", "--clear-groups")
             ran = bash_tool.run(
-                Command((*as_runner, *c.argv), c.env, c.pass_fds), cwd=proj, timeout=30
+                Command((*AS_RUNNER, *c.argv), c.env, c.pass_fds), cwd=proj, timeout=30
             )
-        assert (ran.code, ran.output) == (0, f"{NO_CAPS}\n4242")
-        assert (proj / "made.txt").stat().st_uid == 4242
+        assert (ran.code, ran.output) == (0, f"{NO_CAPS}\n{RUNNER}")
+        assert (proj / "made.txt").stat().st_uid == RUNNER
     finally:
         shutil.rmtree(proj)
 
@@ -476,3 +475,56 @@ def test_too_many_entries_to_seal_refuses_the_call(tmp_path: Path) -> None:
         "being made in the write directories; give this task narrower permissions.write, "
         "or fewer entries in those folders"
     )
+
+
+# --- the same, for a runner that is not root ----------------------------------------------------
+
+
+@pytest.mark.skipif(not ROOT, reason="runs claw as another user: needs root")
+def test_for_a_runner_that_is_not_root_a_git_file_opens_nothing(server: FakeOpenAI) -> None:
+    """The runner's own private files (its home here) were readable through `gitdir: /`."""
+    top = Path("/tmp") / f"claw-escape-{secrets.token_hex(8)}"
+    home, root = top / "home", top / "proj"
+    try:
+        make_project(root, CLAWFILE)
+        (home / ".ssh").mkdir(parents=True)
+        canary = f"canary-{secrets.token_hex(8)}"
+        (home / ".ssh" / "id_ed25519").write_text(canary + "\n")
+        (root / ".git").write_text("gitdir: /\n")
+        for path in (top, *top.rglob("*")):
+            os.chown(path, RUNNER, RUNNER)
+        for path, mode in ((top, 0o755), (home, 0o700), (home / ".ssh" / "id_ed25519", 0o600)):
+            path.chmod(mode)
+        env = {
+            **runner_env(),
+            "HOME": str(home),
+            "OPENAI_BASE_URL": server.base_url,
+            "OPENAI_API_KEY": KEY,
+            "CLAW_NOW": NOW,
+        }
+        python = runner_python(env)
+        if python is None:
+            pytest.skip("no interpreter another user may start imports this claw")
+        look = f"cat {home}/.ssh/id_ed25519; ls {home}; grep ^CapEff /proc/self/status; id -u"
+        server.enqueue(tool_calls(call("bash", {"command": look})), text("done"))
+        ran = subprocess.run(
+            [*AS_RUNNER, python, "-m", "claw_batch", "run", "probe"],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert ran.returncode == 0, ran.stderr
+        (run_dir,) = (root / ".claw/runs").iterdir()
+        lines = (run_dir / "probe.jsonl").read_text().splitlines()
+        (result,) = [e["content"] for e in map(json.loads, lines) if e["type"] == "tool_result"]
+        assert canary not in result
+        assert result == (
+            "exit code 0\n"
+            f"cat: {home}/.ssh/id_ed25519: No such file or directory\n"
+            f"ls: cannot access '{home}': No such file or directory\n"
+            f"CapEff:\t0000000000000000\n{RUNNER}"
+        )
+    finally:
+        shutil.rmtree(top, ignore_errors=True)

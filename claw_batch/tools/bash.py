@@ -1,9 +1,10 @@
 """bash: one command in the project root, in its own process group, with a hard time limit,
 through the job's sandbox (`claw_batch.sandbox`) unless the task runs it unsandboxed.
 
-The whole group is killed when the command times out, floods its output, and also when it
-ends, so background children can neither outlive the call nor hang it by holding the output
-pipe open. (In the sandbox, that kill takes its whole PID namespace along, `setsid` or not.)
+The whole group is killed when the command times out, floods its output, passes one of the
+sandbox's ceilings (`claw_batch.ceilings`: memory, disk), and also when it ends, so
+background children can neither outlive the call nor hang it by holding the output pipe
+open. (In the sandbox, that kill takes its whole PID namespace along, `setsid` or not.)
 """
 
 from __future__ import annotations
