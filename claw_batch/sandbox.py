@@ -132,9 +132,11 @@ class Bubblewrap:
                 *host.system(self.network, self.limits.tmp_bytes),
                 *[a for path in self.outside for a in host.ro(path)],
                 *project,
+                "--chdir",
+                str(cwd),
                 "--remount-ro",
                 "/",
-                *self._inside(seconds, cwd),
+                *self._inside(seconds),
                 *command.argv,
             ]
             passed = (*command.pass_fds, *kept, status, *([] if ns is None else [ns]))
@@ -164,16 +166,16 @@ class Bubblewrap:
             net = ["--share-net"] if self.network else []
             return ["--unshare-all", "--unshare-user", "--disable-userns", *net, *common]
         net = [] if self.network else ["--unshare-net"]
-        # setpriv needs these to become nobody, and drops them all (see _inside)
-        caps = [a for c in ("SETUID", "SETGID", "SETPCAP") for a in ("--cap-add", f"CAP_{c}")]
+        # Held from bwrap to setpriv only, which drops them all (see _inside): setpriv needs
+        # SETUID, SETGID and SETPCAP to become nobody; bwrap enters the working directory
+        # with DAC_READ_SEARCH (a 0700 project is its owner's, so nobody's, not root's).
+        held = ("SETUID", "SETGID", "SETPCAP", "DAC_READ_SEARCH")
+        caps = [a for c in held for a in ("--cap-add", f"CAP_{c}")]
         spaces = ["--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"]
         return [*spaces, *net, *common, *caps]
 
-    def _inside(self, seconds: float, cwd: Path) -> list[str]:
-        """What runs inside before the command: (as root) the switch to nobody, the limits,
-        the working directory. bwrap changes directory with what it keeps of root's
-        rights; as root, that is none: nobody does it, once it is nobody (a 0700 project
-        is its owner's, so nobody's)."""
+    def _inside(self, seconds: float) -> list[str]:
+        """What runs inside before the command: (as root) the switch to nobody, the limits."""
         lim = self.limits
         limits = [
             _helper("prlimit"),
@@ -185,10 +187,8 @@ class Bubblewrap:
             "--",
         ]
         if not self.privileged:
-            return ["--chdir", str(cwd), *limits]
+            return limits
         become = [
-            "--chdir",
-            "/",
             _helper("setpriv"),
             f"--reuid={NOBODY}",
             f"--regid={NOBODY}",
@@ -199,7 +199,7 @@ class Bubblewrap:
             "--no-new-privs",
             "--",
         ]
-        return [*become, *limits, _helper("env"), f"--chdir={cwd}", "--"]
+        return [*become, *limits]
 
     def _env(self, env: Mapping[str, str]) -> dict[str, str]:
         """Passed as bwrap's own environment, not as --setenv: a command line is readable by
@@ -268,7 +268,7 @@ def problem(
         probe = Bubblewrap(real, writable=("",), privileged=privileged, executable=bwrap)
         try:
             cmd = Command(("true",), {})
-            with probe.command(cmd, cwd=Path("/"), seconds=10, idmapped=False) as cmd:
+            with probe.command(cmd, cwd=real, seconds=10, idmapped=False) as cmd:
                 done = subprocess.run(
                     cmd.argv,
                     env=cmd.env,
