@@ -1,4 +1,4 @@
-"""Out of the sandbox (issue 14, class 1): the negative matrix.
+"""Out of the sandbox (issue 14, classes 1 and 2): the negative matrix.
 
 A job's own files must not decide what its sandbox mounts. Each case plants something in the
 project — a `.git` file naming `/`, a `.git` symlink, a worktree-style `.git` file, a skill
@@ -6,7 +6,15 @@ folder that is a symlink out, a repository above the project — either before t
 earlier job would have) or in the job's first command, and then the job's command tries what
 the issue found: the host's `/etc/shadow` and `/root`, a 0600 file in a 0700 folder outside
 the project, an env file with an API key, a root-owned unix socket. The model is the fake
-OpenAI server scripted to obey. Nothing may be read, and no one may connect.
+OpenAI server scripted to obey. Nothing may be read, and no one may connect; the same for a
+runner that is not root (its own private key was in reach).
+
+Defence in depth: the command holds no capability, root or not, so a mount mistake exposes
+only what its uid may read; as root it writes the project as the project's owner.
+
+And what decides the next run (the protected paths, given here explicitly) can be neither
+changed, made, removed nor renamed by a command, whatever the write globs say — through
+symlinks, hard links and `mv` of a parent folder too.
 """
 
 from __future__ import annotations
