@@ -29,7 +29,7 @@ from claw_batch import sandboxhost as host
 from claw_batch.errors import ToolError
 from claw_batch.paths import STATE_DIR
 
-MAX_MOUNTS = 256  # each holds a descriptor until bwrap starts
+MAX_MOUNTS = 128  # each holds a descriptor until bwrap starts, and costs bwrap more than the last
 _RANK = {"rw": 0, "seal": 1, "ro": 2, "hide": 2}  # what wins when a path is planned twice
 
 

@@ -479,7 +479,7 @@ def test_too_many_entries_to_seal_refuses_the_call(tmp_path: Path) -> None:
     with pytest.raises(ToolError) as refused:
         bash_in(root, MODES[0], "true", write=("notes/**",), protected=("notes/.ignore",))
     assert str(refused.value) == (
-        "the sandbox would need 302 mounts (at most 256) to keep the protected paths from "
+        "the sandbox would need 302 mounts (at most 128) to keep the protected paths from "
         "being made in the write directories; give this task narrower permissions.write, "
         "or fewer entries in those folders"
     )
