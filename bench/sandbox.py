@@ -2,9 +2,12 @@
 
 The bash tool (`claw_batch.tools.registry.TOOLS["bash"]`) runs `true`, then `git status`, in a
 small git repository: unsandboxed (`sandbox: none`), and sandboxed each way it can start
-(as root: "privileged", the command as nobody; and "userns", as a runner that is not root).
-The first sandboxed call of a process also pays the probe (one `bwrap ... true`) and the
-walk of /etc; it is shown apart. The difference of the medians is the cost.
+(as root: "privileged", the command as nobody in the project's id-mapped mount namespace;
+and "userns", as a runner that is not root). A third row per mode writes the whole project
+(`write: ["**"]`) with the protected paths of issue 14, some missing, so that the root is
+sealed (each of its entries bound again). The first sandboxed call of a process also pays
+the probe (one `bwrap ... true`), the walk of /etc and, as root, the id-mapped namespace; it
+is shown apart. The difference of the medians is the cost.
 
     python bench/sandbox.py [--calls 50]
 """
@@ -30,9 +33,15 @@ from claw_batch.paths import Policy  # noqa: E402
 from claw_batch.tools.base import ToolContext  # noqa: E402
 from claw_batch.tools.registry import TOOLS  # noqa: E402
 
+PROTECTED = (
+    *("clawfile.yaml", "prompts", "skills", "workspace/skills", "workspace/memory"),
+    *(f"workspace/{name}.md" for name in ("AGENTS", "SOUL", "USER", "IDENTITY", "MEMORY")),
+    *(".git", ".claw", ".gitignore", ".ignore", ".rgignore"),
+)
 
-def context(root: Path, mode: str) -> ToolContext:
-    policy = Policy(root, write_globs=("out/**",), protected=(".git", ".claw", "workspace/memory"))
+
+def context(root: Path, mode: str, write: tuple[str, ...] = ("out/**",)) -> ToolContext:
+    policy = Policy(root, write_globs=write, protected=PROTECTED)
     box = None
     if mode != "none":
         box = sandbox.for_job(policy, network=False)
@@ -58,9 +67,10 @@ def main() -> None:
     modes = ["none", "privileged", "userns"] if os.geteuid() == 0 else ["none", "userns"]
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp).resolve()
-        root.chmod(0o755)  # as root, the sandbox's nobody must be able to search it (access(2))
         subprocess.run(["git", "init", "-q", str(root)], check=True)
-        (root / "README.md").write_text("hello\n")
+        for rel in ("README.md", "clawfile.yaml", "prompts/p.md", "workspace/AGENTS.md"):
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_text("hello\n")
         rows, first = [], []
         for mode in modes:
             ctx = context(root, mode)
@@ -69,11 +79,14 @@ def main() -> None:
             first.append((mode, time.perf_counter() - started))
             for command in ("true", "git status --short"):
                 times = timed(ctx, command, calls)
-                rows.append([mode, f"`{command}`", ms(median(times)), ms(p90(times))])
+                rows.append([mode, "out/**", f"`{command}`", ms(median(times)), ms(p90(times))])
+            if mode != "none":
+                times = timed(context(root, mode, ("**",)), "true", calls)
+                rows.append([mode, "** (sealed)", "`true`", ms(median(times)), ms(p90(times))])
     print(machine())
     print(f"{calls} calls each\n")
-    print(table(["sandbox", "command", "median ms", "p90 ms"], rows))
-    print("\nfirst call of the process (probe and /etc walk included):")
+    print(table(["sandbox", "write", "command", "median ms", "p90 ms"], rows))
+    print("\nfirst call of the process (probe, /etc walk, id-mapped namespace included):")
     print(", ".join(f"{mode} {ms(seconds)} ms" for mode, seconds in first))
 
 

@@ -1,5 +1,6 @@
 """The value types of clawfile.yaml that need more than a type check: names, tools, globs,
-project paths, cron expressions, time zones, JSON Schemas, environment variable names, URLs.
+project paths, cron expressions, time zones, JSON Schemas, environment variable names, URLs,
+sizes.
 
 Each refusal is a `PydanticCustomError` of type "claw" whose message is final: `modelerrors`
 shows it as is, after the file, line and key path.
@@ -68,6 +69,30 @@ def _bash(value: object) -> object:
     ):
         return value
     raise refuse(f"expected true, false or a list of command patterns, got {describe(value)}")
+
+
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)([KMGT]?)\Z")
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+SIZE_RANGE = (1 << 20, 1 << 50)  # 1M to 1024T: a smaller limit stops everything
+
+
+def _size(value: object) -> int:
+    """`limits:` sizes: a number of bytes, or one with K, M, G or T (powers of 1024)."""
+    found = _SIZE.match(value.strip()) if isinstance(value, str) else None
+    if isinstance(value, int) and not isinstance(value, bool):
+        size = value
+    elif found is not None:
+        number = float(found[1]) * _UNITS[found[2]]  # inf for a thousand digits: too large
+        size = int(number) if number <= SIZE_RANGE[1] else SIZE_RANGE[1] + 1
+    else:
+        raise refuse(
+            "expected a size such as 512M or 2G (K, M, G, T: powers of 1024) or a number "
+            f"of bytes, got {describe(value)}"
+        )
+    low, high = SIZE_RANGE
+    if not low <= size <= high:
+        raise refuse(f"{describe(value)} is out of range: a size from 1M to 1024T")
+    return size
 
 
 def _cron(expr: str) -> str:
@@ -233,4 +258,5 @@ PassedEnvNames = Annotated[
     list[Annotated[str, AfterValidator(_passed_env_name)]], BeforeValidator(_one_or_many)
 ]
 HttpUrl = Annotated[str, AfterValidator(_url)]
+Size = Annotated[int, BeforeValidator(_size)]
 OrEmpty = BeforeValidator(_none_as_empty)

@@ -40,6 +40,7 @@ from claw_batch.clawfields import (
     ProjectDir,
     ProjectGlob,
     ProjectGlobs,
+    Size,
     TimeZone,
     ToolName,
     Workspace,
@@ -79,6 +80,13 @@ class BudgetModel(_Strict):
     max_usd: PositiveFloat | None = None  # per job run
     per_day: PositiveFloat | None = None  # USD, all runs of the task in the last 24 hours
     per_week: PositiveFloat | None = None  # USD, all runs of the task in the last 7 days
+
+
+class LimitsModel(_Strict):
+    """What one sandboxed bash call may use, all its processes together."""
+
+    memory: Size | None = None  # None: the sandbox's default
+    disk: Size | None = None  # free space the write directories' filesystem may lose
 
 
 class ProjectBudgetModel(_Strict):
@@ -126,6 +134,7 @@ class TaskSettingsModel(_Strict):
     always: bool = False
     skills: list[str] | None = None
     sandbox: Literal["bubblewrap", "none"] = "bubblewrap"
+    limits: LimitsModel | None = None
 
     refused_keys: ClassVar[dict[str, str]] = {
         "prompt": "'prompt' cannot have a default: each task sets its own"

@@ -66,6 +66,18 @@ class Budget:
 
 
 @dataclass(frozen=True)
+class CallLimits:
+    """`limits:`: what one sandboxed bash call may use; None: the sandbox's default."""
+
+    memory: int | None = None  # bytes, all the call's processes together
+    disk: int | None = None  # bytes of free space its write directories may lose
+
+    @classmethod
+    def of(cls, data: JsonDict | None) -> CallLimits:
+        return cls() if data is None else cls(**data)
+
+
+@dataclass(frozen=True)
 class Price:
     """USD per million tokens."""
 
@@ -105,6 +117,7 @@ class Task:
     always: bool = False
     skills: tuple[str, ...] | None = None
     sandbox: str = "bubblewrap"  # bubblewrap | none: how bash runs
+    limits: CallLimits = CallLimits()
     # What the definition is as a document (for the fingerprint), and the template variables
     # its prompt and output paths read (None: not known); neither is a setting.
     definition: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
@@ -156,6 +169,7 @@ class Task:
             always=data["always"],
             skills=None if skills is None else _strs(skills),
             sandbox=data["sandbox"],
+            limits=CallLimits.of(data["limits"]),
             definition=data,
             variables=variables,
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Callable
@@ -15,7 +16,7 @@ from claw_batch.config import Task, provider_keys
 from claw_batch.errors import TaskFailed, ToolError
 from claw_batch.loop import EventSink, LoopResult, LoopSettings, ToolLoop
 from claw_batch.messages import Message
-from claw_batch.paths import checked_output
+from claw_batch.paths import Policy, checked_output
 from claw_batch.prepare import Prepared, RunContext, key_prompt, system_prompt
 from claw_batch.safeopen import write_file
 from claw_batch.spend import JobBudget
@@ -66,9 +67,7 @@ class JobExecution:
             env=self._env(),
             deadline=deadline,
             bash_allow=_bash_allow(task),
-            sandbox=None
-            if task.sandbox == "none"
-            else sandbox.for_job(p.policy, network=task.permissions.network),
+            sandbox=None if task.sandbox == "none" else _sandbox(p.policy, task),
             workspace=self.run.workspace,
             today=self.run.now.date(),
             untrusted=p.outside,
@@ -131,6 +130,15 @@ class JobExecution:
                 raise TaskFailed(f"output {p.output}: {e.strerror or e}") from e
         verdict = json.loads(text) if p.task.check else None
         return Outcome(text, result, p.output, verdict)
+
+
+def _sandbox(policy: Policy, task: Task) -> sandbox.Bubblewrap:
+    asked = task.limits
+    default = sandbox.Limits()
+    limits = dataclasses.replace(
+        default, memory=asked.memory or default.memory, disk=asked.disk or default.disk
+    )
+    return sandbox.for_job(policy, network=task.permissions.network, limits=limits)
 
 
 def _bash_allow(task: Task) -> tuple[str, ...] | bool:

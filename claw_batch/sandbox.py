@@ -6,26 +6,33 @@ What the command sees, and nothing else (not the homes, not the host's /tmp, /ru
   TLS private keys…);
 - the project at its own path, read-only, except the task's write directories: the fixed
   directory part of each `permissions.write` glob (`out/**` -> out/, `**` -> the whole
-  project) and the directory of each declared output. Inside those, .git and the
-  workspace's memory/ stay read-only and .claw/ is hidden;
-- the offered skills' folders outside the project and a worktree's git directories,
-  read-only;
+  project) and the directory of each declared output. Inside those, the protected paths
+  (what decides what a run does: the clawfile, prompts, skills, .git…) can be neither
+  changed nor made, and .claw/ is hidden (`sandboxmounts`);
+- the offered user-level and built-in skills' folders, read-only: claw chose those;
+  nothing inside the project decides that anything else is mounted (a `.git` file naming
+  another directory, a symlink, a repository above the project: git in the sandbox sees
+  the project's own `.git` folder or no repository);
 - a private /tmp (also HOME), a minimal /dev, the /proc of its own PID namespace.
 
 It gets new PID, IPC, UTS, cgroup and network namespaces (the network stays only with
-`permissions.network: true`), a new session, no capabilities, and dies with its parent.
-bwrap reports the PID 1 of the namespace (`Command.leader`): when it exits, after the
-command ended or was killed, the kernel has killed everything else in the namespace,
-`setsid` or not, and the bash tool waits for that. Per process: at most
-`Limits.processes` processes, CPU seconds as long as the call may last, files of at most
-`Limits.file_bytes`; the output and the time are bash.py's.
+`permissions.network: true`), a new session, and dies with its parent. It holds no
+capability at all, root or not: any mount mistake exposes only what its uid may read.
+bwrap reports the PID 1 of the namespace (`Command.leader`): when it exits, after the command
+ended or was killed, the kernel has killed everything else in the namespace, `setsid` or
+not, and the bash tool waits for that. Per process: at most `Limits.processes` processes,
+CPU seconds as long as the call may last, files of at most `Limits.file_bytes`, memory
+(RLIMIT_DATA) of at most `Limits.memory`; all processes together, `ceilings` watches memory
+and disk. The output and the time are bash.py's.
 
 RLIMIT_NPROC counts the processes of a user id, and the kernel never applies it to root,
 in a user namespace or not. So a runner that is root starts bwrap without a user namespace
-and the command as uid 65534 (nobody) holding only CAP_DAC_OVERRIDE, to read and write the
-project's files where the mounts allow; the limit then counts all of nobody's processes,
-and files the command creates belong to nobody. Any other runner starts bwrap in a user
-namespace as itself, and the limit, set inside, counts only the sandbox's processes.
+and the command as uid 65534 (nobody) with no capability; the limit then counts all of
+nobody's processes. To write the task's write directories, the command sees the project
+through an id-mapped mount that shows the owner's files as nobody's, and what it creates
+gets the owner's uid on disk (`idmap`); where no such mount can be made, bash is refused with
+the reason. Any other runner starts bwrap in a user namespace as itself (the project's
+owner, as a rule), and the limit, set inside, counts only the sandbox's processes.
 """
 
 from __future__ import annotations
@@ -36,24 +43,34 @@ import math
 import os
 import re
 import shutil
-import stat
 import subprocess
 import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
+from claw_batch import idmap
 from claw_batch import sandboxhost as host
+from claw_batch.ceilings import Ceilings
 from claw_batch.errors import ToolError
-from claw_batch.paths import STATE_DIR, Policy
+from claw_batch.paths import Policy
+from claw_batch.sandboxmounts import Plan
 from claw_batch.tools.base import Command
 
-NOBODY = 65534
+NOBODY = idmap.NOBODY
 _GLOB_MAGIC = re.compile(r"[*?[{]")
 REFUSAL = (
     "bash is refused: no sandbox can be started here ({why}); install bubblewrap, "
     "or let this task run bash unsandboxed with `sandbox: none`"
 )
+NO_IDMAP = (
+    "bash is refused: as root, claw runs commands as nobody, with no capability, and lets "
+    "them write the project as its owner through an id-mapped mount, which cannot be made "
+    "here ({why}); run claw as the project's owner instead of root, or let this task run "
+    "bash unsandboxed with `sandbox: none`"
+)
+MEMORY = 4 << 30  # limits.memory by default: a compiler or a test suite fits
+DISK = 4 << 30  # limits.disk by default: four files of the largest size a call may write
 
 
 @dataclass(frozen=True)
@@ -61,6 +78,8 @@ class Limits:
     processes: int = 256  # RLIMIT_NPROC
     file_bytes: int = 1 << 30  # RLIMIT_FSIZE: no file written larger than this
     tmp_bytes: int = 256 << 20  # the private /tmp (memory)
+    memory: int = MEMORY  # RLIMIT_DATA of each process, and all processes' memory together
+    disk: int = DISK  # free space the write directories' filesystems may lose in a call
 
 
 def _is_root() -> bool:
@@ -71,7 +90,7 @@ def _is_root() -> bool:
 class Bubblewrap:
     root: Path  # the project root, resolved
     writable: tuple[str, ...] = ()  # project-relative directories, "" for the root
-    read_only: tuple[str, ...] = ()  # runner-owned directories never writable (made if missing)
+    protected: tuple[str, ...] = ()  # project-relative paths never changed nor made
     outside: tuple[str, ...] = ()  # absolute directories outside the project, read-only
     network: bool = False
     limits: Limits = Limits()
@@ -88,23 +107,30 @@ class Bubblewrap:
             yield wrapped
 
     @contextlib.contextmanager
-    def command(self, command: Command, *, cwd: Path, seconds: float) -> Iterator[Command]:
-        """The confined command, without checking first that bwrap works here."""
+    def command(
+        self, command: Command, *, cwd: Path, seconds: float, idmapped: bool = True
+    ) -> Iterator[Command]:
+        """The confined command, without checking first that bwrap works here. As root, it
+        starts in the project's id-mapped mount namespace, unless not `idmapped` (the
+        probe: the command then cannot write the project)."""
         with contextlib.ExitStack() as fds:
+            enter, ns = self._enter() if self.privileged and idmapped else ([], None)
             try:
-                project, kept = self._project(fds)
+                plan = Plan(str(self.root), fds, self._owner())
+                project, kept = plan.arguments(self.writable, self.protected)
             except OSError as e:
                 raise ToolError(f"cannot prepare the sandbox: {e}") from None
             leader, status = os.pipe()
             fds.callback(os.close, leader)
             fds.callback(os.close, status)
             argv = [
+                *enter,
                 shutil.which(self.executable) or self.executable,
                 "--json-status-fd",
                 str(status),
                 *self._namespaces(),
                 *host.system(self.network, self.limits.tmp_bytes),
-                *[a for path in (*self.outside, *host.git_dirs(self.root)) for a in host.ro(path)],
+                *[a for path in self.outside for a in host.ro(path)],
                 *project,
                 "--chdir",
                 str(cwd),
@@ -113,8 +139,26 @@ class Bubblewrap:
                 *self._inside(seconds),
                 *command.argv,
             ]
-            fds_passed = (*command.pass_fds, *kept, status)
-            yield Command(tuple(argv), self._env(command.env), fds_passed, leader=leader)
+            passed = (*command.pass_fds, *kept, status, *([] if ns is None else [ns]))
+            ceilings = Ceilings(self.limits.memory, self.limits.disk, plan.filesystems())
+            yield Command(tuple(argv), self._env(command.env), passed, leader, ceilings)
+
+    def _enter(self) -> tuple[list[str], int]:
+        """How to start in the mount namespace where the project is id-mapped, and the
+        descriptor of that namespace (kept for the life of the process)."""
+        try:
+            ns = idmap.namespace(str(self.root))
+        except (idmap.Unsupported, OSError) as e:
+            raise ToolError(NO_IDMAP.format(why=e)) from None
+        return [_helper("nsenter"), f"--mount=/proc/self/fd/{ns}", "--"], ns
+
+    def _owner(self) -> tuple[int, int] | None:
+        """Who write directories claw makes belong to: as root, the project's owner (the
+        command writes as that owner); otherwise the runner, as any mkdir does."""
+        if not self.privileged:
+            return None
+        st = os.stat(self.root)
+        return st.st_uid, st.st_gid
 
     def _namespaces(self) -> list[str]:
         common = ["--new-session", "--die-with-parent", "--cap-drop", "ALL"]
@@ -122,12 +166,11 @@ class Bubblewrap:
             net = ["--share-net"] if self.network else []
             return ["--unshare-all", "--unshare-user", "--disable-userns", *net, *common]
         net = [] if self.network else ["--unshare-net"]
-        # setpriv needs these to become nobody; nobody keeps only DAC_OVERRIDE (see _inside)
-        caps = [
-            a
-            for c in ("DAC_OVERRIDE", "SETUID", "SETGID", "SETPCAP")
-            for a in ("--cap-add", f"CAP_{c}")
-        ]
+        # Held from bwrap to setpriv only, which drops them all (see _inside): setpriv needs
+        # SETUID, SETGID and SETPCAP to become nobody; bwrap enters the working directory
+        # with DAC_READ_SEARCH (a 0700 project is its owner's, so nobody's, not root's).
+        held = ("SETUID", "SETGID", "SETPCAP", "DAC_READ_SEARCH")
+        caps = [a for c in held for a in ("--cap-add", f"CAP_{c}")]
         spaces = ["--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"]
         return [*spaces, *net, *common, *caps]
 
@@ -138,6 +181,7 @@ class Bubblewrap:
             _helper("prlimit"),
             f"--nproc={lim.processes}",
             f"--fsize={lim.file_bytes}",
+            f"--data={lim.memory}",
             f"--cpu={max(1, math.ceil(seconds))}",
             "--core=0",
             "--",
@@ -149,67 +193,32 @@ class Bubblewrap:
             f"--reuid={NOBODY}",
             f"--regid={NOBODY}",
             "--clear-groups",
-            "--inh-caps=-all,+dac_override",
-            "--ambient-caps=-all,+dac_override",
-            "--bounding-set=-all,+dac_override",
+            "--inh-caps=-all",
+            "--ambient-caps=-all",
+            "--bounding-set=-all",
             "--no-new-privs",
             "--",
         ]
         return [*become, *limits]
 
-    def _project(self, fds: contextlib.ExitStack) -> tuple[list[str], list[int]]:
-        """Mount arguments for the project, and the descriptors they name. Sources are bound
-        from descriptors opened without following a symlink at any step: a directory
-        swapped for a symlink meanwhile (by another job's command) is never mounted."""
-        root = str(self.root)
-        root_fd = _keep(fds, os.open(root, os.O_PATH | os.O_DIRECTORY))
-        args, kept = [*host.parents(root), "--ro-bind-fd", str(root_fd), root], [root_fd]
-        writable = [d for d in self.writable if not _under_any(d, (".git", STATE_DIR))]
-        for rel in sorted(set(writable), key=lambda d: d.count("/") + bool(d)):
-            fd = _open_dir(fds, root_fd, rel, make=True)
-            if fd is not None:
-                args += ["--bind-fd", str(fd), _join(root, rel)]
-                kept.append(fd)
-        for rel, make in [(".git", False), *((d, True) for d in self.read_only)]:
-            if not _under_any(rel, writable):
-                continue
-            fd = _open_dir(fds, root_fd, rel, make=make, git=rel == ".git")
-            if fd is not None:
-                args += ["--ro-bind-fd", str(fd), _join(root, rel)]
-                kept.append(fd)
-        if os.path.isdir(_join(root, STATE_DIR)):
-            hidden = _join(root, STATE_DIR)
-            args += ["--tmpfs", hidden, "--remount-ro", hidden]
-        return args, kept
-
     def _env(self, env: Mapping[str, str]) -> dict[str, str]:
         """Passed as bwrap's own environment, not as --setenv: a command line is readable by
         every user of the machine."""
-        # A repository above the project is across a mount point: git stops there otherwise.
-        out = {**env, "HOME": "/tmp", "TMPDIR": "/tmp", "GIT_DISCOVERY_ACROSS_FILESYSTEM": "1"}
-        if self.privileged:  # git refuses a repository its user (nobody) does not own
-            count = out.get("GIT_CONFIG_COUNT", "")
-            n = int(count) if count.isdigit() else 0
-            out |= {
-                f"GIT_CONFIG_KEY_{n}": "safe.directory",
-                f"GIT_CONFIG_VALUE_{n}": "*",
-                "GIT_CONFIG_COUNT": str(n + 1),
-            }
-        return out
+        # Git stops at the project: nothing above it is mounted (not a repository either).
+        ceiling = str(self.root.parent)
+        return {**env, "HOME": "/tmp", "TMPDIR": "/tmp", "GIT_CEILING_DIRECTORIES": ceiling}
 
 
-def for_job(policy: Policy, *, network: bool) -> Bubblewrap:
+def for_job(policy: Policy, *, network: bool, limits: Limits = Limits()) -> Bubblewrap:
     """The sandbox of a job's commands: it may write where its write tools may."""
     root = str(policy.root)
     return Bubblewrap(
         root=policy.root,
         writable=write_dirs(policy.write_globs, policy.outputs),
-        # The folders among them (the daily notes); files are for the sealing to come.
-        read_only=tuple(
-            p for p in policy.protected if p not in (".git", STATE_DIR) and not p.endswith(".md")
-        ),
+        protected=policy.read_only,
         outside=tuple(d for d in policy.skill_dirs if not host.under(d, root)),
         network=network,
+        limits=limits,
     )
 
 
@@ -248,7 +257,8 @@ def problem(
 ) -> str | None:
     """Why no sandbox can be started on this machine (None: it can), given where bwrap and
     the helpers the command needs inside are. Tried once per process: a container of an
-    empty directory that runs `true`."""
+    empty directory that runs `true` (without the id-mapped mount, which depends on the
+    project's filesystem: see `Bubblewrap.command`)."""
     missing = [name for name, path in (("bwrap", bwrap), *helpers) if path is None]
     if missing:
         return "not installed: " + ", ".join(f"{m} ({PACKAGES[m]})" for m in missing)
@@ -257,7 +267,8 @@ def problem(
         real = Path(tmp).resolve()
         probe = Bubblewrap(real, writable=("",), privileged=privileged, executable=bwrap)
         try:
-            with probe.command(Command(("true",), {}), cwd=real, seconds=10) as cmd:
+            cmd = Command(("true",), {})
+            with probe.command(cmd, cwd=real, seconds=10, idmapped=False) as cmd:
                 done = subprocess.run(
                     cmd.argv,
                     env=cmd.env,
@@ -274,52 +285,18 @@ def problem(
     return f"{bwrap} failed: {said[-1] if said else f'exit code {done.returncode}'}"
 
 
-PACKAGES = {"bwrap": "package bubblewrap", "prlimit": "util-linux", "setpriv": "util-linux"}
+PACKAGES = {
+    "bwrap": "package bubblewrap",
+    **{name: "util-linux" for name in ("prlimit", "setpriv", "nsenter", "unshare")},
+}
 
 
 def _helpers(privileged: bool) -> tuple[tuple[str, str | None], ...]:
-    """The programs that run inside before the command, and where they are."""
-    names = ("prlimit", "setpriv") if privileged else ("prlimit",)
+    """The programs the sandbox needs besides bwrap (as root: to enter the id-mapped mount
+    namespace and to become nobody), and where they are."""
+    names = ("prlimit", "setpriv", "nsenter", "unshare") if privileged else ("prlimit",)
     return tuple((name, shutil.which(name)) for name in names)
 
 
 def _helper(name: str) -> str:
     return shutil.which(name) or name
-
-
-def _keep(fds: contextlib.ExitStack, fd: int) -> int:
-    fds.callback(os.close, fd)
-    return fd
-
-
-def _open_dir(
-    fds: contextlib.ExitStack, root_fd: int, rel: str, *, make: bool, git: bool = False
-) -> int | None:
-    """A descriptor of `rel` under the root, each missing directory made with `make`,
-    reached without following a symlink at any step; None when a step is a symlink or not a
-    directory (`git`: the last step may be a file, a worktree's .git)."""
-    parts = PurePosixPath(rel).parts if rel else ()
-    if ".." in parts:
-        return None
-    fd = _keep(fds, os.dup(root_fd))  # bwrap closes each descriptor once it has bound it
-    for n, part in enumerate(parts):
-        last = n == len(parts) - 1
-        flags = os.O_PATH | os.O_NOFOLLOW | (0 if git and last else os.O_DIRECTORY)
-        if make:
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(part, dir_fd=fd)
-        try:
-            fd = _keep(fds, os.open(part, flags, dir_fd=fd))
-        except OSError:  # missing, a symlink (ELOOP), not a directory
-            return None
-        if stat.S_ISLNK(os.fstat(fd).st_mode):  # O_PATH | O_NOFOLLOW opens the link itself
-            return None
-    return fd
-
-
-def _join(root: str, rel: str) -> str:
-    return f"{root}/{rel}" if rel else root
-
-
-def _under_any(rel: str, tops: list[str] | tuple[str, ...]) -> bool:
-    return any(top == "" or host.under(rel, top) for top in tops)

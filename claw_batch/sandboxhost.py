@@ -1,14 +1,13 @@
 """What a sandboxed command sees of the host besides the project: the system read-only,
-/etc without what only root may read, a private /tmp, and the git directories of a
-repository the project lives in."""
+/etc without what only root may read, a private /tmp. Nothing here depends on what is in
+the project."""
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 import stat
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 
 TOP_LINKS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
 
@@ -33,8 +32,8 @@ def system(network: bool, tmp_bytes: int) -> list[str]:
 
 @functools.cache
 def _etc_masks() -> tuple[str, ...]:
-    """Hide what of /etc an unprivileged user could not read: as root, the sandbox's nobody
-    holds CAP_DAC_OVERRIDE and would read it."""
+    """Hide what of /etc only some users may read: the command holds no capability, but in
+    a user namespace it keeps the runner's uid and groups (a group such as ssl-cert)."""
     args: list[str] = []
     for top, dirs, files in os.walk("/etc"):
         for name in list(dirs):
@@ -63,33 +62,12 @@ def ro(path: str) -> list[str]:
 
 def parents(path: str) -> list[str]:
     """Make the directories above a mount point searchable by all: bwrap makes them 0700,
-    and nobody's CAP_DAC_OVERRIDE does not count for access(2), which git uses."""
+    and as root the command runs as nobody."""
     args: list[str] = []
     for parent in reversed(PurePosixPath(path).parents):
         if str(parent) not in ("/", "/tmp"):
             args += ["--perms", "0755", "--dir", str(parent)]
     return args
-
-
-def git_dirs(root: Path) -> list[str]:
-    """The git directories outside the project that git in the sandbox reads: the
-    repository's, when the project is one of its subdirectories, and a worktree's (its
-    `.git` is a file naming them)."""
-    dot = next((d / ".git" for d in (root, *root.parents) if os.path.lexists(d / ".git")), None)
-    if dot is None:
-        return []
-    found = [dot] if dot.is_dir() else []
-    try:
-        text = dot.read_text(encoding="utf-8") if dot.is_file() else ""
-    except (OSError, UnicodeDecodeError):
-        text = ""
-    if text.startswith("gitdir: "):
-        gitdir = (dot.parent / text[len("gitdir: ") :].strip()).resolve()
-        found.append(gitdir)
-        with contextlib.suppress(OSError, UnicodeDecodeError):
-            common = (gitdir / "commondir").read_text(encoding="utf-8").strip()
-            found.append((gitdir / common).resolve())
-    return [str(d) for d in dict.fromkeys(found) if not under(str(d), str(root))]
 
 
 def under(path: str, top: str) -> bool:

@@ -34,6 +34,7 @@ NOT_FINGERPRINTED = frozenset(
         "always",
         "on_error",
         "sandbox",  # how bash runs, not what the job is: like a timeout
+        "limits",  # what a bash call may use: like a timeout
     }
 )
 

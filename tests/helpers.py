@@ -64,3 +64,27 @@ def claw_process(
         text=True,
         timeout=timeout,
     )
+
+
+# A runner that is not root, for tests run as root: what claw does for most people.
+RUNNER = 4242
+AS_RUNNER = ("setpriv", f"--reuid={RUNNER}", f"--regid={RUNNER}", "--clear-groups")
+
+
+def runner_env() -> dict[str, str]:
+    """An environment in which the runner's Python imports this claw and its dependencies."""
+    import claw_batch
+
+    site = [p for p in sys.path if p.endswith("site-packages")]
+    checkout = str(Path(claw_batch.__file__).parent.parent)
+    return {"PATH": os.environ["PATH"], "PYTHONPATH": ":".join([checkout, *site])}
+
+
+def runner_python(env: Mapping[str, str]) -> str | None:
+    """An interpreter the runner may start that imports this claw (ours may live in a home
+    only root may enter); None when there is none."""
+    for exe in dict.fromkeys((sys.executable, "/usr/bin/python3")):
+        check = [*AS_RUNNER, exe, "-c", "import claw_batch, pydantic_core, openai"]
+        if subprocess.run(check, env=env, capture_output=True).returncode == 0:
+            return exe
+    return None

@@ -102,6 +102,15 @@ def test_the_project_is_read_only_but_its_write_directories(root: Path, mode: st
     assert (root / "README.md").read_text() == "hello\n"
 
 
+def test_a_project_only_its_owner_may_enter_works(root: Path, mode: str) -> None:
+    """As root the command is nobody, who is the owner through the id-mapped mount; it, not
+    bwrap (root without its rights), enters the working directory."""
+    root.chmod(0o700)
+    out = run(context(root, mode), "pwd; echo new > out/a.txt; cat README.md")
+    assert out == f"exit code 0\n{root}\nhello"
+    assert (root / "out/a.txt").read_text() == "new\n"
+
+
 def test_writes_outside_the_project_never_reach_the_host(
     root: Path, mode: str, tmp_path: Path
 ) -> None:
@@ -109,7 +118,10 @@ def test_writes_outside_the_project_never_reach_the_host(
     (root / "out").mkdir()
     (root / "out" / "link").symlink_to(outside)  # a symlink in a write dir, pointing out
     host_tmp = Path("/tmp") / f"claw-sandbox-{uuid.uuid4().hex}"
-    commands = [  # 0: it worked, in the sandbox's own /tmp (the project is under /tmp here)
+    # 0: it worked, in the sandbox's own /tmp (the project is under /tmp here), where a
+    # runner that is not root may write; as root the command is nobody, who may not
+    beside = "1" if mode == "privileged" else "0"
+    commands = [
         "echo x > ../escape.txt",  # beside the project
         f"echo x > {outside}/abs.txt",  # by absolute path
         "echo x > out/link/through-link.txt",  # through the symlink
@@ -119,7 +131,7 @@ def test_writes_outside_the_project_never_reach_the_host(
         "mkdir -p /var/tmp/x",
     ]
     out = run(context(root, mode), "; ".join(f"{{ {c}; }} 2>/dev/null; echo $?" for c in commands))
-    assert out == "exit code 0\n" + "\n".join(["0", "1", "1", "0", "0", "0", "1"])
+    assert out == "exit code 0\n" + "\n".join([beside, "1", "1", beside, "0", "0", "1"])
     assert sorted(os.listdir(outside)) == []
     assert sorted(os.listdir(tmp_path)) == ["outside", "proj"]
     assert not host_tmp.exists()
@@ -158,11 +170,19 @@ def test_git_claw_and_memory_stay_read_only_when_the_whole_project_is_writable(
     assert sorted(os.listdir(root / "workspace/memory")) == []
 
 
-def test_a_missing_write_directory_is_made_and_the_memory_directory_too(root: Path) -> None:
+def test_a_missing_write_directory_is_made_but_a_missing_protected_one_cannot_be(
+    root: Path,
+) -> None:
     shutil.rmtree(root / "workspace/memory")
-    out = run(context(root, MODES[0], write=("workspace/**",)), "echo x > workspace/memory/n.md")
-    assert out == "exit code 1\nbash: line 1: workspace/memory/n.md: Read-only file system"
-    assert os.listdir(root / "workspace/memory") == []
+    command = "echo x > workspace/memory/n.md; echo x > workspace/new.md; echo x > out/a.txt"
+    out = run(context(root, MODES[0], write=("workspace/**", "out/**")), command)
+    assert out == (
+        "exit code 0\n"
+        "bash: line 1: workspace/memory/n.md: No such file or directory\n"
+        "bash: line 1: workspace/new.md: Read-only file system"
+    )
+    assert sorted(os.listdir(root / "workspace")) == []
+    assert (root / "out/a.txt").read_text() == "x\n"
 
 
 def test_a_write_directory_that_is_a_symlink_is_not_mounted(
@@ -456,12 +476,13 @@ def test_an_output_flood_is_cut_short(root: Path, mode: str, command: str) -> No
 
 
 def test_limits_are_set_inside(root: Path, mode: str) -> None:
-    limits = Limits(processes=50, file_bytes=10 * 1024)
-    out = run(context(root, mode, limits=limits), "ulimit -u -f -t -c", timeout=7)
+    limits = Limits(processes=50, file_bytes=10 * 1024, memory=64 << 20)
+    out = run(context(root, mode, limits=limits), "ulimit -u -f -d -t -c", timeout=7)
     assert out == (
         "exit code 0\n"
         "max user processes                  (-u) 50\n"
         "file size                   (blocks, -f) 10\n"
+        "data seg size               (kbytes, -d) 65536\n"
         "cpu time                   (seconds, -t) 7\n"
         "core file size              (blocks, -c) 0"
     )
@@ -628,7 +649,7 @@ def test_claw_run_refuses_bash_without_a_sandbox(
     assert result["content"] == (
         "error: bash is refused: no sandbox can be started here (not installed: bwrap "
         "(package bubblewrap), prlimit (util-linux)"
-        + (", setpriv (util-linux)" if ROOT else "")
+        + (", setpriv (util-linux), nsenter (util-linux), unshare (util-linux)" if ROOT else "")
         + "); install bubblewrap, or let this task run bash unsandboxed with `sandbox: none`"
     )
     assert not (root / "out/pwned").exists()

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from claw_batch.ceilings import Ceilings
 from claw_batch.paths import Policy
 
 
@@ -28,6 +29,7 @@ class Command:
     # A pipe on which the command reports, as a JSON line {"child-pid": N}, the process
     # whose exit means that everything it started is gone (a sandbox's PID 1).
     leader: int | None = None
+    ceilings: Ceilings | None = None  # what all its processes together may use, watched
 
 
 class Sandbox(Protocol):

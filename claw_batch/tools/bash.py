@@ -1,9 +1,10 @@
 """bash: one command in the project root, in its own process group, with a hard time limit,
 through the job's sandbox (`claw_batch.sandbox`) unless the task runs it unsandboxed.
 
-The whole group is killed when the command times out, floods its output, and also when it
-ends, so background children can neither outlive the call nor hang it by holding the output
-pipe open. (In the sandbox, that kill takes its whole PID namespace along, `setsid` or not.)
+The whole group is killed when the command times out, floods its output, passes one of the
+sandbox's ceilings (`claw_batch.ceilings`: memory, disk), and also when it ends, so
+background children can neither outlive the call nor hang it by holding the output pipe
+open. (In the sandbox, that kill takes its whole PID namespace along, `setsid` or not.)
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Annotated
 from pydantic import Field
 
 from claw_batch import cancel
+from claw_batch.ceilings import CHECK_SECONDS, Watch
 from claw_batch.errors import ToolError
 from claw_batch.tools.base import Command, ToolContext
 
@@ -71,6 +73,8 @@ def _headline(ran: Ran, limit: float, timeout: int) -> str:
             f"killed: the output passed {FLOOD_BYTES >> 20} MB "
             "(the command and its children were killed)"
         )
+    if ran.killed is not None:  # a ceiling: it says which
+        return f"killed: {ran.killed} (the command and its children were killed)"
     if ran.code < 0:
         return f"killed by signal {signal.Signals(-ran.code).name}"
     return f"exit code {ran.code}"
@@ -102,10 +106,12 @@ class Ran:
     code: int  # the exit code, negative: killed by that signal
     output: str  # the tail
     cut: int  # how many bytes of output were cut before the tail
-    killed: str | None = None  # TIMED_OUT, FLOODED: run killed it (and `code` says how)
+    # TIMED_OUT, FLOODED, or why a ceiling stopped it: run killed it (and `code` says how)
+    killed: str | None = None
 
 
 def run(command: Command, *, cwd: Path, timeout: float) -> Ran:
+    watch = command.ceilings.start() if command.ceilings is not None else None
     try:
         proc = subprocess.Popen(
             command.argv,
@@ -119,15 +125,16 @@ def run(command: Command, *, cwd: Path, timeout: float) -> Ran:
         )
     except OSError as e:
         raise ToolError(f"cannot start {command.argv[0]}: {e.strerror or e}") from None
-    leader = _leader(proc, command.leader)
+    leader, leader_pid = _leader(proc, command.leader)
     assert proc.stdout is not None
     fd = proc.stdout.fileno()
     out = bytearray()
     total = 0
+    stop = _Stop(time.monotonic() + timeout, watch, leader_pid)
     try:
         with selectors.DefaultSelector() as sel:
             sel.register(fd, selectors.EVENT_READ)
-            ended, total = _pump(proc, sel, fd, out, time.monotonic() + timeout)
+            ended, total = _pump(proc, sel, fd, out, stop)
     finally:
         _kill_group(proc.pid)
         if leader is not None:  # a sandbox's PID 1 has a session of its own
@@ -144,26 +151,47 @@ def run(command: Command, *, cwd: Path, timeout: float) -> Ran:
     return Ran(proc.returncode, text, cut, ended)
 
 
+@dataclass
+class _Stop:
+    """When `_pump` stops a command before it ends: its deadline, and its ceilings (checked
+    every CHECK_SECONDS)."""
+
+    deadline: float
+    watch: Watch | None
+    leader: int | None  # the pid of the sandbox's PID 1
+    checked: float = 0.0
+
+    def why(self, total: int) -> str | None:
+        now = time.monotonic()
+        if now >= self.deadline:
+            return TIMED_OUT
+        if total > FLOOD_BYTES:
+            return FLOODED
+        if self.watch is None or now - self.checked < CHECK_SECONDS:
+            return None
+        self.checked = now
+        return self.watch.over(self.leader)
+
+
 def _pump(
     proc: subprocess.Popen[bytes],
     sel: selectors.BaseSelector,
     fd: int,
     out: bytearray,
-    deadline: float,
+    stop: _Stop,
 ) -> tuple[str | None, int]:
-    """Collect output until the command exits (None), the deadline passes (TIMED_OUT) or
-    the output passes FLOOD_BYTES (FLOODED)."""
+    """Collect output until the command exits (None), or `stop` says why it must stop now:
+    the deadline passed (TIMED_OUT), the output passed FLOOD_BYTES (FLOODED), a ceiling."""
     total, eof = 0, False
     while not _exited(proc):
         cancel.check()  # the run was cancelled: the caller's finally kills the group
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return TIMED_OUT, total
-        if total > FLOOD_BYTES:
-            return FLOODED, total
+        why = stop.why(total)
+        if why is not None:
+            return why, total
+        left = min(stop.deadline - time.monotonic(), POLL_SECONDS)
         if eof:  # the command closed its output but still runs
-            _wait(proc, min(left, POLL_SECONDS))
-        elif sel.select(min(left, POLL_SECONDS)):
+            _wait(proc, max(left, 0.0))
+        elif sel.select(max(left, 0.0)):
             chunk = os.read(fd, 65536)
             eof = not chunk
             total = _keep(out, chunk, total)
@@ -221,11 +249,12 @@ def _exited(proc: subprocess.Popen[bytes]) -> bool:
     return proc.poll() is not None
 
 
-def _leader(proc: subprocess.Popen[bytes], report: int | None) -> int | None:
+def _leader(proc: subprocess.Popen[bytes], report: int | None) -> tuple[int | None, int | None]:
     """A pidfd of the process the command reports on `report` (see `Command.leader`), opened
-    while it runs, so that its pid cannot have been reused; None without a report."""
+    while it runs, so that its pid cannot have been reused, and that pid; None, None
+    without a report."""
     if report is None:
-        return None
+        return None, None
     line = b""
     deadline = time.monotonic() + GONE_SECONDS
     with selectors.DefaultSelector() as sel:
@@ -234,14 +263,15 @@ def _leader(proc: subprocess.Popen[bytes], report: int | None) -> int | None:
             if sel.select(POLL_SECONDS):
                 chunk = os.read(report, 4096)
                 if not chunk:
-                    return None
+                    return None, None
                 line += chunk
             elif proc.poll() is not None:
-                return None  # it failed before starting anything
+                return None, None  # it failed before starting anything
     try:
-        return os.pidfd_open(int(json.loads(line)["child-pid"]))
+        pid = int(json.loads(line)["child-pid"])
+        return os.pidfd_open(pid), pid
     except (ValueError, KeyError, TypeError, OSError):
-        return None
+        return None, None
 
 
 def _await_exit(pidfd: int, deadline: float) -> None:

@@ -1,0 +1,118 @@
+"""What one sandboxed bash call may use of the machine's memory and disk, all its processes
+together, watched while it runs (the bash tool asks every `CHECK_SECONDS`).
+
+Memory: the resident memory of the processes of the call's PID namespace, read from the
+sandbox's own /proc (`/proc/<its PID 1>/root/proc`, which lists those processes only). Pages
+that processes share after a fork count once per process there, so a total over the limit is
+checked again with the proportional sizes (`smaps_rollup`: exact, but slow for large
+processes) before the call is stopped. Each process also has RLIMIT_DATA at the same size
+(sandbox.py), which refuses at once a single allocation past it.
+
+Disk: the write directories are on the real filesystem, which has no per-call quota. The
+bound is the free space those filesystems lose while the call runs: past `disk` bytes, it is
+stopped. Whatever else writes there meanwhile (another job, the runner) counts too; what the
+disk writes between two checks can pass the bound.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+CHECK_SECONDS = 0.1
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+@dataclass(frozen=True)
+class Ceilings:
+    memory: int | None = None  # bytes, all the call's processes together
+    disk: int | None = None  # bytes of free space the filesystems of `places` may lose
+    places: tuple[str, ...] = ()  # a path on each filesystem the call may write
+
+    def start(self) -> Watch:
+        """Begin watching a call that starts now."""
+        free = {p: f for p in self.places if (f := _free(p)) is not None}
+        return Watch(self, free)
+
+
+@dataclass
+class Watch:
+    ceilings: Ceilings
+    free_at_start: dict[str, int] = field(default_factory=dict)
+
+    def over(self, leader: int | None) -> str | None:
+        """Why the call must stop now (its processes are those of the PID namespace whose
+        PID 1 is `leader`), or None."""
+        memory = self.ceilings.memory
+        if memory is not None and leader is not None:
+            held = _resident(leader, memory)
+            if held > memory:
+                return (
+                    f"its processes held {shown(held)} of memory, more than "
+                    f"limits.memory ({shown(memory)})"
+                )
+        disk = self.ceilings.disk
+        if disk is not None:
+            lost = max((_lost(p, s) for p, s in self.free_at_start.items()), default=0)
+            if lost > disk:
+                return (
+                    f"the write directories' filesystem lost {shown(lost)} of free space "
+                    f"during the call, more than limits.disk ({shown(disk)})"
+                )
+        return None
+
+
+def _resident(leader: int, limit: int) -> int:
+    """The bytes the namespace's processes hold: resident sizes, and when those pass `limit`,
+    the proportional sizes instead (shared pages split among their holders)."""
+    proc = f"/proc/{leader}/root/proc"
+    try:
+        if os.stat(proc).st_dev == os.stat("/proc").st_dev:
+            return 0  # bwrap has not yet made the sandbox's root: that is the host's /proc
+        pids = [n for n in os.listdir(proc) if n.isdigit()]
+    except OSError:  # the sandbox is gone
+        return 0
+    total = sum(_statm_resident(f"{proc}/{pid}") for pid in pids)
+    if total <= limit:
+        return total
+    return sum(_proportional(f"{proc}/{pid}") for pid in pids)
+
+
+def _statm_resident(proc: str) -> int:
+    try:
+        with open(f"{proc}/statm", "rb") as f:
+            return int(f.read().split()[1]) * _PAGE
+    except (OSError, IndexError, ValueError):  # it exited meanwhile
+        return 0
+
+
+def _proportional(proc: str) -> int:
+    try:
+        with open(f"{proc}/smaps_rollup", "rb") as f:
+            for line in f:
+                if line.startswith(b"Pss:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, IndexError, ValueError):
+        pass
+    return 0
+
+
+def _lost(path: str, at_start: int) -> int:
+    now = _free(path)
+    return 0 if now is None else at_start - now
+
+
+def _free(path: str) -> int | None:
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    return st.f_bfree * st.f_frsize
+
+
+def shown(size: int) -> str:
+    """A size as the clawfile writes one: 512M, 2G, 1.5G."""
+    for unit, shift in (("T", 40), ("G", 30), ("M", 20), ("K", 10)):
+        if size >= 1 << shift:
+            return f"{size / (1 << shift):.1f}".removesuffix(".0") + unit
+    return f"{size} bytes"

@@ -1,0 +1,243 @@
+"""What one sandboxed bash call may use of memory and disk (issue 14): real bubblewrap, real
+allocations and writes, through the bash tool and through `claw run` with `limits:`."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import secrets
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fake_openai import FakeOpenAI, call, text, tool_calls
+from helpers import AS_RUNNER, RUNNER, claw, make_project, runner_env, runner_python
+
+from claw_batch import sandbox
+from claw_batch.childenv import scrubbed_env
+from claw_batch.paths import Policy
+from claw_batch.sandbox import Limits
+from claw_batch.tools.base import ToolContext
+from claw_batch.tools.registry import TOOLS
+
+ROOT = os.geteuid() == 0
+MODES = ["privileged", "userns"] if ROOT else ["userns"]
+UNAVAILABLE = sandbox.unavailable(ROOT)
+if UNAVAILABLE and not os.environ.get("CI"):  # CI installs bubblewrap: there it must work
+    pytest.skip(f"no sandbox here: {UNAVAILABLE}", allow_module_level=True)
+
+pytestmark = pytest.mark.timeout(120)
+MB = 1 << 20
+
+
+@pytest.fixture(params=MODES)
+def mode(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    proj = tmp_path / "proj"
+    proj.mkdir(mode=0o755)
+    return proj.resolve()
+
+
+def run(root: Path, mode: str, command: str, limits: Limits) -> str:
+    policy = Policy(root, write_globs=("out/**",))
+    box = dataclasses.replace(
+        sandbox.for_job(policy, network=False), privileged=mode == "privileged", limits=limits
+    )
+    ctx = ToolContext(root, policy, scrubbed_env(), time.monotonic() + 90, True, box)
+    return TOOLS["bash"].invoke(ctx, json.dumps({"command": command, "timeout": 60}))
+
+
+def test_one_allocation_past_the_memory_limit_is_refused(root: Path, mode: str) -> None:
+    """RLIMIT_DATA: the kernel refuses it at once; the program says so."""
+    command = "python3 -c 'bytearray(200 << 20)'"
+    out = run(root, mode, command, Limits(memory=100 * MB))
+    assert out == (
+        "exit code 1\n"
+        "Traceback (most recent call last):\n"
+        '  File "<string>", line 1, in <module>\n'
+        "MemoryError"
+    )
+
+
+def test_processes_that_together_pass_the_memory_limit_are_stopped(root: Path, mode: str) -> None:
+    """Each stays under its own RLIMIT_DATA; together they hold more than the limit."""
+    hold = "python3 -c 'x = b\"x\" * (40 << 20); import time; time.sleep(60)'"
+    command = f"for i in 1 2 3 4; do {hold} & done; wait"
+    out = run(root, mode, command, Limits(memory=100 * MB))
+    assert re.fullmatch(
+        r"killed: its processes held \d+(\.\d)?M of memory, more than limits\.memory \(100M\) "
+        r"\(the command and its children were killed\)\n\(no output\)",
+        out,
+    ), out
+
+
+def test_writing_past_the_disk_limit_is_stopped(root: Path, mode: str) -> None:
+    command = "for i in 1 2 3 4; do head -c 40M /dev/zero > out/$i; done; sleep 60"
+    out = run(root, mode, command, Limits(disk=64 * MB))
+    assert re.fullmatch(
+        r"killed: the write directories' filesystem lost \d+(\.\d)?M of free space during the "
+        r"call, more than limits\.disk \(64M\) \(the command and its children were killed\)\n"
+        r"\(no output\)",
+        out,
+    ), out
+
+
+def test_within_the_limits_nothing_is_stopped(root: Path, mode: str) -> None:
+    command = "head -c 10M /dev/zero > out/a; python3 -c 'x = b\"x\" * (20 << 20)'; echo done"
+    assert run(root, mode, command, Limits(memory=200 * MB, disk=64 * MB)) == "exit code 0\ndone"
+
+
+RUN_AS_RUNNER = """
+import dataclasses, json, sys, time
+from pathlib import Path
+from claw_batch import sandbox
+from claw_batch.childenv import scrubbed_env
+from claw_batch.paths import Policy
+from claw_batch.tools.base import ToolContext
+from claw_batch.tools.registry import TOOLS
+
+root = Path(sys.argv[1])
+policy = Policy(root, write_globs=("out/**",))
+limits = sandbox.Limits(memory=100 << 20)
+box = dataclasses.replace(sandbox.for_job(policy, network=False), limits=limits)
+ctx = ToolContext(root, policy, scrubbed_env(), time.monotonic() + 90, True, box)
+print(TOOLS["bash"].invoke(ctx, json.dumps({"command": sys.argv[2], "timeout": 60})))
+"""
+
+
+@pytest.mark.skipif(not ROOT, reason="runs the bash tool as another user: needs root")
+def test_a_runner_that_is_not_root_is_watched_too() -> None:
+    """Its claw reads the sandbox's /proc as the owner of the sandbox's user namespace."""
+    proj = Path("/tmp") / f"claw-ceilings-{secrets.token_hex(8)}"
+    proj.mkdir(mode=0o755)
+    try:
+        os.chown(proj, RUNNER, RUNNER)
+        env = {**runner_env(), "HOME": str(proj)}
+        python = runner_python(env)
+        if python is None:
+            pytest.skip("no interpreter another user may start imports this claw")
+        hold = "python3 -c 'x = b\"x\" * (40 << 20); import time; time.sleep(60)'"
+        command = f"for i in 1 2 3 4; do {hold} & done; wait"
+        ran = subprocess.run(
+            [*AS_RUNNER, python, "-c", RUN_AS_RUNNER, str(proj), command],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=90,
+        )
+    finally:
+        shutil.rmtree(proj, ignore_errors=True)
+    assert re.fullmatch(
+        r"killed: its processes held \d+(\.\d)?M of memory, more than limits\.memory \(100M\) "
+        r"\(the command and its children were killed\)\n\(no output\)\n",
+        ran.stdout,
+    ), (ran.stdout, ran.stderr)
+
+
+# --- limits: in the clawfile --------------------------------------------------------------------
+
+CLAWFILE = """
+    version: 1
+    model: fake-model
+    defaults:
+      limits: {memory: 1G}
+    tasks:
+      probe:
+        prompt: Look around.
+        permissions: {bash: true}
+        limits: LIMITS
+"""
+
+
+@pytest.fixture
+def server() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI() as srv:
+        yield srv
+
+
+def env_for(server: FakeOpenAI) -> dict[str, str]:
+    now = "2026-11-22T23:05:00+01:00"
+    return {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-x", "CLAW_NOW": now}
+
+
+def tool_results(root: Path) -> list[str]:
+    (run_dir,) = (root / ".claw/runs").iterdir()
+    lines = (run_dir / "probe.jsonl").read_text().splitlines()
+    return [str(e["content"]) for e in map(json.loads, lines) if e["type"] == "tool_result"]
+
+
+@pytest.mark.parametrize(
+    ("limits", "data_kb"),
+    [("{memory: 512M, disk: 2G}", 512 * 1024), ("{disk: 2G}", 4 * 1024 * 1024)],
+    ids=["task", "default"],
+)
+def test_the_task_limits_reach_the_sandbox(
+    tmp_path: Path, server: FakeOpenAI, limits: str, data_kb: int
+) -> None:
+    """A task's `limits:` replaces the one of `defaults:`, key by key left at claw's own."""
+    root = make_project(tmp_path / "p", CLAWFILE.replace("LIMITS", limits))
+    server.enqueue(tool_calls(call("bash", {"command": "ulimit -d"})), text("done"))
+    assert claw(root, "run", "probe", env=env_for(server)).exit_code == 0
+    assert tool_results(root) == [f"exit code 0\n{data_kb}"]
+
+
+def test_limits_are_not_part_of_the_fingerprint(tmp_path: Path, server: FakeOpenAI) -> None:
+    root = make_project(tmp_path / "p", CLAWFILE.replace("LIMITS", "{memory: 512M}"))
+    server.enqueue(text("done"))
+    assert claw(root, "run", "probe", env=env_for(server)).exit_code == 0
+    clawfile = root / "clawfile.yaml"
+    clawfile.write_text(clawfile.read_text().replace("512M", "3G"))
+    r = claw(root, "run", "probe", "--json", env=env_for(server))
+    assert [j["status"] for j in json.loads(r.stdout)["jobs"]] == ["up-to-date"]
+
+
+SIZE_ADVICE = "expected a size such as 512M or 2G (K, M, G, T: powers of 1024) or a number of bytes"
+
+
+@pytest.mark.parametrize(
+    ("limits", "message"),
+    [
+        ("{memory: lots}", f"tasks.probe.limits.memory: {SIZE_ADVICE}, got 'lots'"),
+        ("{disk: 1.5}", f"tasks.probe.limits.disk: {SIZE_ADVICE}, got 1.5"),
+        ("{memory: true}", f"tasks.probe.limits.memory: {SIZE_ADVICE}, got true"),
+        ("{memory: 2 G}", f"tasks.probe.limits.memory: {SIZE_ADVICE}, got '2 G'"),
+        ("{memory: 1e400}", f"tasks.probe.limits.memory: {SIZE_ADVICE}, got '1e400'"),
+        (
+            "{memory: 1.0e+400}",
+            f"tasks.probe.limits.memory: {SIZE_ADVICE}, got inf",
+        ),
+        (
+            "{disk: 512K}",
+            "tasks.probe.limits.disk: '512K' is out of range: a size from 1M to 1024T",
+        ),
+        (
+            "{memory: 99999999999999999999999T}",
+            "tasks.probe.limits.memory: '99999999999999999999999T' is out of range: a size "
+            "from 1M to 1024T",
+        ),
+        ("{disk: 0}", "tasks.probe.limits.disk: 0 is out of range: a size from 1M to 1024T"),
+        ("{cpu: 2}", "tasks.probe.limits: unknown key 'cpu' (valid keys: memory, disk)"),
+        ("4G", "tasks.probe.limits: expected a mapping, got '4G'"),
+    ],
+)
+def test_limits_are_checked(tmp_path: Path, limits: str, message: str) -> None:
+    root = make_project(tmp_path / "p", CLAWFILE.replace("LIMITS", limits))
+    r = claw(root, "validate")
+    assert (r.exit_code, r.stderr) == (2, f"claw: clawfile.yaml:9: {message}\n")
+
+
+def test_sizes_are_read_in_powers_of_1024(tmp_path: Path) -> None:
+    from claw_batch.configcache import load_project
+
+    root = make_project(tmp_path / "p", CLAWFILE.replace("LIMITS", "{memory: 1.5G, disk: 1048576}"))
+    limits = load_project(root, None).config.tasks["probe"].limits
+    assert (limits.memory, limits.disk) == (3 << 29, 1 << 20)
