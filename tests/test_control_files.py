@@ -11,8 +11,8 @@ control file so that the *next* plain `claw run` would do the attacker's bidding
 from __future__ import annotations
 
 import hashlib
-import shutil
 import json
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -267,9 +267,7 @@ COMMANDS = [  # what the obedient model's bash tries, each in a call of its own
 
 
 @pytest.mark.skipif(not shutil.which("bwrap"), reason="needs bubblewrap")
-def test_no_command_rewrites_what_decides_the_next_run(
-    tmp_path: Path, server: FakeOpenAI
-) -> None:
+def test_no_command_rewrites_what_decides_the_next_run(tmp_path: Path, server: FakeOpenAI) -> None:
     root = make_project(tmp_path / "p", BASH_CLAWFILE, {**FILES, "notes/.keep": ""})
     (root / ".git/hooks").mkdir(parents=True)
     before = snapshot(root)
