@@ -30,6 +30,7 @@ from claw_batch.clawfields import (
     CronExpr,
     EnvName,
     Globs,
+    GrantedTools,
     HttpUrl,
     JsonSchema,
     Name,
@@ -72,6 +73,13 @@ class PermissionsModel(_Strict):
     bash: BashPolicy = False
     network: bool = False
     env: PassedEnvNames = []
+
+
+class UntrustedModel(_Strict):
+    """What a job of the task keeps, beyond the read-only tools, once it has read content
+    from outside the project (claw_batch.taint)."""
+
+    allow: GrantedTools = []
 
 
 class BudgetModel(_Strict):
@@ -128,12 +136,15 @@ class TaskSettingsModel(_Strict):
     sandbox: Literal["bubblewrap", "none"] = "bubblewrap"
 
     refused_keys: ClassVar[dict[str, str]] = {
-        "prompt": "'prompt' cannot have a default: each task sets its own"
+        "prompt": "'prompt' cannot have a default: each task sets its own",
+        "untrusted": "'untrusted' cannot have a default: each task that may read outside "
+        "content grants itself what it needs",
     }
 
 
 class TaskModel(TaskSettingsModel):
     prompt: str
+    untrusted: UntrustedModel | None = None
 
 
 class ClawfileModel(_Strict):
@@ -167,7 +178,7 @@ def validate(path: Path, root: Path) -> Validated:
     _check_document(source)
     model, problems = _validate(source)
     if model is not None:
-        document = _apply_defaults(model).model_dump(mode="json")
+        document = _without_unset_grants(_apply_defaults(model).model_dump(mode="json"))
         config = Clawfile.of(document)
         names = [str(name) for name in source.data["tasks"]]
         problems += clawcheck.check(config, source, root, names=names)
@@ -238,6 +249,15 @@ def _apply_defaults(config: ClawfileModel) -> ClawfileModel:
             }
         }
     )
+
+
+def _without_unset_grants(document: dict[str, Any]) -> dict[str, Any]:
+    """A task without `untrusted:` is written as before that key existed: its definition, and
+    so every job's fingerprint, stays what it was (an upgrade reruns nothing)."""
+    for task in document["tasks"].values():
+        if task.get("untrusted") is None:
+            task.pop("untrusted", None)
+    return document
 
 
 def _with_defaults(task: TaskModel, defaults: TaskSettingsModel) -> TaskModel:

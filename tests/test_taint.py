@@ -465,8 +465,10 @@ def test_a_persons_edit_or_an_untainted_jobs_rewrite_ends_the_taint(
 
 def test_a_ledger_from_before_taint_keeps_working(tmp_path: Path, server: FakeOpenAI) -> None:
     """An older state.db has no `tainted` table and no `done.tainted` column: `claw plan`
-    reads it as it is, `claw run` adds them and keeps every job's last success."""
-    p = project(tmp_path, server, "")
+    reads it as it is (a job that reads a file asks the ledger), `claw run` adds them and
+    keeps every job's last success."""
+    downstream, _, _ = PATHS["read() in the prompt"]
+    p = project(tmp_path, server, downstream)
     server.handler = obedient()
     assert p.run("triage").exit_code == 0
     db = sqlite3.connect(p.root / ".claw" / "state.db")
@@ -474,13 +476,15 @@ def test_a_ledger_from_before_taint_keeps_working(tmp_path: Path, server: FakeOp
     db.execute("ALTER TABLE done DROP COLUMN tainted")
     db.commit()
     db.close()
-    plan = claw(p.root, "plan", "triage")
-    assert (plan.exit_code, plan.stderr) == (0, plan.stderr)
-    assert "up to date" in plan.stderr
+    plan = claw(p.root, "plan", "digest")
+    assert (plan.exit_code, plan.stderr) == (0, "")
+    assert plan.stdout.splitlines()[0] == "up to date  triage[inbox/mail.txt]"
+    assert plan.stdout.splitlines()[1].startswith("run         digest ")
     requests = len(server.requests)
     assert p.run("triage").exit_code == 0
     assert len(server.requests) == requests  # still up to date
     assert "tainted" in _columns(p.root, "done")
+    assert p.tainted() == {}  # what the old claw wrote was not recorded: it is not known
 
 
 def _columns(root: Path, table: str) -> list[str]:
@@ -532,7 +536,7 @@ def test_validate_says_which_tasks_can_be_tainted_and_from_where(tmp_path: Path)
     result = claw(root, "validate")
     assert (result.exit_code, result.stdout) == (0, "")
     assert result.stderr == (
-        "clawfile.yaml: ok (6 tasks, 0 skills)\n"
+        "clawfile.yaml: ok (6 tasks, 1 skill)\n"
         "outside content can reach 5 tasks; each keeps only read-only tools unless its "
         "untrusted: {allow: [...]} grants more:\n"
         "  triage: watch 'inbox/*.txt' (granted: write; withheld: remember)\n"
@@ -599,7 +603,7 @@ def test_graph_marks_the_tasks_that_can_be_tainted(tmp_path: Path) -> None:
         ),
         (
             "untrusted: {deny: [write]}",
-            "clawfile.yaml:5: tasks.t.untrusted.deny: unknown key 'deny' (valid keys: allow)",
+            "clawfile.yaml:5: tasks.t.untrusted: unknown key 'deny' (valid keys: allow)",
         ),
     ],
 )
@@ -616,6 +620,6 @@ def test_a_grant_has_no_default(tmp_path: Path) -> None:
     result = claw(root, "validate")
     assert (result.exit_code, result.stderr) == (
         2,
-        "claw: clawfile.yaml:3: defaults.untrusted: 'untrusted' cannot have a default: "
+        "claw: clawfile.yaml:3: defaults: 'untrusted' cannot have a default: "
         "each task that may read outside content grants itself what it needs\n",
     )
