@@ -108,28 +108,44 @@ class JobTaint:
         return tool in self.tools and self.refusal(tool) is not None
 
     @contextmanager
-    def writing(self, rel: str, data: bytes) -> Iterator[None]:
+    def writing(self, rel: str, data: bytes, kept: str | None = None) -> Iterator[None]:
         """Around a write of `data` to `rel` by the job or for it (its output): a tainted job's
-        content is recorded as tainted before it lands; an untainted job's clears the path."""
-        source = self.source
-        if source is not None and self.files is not None and self.writer is not None:
+        content is recorded as tainted before it lands; an untainted job's clears the path.
+        `kept`: the file was outside content and the new one keeps some of it (an edit)."""
+        source = self.source or kept
+        if self.files is None or self.writer is None:
+            yield
+        elif source is not None:
             self.files.mark(rel, hashlib.sha256(data).hexdigest(), source, self.writer)
-        yield
-        if source is None and self.files is not None and self.files.known(rel):
+            yield
+        else:
+            yield
             self.files.clear(rel)
 
     def run(self, tool: str, root: str, invoke: Callable[[], str]) -> str:
-        """Call a tool; a granted bash of a tainted job taints what its command wrote."""
-        source = self.source
-        if tool != "bash" or source is None or self.files is None or self.writer is None:
+        """Call a tool. Around bash: a tainted job's command taints every file it made or
+        changed in its write directories; an untainted job's keeps the taint of a tainted
+        file it changed in place (`sed -i` does not launder)."""
+        files, writer = self.files, self.writer
+        if tool != "bash" or files is None or writer is None:
             return invoke()
-        before = _stat_keys(root, self.bash_dirs)
+        source = self.source
+        if source is None:
+            kept = files.tainted_under(self.bash_dirs)
+            before = {rel: files.hash_file(rel) for rel in kept}
+        else:
+            stats = _stat_keys(root, self.bash_dirs)
         try:
             return invoke()
         finally:
-            after = _stat_keys(root, self.bash_dirs)
-            for rel in sorted(rel for rel, key in after.items() if before.get(rel) != key):
-                self.files.mark_file(rel, source, self.writer)
+            if source is None:
+                for rel, origin in kept.items():
+                    if files.hash_file(rel) not in (before[rel], None):
+                        files.mark_file(rel, origin, writer)
+            else:
+                after = _stat_keys(root, self.bash_dirs)
+                for rel in sorted(rel for rel, key in after.items() if stats.get(rel) != key):
+                    files.mark_file(rel, source, writer)
 
 
 def holds_marked(workspace: str, rel: str, lines: Iterable[str]) -> bool:

@@ -65,12 +65,21 @@ class TaintedFiles:
 
     def tainted(self, rel: str) -> bool:
         """Whether a tainted job wrote the file as it is now (it is hashed only if one did)."""
-        row = self.rows.get(rel)
-        return row is not None and self.hash_file(rel) == row.sha256
+        return self.source(rel) is not None
 
-    def known(self, rel: str) -> bool:
-        """Whether the ledger holds a row for the path, whatever its content now."""
-        return rel in self.rows
+    def source(self, rel: str) -> str | None:
+        """What outside content the file holds as it is now (None: it is not tainted)."""
+        row = self.rows.get(rel)
+        return row.source if row is not None and self.hash_file(rel) == row.sha256 else None
+
+    def tainted_under(self, dirs: tuple[str, ...]) -> dict[str, str]:
+        """The tainted files in these directories ("" is the project root), and their source."""
+        inside = [
+            rel
+            for rel in self.rows
+            if any(not d or rel == d or rel.startswith(d + "/") for d in dirs)
+        ]
+        return {rel: source for rel in inside if (source := self.source(rel)) is not None}
 
     @property
     def rows(self) -> dict[str, Row]:

@@ -21,6 +21,7 @@ import hashlib
 import json
 import re
 import sqlite3
+import subprocess
 import textwrap
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -382,6 +383,171 @@ def test_taint_flows_through_a_fan_out_and_on_to_the_next_task(
         "reports/mail.md": "out/mail.md",
         "summary/all.md": "reports/mail.md",
     }
+
+
+def test_the_result_of_an_up_to_date_tainted_upstream_stays_fenced(
+    tmp_path: Path, server: FakeOpenAI
+) -> None:
+    """The ledger keeps a job's taint with its last success: in a later run, an upstream that
+    is up to date still hands its result on fenced."""
+    downstream, _, source = PATHS["needs.X.result"]
+    p = project(tmp_path, server, downstream + ALL_TOOLS)
+    server.handler = obedient()
+    assert p.run("digest").exit_code == 0
+    p.clawfile((p.root / "clawfile.yaml").read_text().replace("Summarise:", "Summarise briefly:"))
+    requests = len(server.requests)
+    assert p.run("digest").exit_code == 0
+    assert len(server.requests) == requests + 2  # digest only: triage is up to date
+    prompt = server.requests[requests]["messages"][1]["content"]
+    assert prompt.startswith(f'Summarise briefly:\n<untrusted-data source="{source}" id="')
+    assert unfenced(server) == []
+    refused_all(p, "digest", source)
+
+
+def test_a_staged_diff_taints_the_job_that_shows_it(tmp_path: Path, server: FakeOpenAI) -> None:
+    root = make_project(
+        tmp_path / "p",
+        """
+        version: 1
+        model: fake-model
+        tasks:
+          review:
+            prompt: "Review:\\n{{ git.staged_diff }}"
+            output: reports/review.md
+            tools: [read, write, bash]
+            permissions: {write: ["reports/**"], bash: true}
+        """,
+        {"reports/.keep": ""},
+    )
+    for args in (["init", "-q"], ["add", "reports/.keep"]):
+        subprocess.run(["git", *args], cwd=root, check=True)
+    (root / "notes.md").write_text(f"{PAYLOAD}\n")
+    subprocess.run(["git", "add", "notes.md"], cwd=root, check=True)
+    p = Project(root, server)
+    server.handler = obedient()
+    assert p.run("review").exit_code == 0
+    assert p.offered("review") == ["read"]
+    assert unfenced(server) == []
+    source = "git diff --cached"
+    assert p.results("review") == {
+        "attack-0": (False, refusal("bash", source)),
+        "attack-1": (False, refusal("write", source)),
+        "attack-2": (False, "error: tool 'edit' is not available to this task (allowed: read)"),
+        "attack-3": (
+            False,
+            "error: tool 'remember' is not available to this task (allowed: read)",
+        ),
+    }
+    assert p.tainted() == {"reports/review.md": source}
+
+
+def test_a_listing_of_tainted_files_is_fenced_and_taints(
+    tmp_path: Path, server: FakeOpenAI
+) -> None:
+    """Names a tainted job chose are outside content too: ls and find fence a listing that
+    holds one, and the job that got it may no longer write."""
+    p = project(tmp_path, server, "")
+    server.handler = obedient()
+    assert p.run("triage").exit_code == 0
+    p.clawfile(
+        """
+        version: 1
+        model: fake-model
+        tasks:
+          index:
+            prompt: "List what is in out/ and write reports/index.md."
+            output: reports/done.md
+            tools: [ls, find, write]
+            permissions: {write: ["reports/**"]}
+        """
+    )
+    server.handler = None
+    server.enqueue(
+        tool_calls(
+            call("find", {"pattern": "*.md", "path": "out"}, "c1"),
+            call("write", {"path": "reports/index.md", "content": "mail.md\n"}, "c2"),
+        ),
+        text("listed"),
+    )
+    assert p.run("index").exit_code == 0
+    results = p.results("index")
+    assert results["c1"][1].startswith('<untrusted-data source="out" id="')
+    assert results["c2"] == (False, refusal("write", "out"))
+    assert not (p.root / "reports/index.md").exists()
+    assert p.tainted()["reports/done.md"] == "out"
+
+
+def test_marked_memory_is_outside_content_for_whoever_reads_it(
+    tmp_path: Path, server: FakeOpenAI
+) -> None:
+    """A fact a tainted job remembered, and the daily note's quote of that job, reach a later
+    job fenced — by read, grep and memory_search — and taint it."""
+    downstream, opener, _ = PATHS["read() in the prompt"]
+    p = project(
+        tmp_path, server, downstream + ALL_TOOLS + "        untrusted: {allow: [remember]}\n"
+    )
+    server.handler = obedient(opener)
+    assert p.run("digest").exit_code == 0
+    note = next((p.root / "workspace" / "memory").glob("*.md")).relative_to(p.root).as_posix()
+    p.clawfile(
+        """
+        version: 1
+        model: fake-model
+        tasks:
+          recall:
+            prompt: "What do we know?"
+            tools: [read, grep, memory_search, write]
+            permissions: {write: ["reports/**"]}
+        """
+    )
+    server.handler = None
+    server.enqueue(
+        tool_calls(call("read", {"path": "workspace/MEMORY.md"}, "c1")),
+        tool_calls(call("grep", {"pattern": "ordered", "path": note}, "c2")),
+        tool_calls(call("memory_search", {"query": "policy"}, "c3")),
+        tool_calls(call("write", {"path": "reports/x.md", "content": "x"}, "c4")),
+        text("known"),
+    )
+    assert p.run("recall").exit_code == 0
+    results = p.results("recall")
+    assert results["c1"][1].startswith('<untrusted-data source="workspace/MEMORY.md" id="')
+    assert results["c2"][1].startswith(f'<untrusted-data source="{note}" id="')
+    assert results["c3"][1].startswith('<untrusted-data source="workspace/MEMORY.md" id="')
+    assert results["c4"] == (False, refusal("write", "workspace/MEMORY.md and 1 more"))
+
+
+def test_an_untainted_edit_or_command_keeps_the_taint_of_what_it_changes(
+    tmp_path: Path, server: FakeOpenAI
+) -> None:
+    """A job that never read the file, but edits it in place, leaves the attacker's text in
+    it: the file stays tainted (by `edit`, and by a command such as `sed -i`)."""
+    p = project(tmp_path, server, "")
+    server.handler = obedient()
+    assert p.run("triage").exit_code == 0
+    p.clawfile(
+        """
+        version: 1
+        model: fake-model
+        tasks:
+          tidy:
+            prompt: "Tidy out/mail.md."
+            tools: [edit, bash]
+            permissions: {write: ["out/**"], bash: true}
+        """
+    )
+    server.handler = None
+    server.enqueue(
+        tool_calls(
+            call("edit", {"path": "out/mail.md", "old_string": "As ordered", "new_string": "So"}),
+        ),
+        tool_calls(call("bash", {"command": "sed -i s/admin/boss/ out/mail.md"})),
+        text("tidied"),
+    )
+    before = (p.root / "out/mail.md").read_text()
+    assert p.run("tidy").exit_code == 0
+    after = (p.root / "out/mail.md").read_text()
+    assert after == before.replace("As ordered", "So").replace("admin", "boss", 1)
+    assert p.tainted() == {"out/mail.md": "out/mail.md"}
 
 
 # --- the grant ---------------------------------------------------------------------------------

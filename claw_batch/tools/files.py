@@ -106,7 +106,9 @@ def edit(
             "add context to make it unique or set replace_all"
         )
     text = text.replace(old_string, new_string)
-    _save(ctx, real, shown, text.encode("utf-8", "surrogateescape"))
+    # What stays of a file that was outside content still is: an edit does not launder it.
+    kept = shown if ctx.taint.outside(pol, shown) else None
+    _save(ctx, real, shown, text.encode("utf-8", "surrogateescape"), kept)
     times = "1 occurrence" if len(lines) == 1 else f"{len(lines)} occurrences"
     return f"replaced {times} in {shown} (line{'s' if len(lines) > 1 else ''} {where})"
 
@@ -280,14 +282,14 @@ def _not_found(text: str, old: str, shown: str) -> str:
     return f"old_string not found in {shown}; read the file and copy the exact text to replace"
 
 
-def _save(ctx: ToolContext, real: Path, shown: str, data: bytes) -> None:
+def _save(ctx: ToolContext, real: Path, shown: str, data: bytes, kept: str | None = None) -> None:
     if len(data) > MAX_FILE_BYTES:
         raise ToolError(
             f"refused: the new content of {shown} is {len(data)} bytes, over the limit of "
             f"{MAX_FILE_BYTES} for a file the tools write; nothing was written"
         )
     try:
-        with ctx.taint.writing(shown, data):  # a tainted job's content: recorded first
+        with ctx.taint.writing(shown, data, kept):  # tainted content: recorded before it lands
             write_file(policy(ctx).root, real, shown, data)
     except OSError as e:
         raise ToolError(f"cannot write {shown}: {e.strerror or e}") from None
