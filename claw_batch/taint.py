@@ -13,6 +13,10 @@ every fence taints. A tainted job
 - remembers facts marked with what it read, and its daily-note quote never enters a system
   prompt.
 
+An untainted job that changes a tainted file in place (edit, `sed -i`) leaves it tainted: what
+it kept of the file is still the outside content. Which files are tainted, and for which
+content, the ledger keeps across runs (claw_batch.taintledger).
+
 What a job reads before its model is called (its prompt, its inputs, its fan-out item) is
 known when it is prepared: it is offered only the tools it may use. What its tools read taints
 it mid-run: from then on a call to any other tool is refused, with the reason, as a tool
@@ -131,21 +135,40 @@ class JobTaint:
             return invoke()
         source = self.source
         if source is None:
-            kept = files.tainted_under(self.bash_dirs)
-            before = {rel: files.hash_file(rel) for rel in kept}
-        else:
-            stats = _stat_keys(root, self.bash_dirs)
-        try:
-            return invoke()
-        finally:
-            if source is None:
-                for rel, origin in kept.items():
-                    if files.hash_file(rel) not in (before[rel], None):
-                        files.mark_file(rel, origin, writer)
-            else:
-                after = _stat_keys(root, self.bash_dirs)
-                for rel in sorted(rel for rel, key in after.items() if stats.get(rel) != key):
-                    files.mark_file(rel, source, writer)
+            return _keeping(files, writer, self.bash_dirs, invoke)
+        return _tainting(files, writer, source, root, self.bash_dirs, invoke)
+
+
+def _keeping(
+    files: TaintedFiles, writer: Writer, dirs: tuple[str, ...], invoke: Callable[[], str]
+) -> str:
+    """`invoke`, then the tainted files under `dirs` that it changed are tainted still."""
+    kept = files.tainted_under(dirs)
+    before = {rel: files.hash_file(rel) for rel in kept}
+    try:
+        return invoke()
+    finally:
+        for rel, origin in kept.items():
+            if files.hash_file(rel) not in (before[rel], None):
+                files.mark_file(rel, origin, writer)
+
+
+def _tainting(
+    files: TaintedFiles,
+    writer: Writer,
+    source: str,
+    root: str,
+    dirs: tuple[str, ...],
+    invoke: Callable[[], str],
+) -> str:
+    """`invoke`, then every file under `dirs` that it made or changed is tainted."""
+    before = _stat_keys(root, dirs)
+    try:
+        return invoke()
+    finally:
+        after = _stat_keys(root, dirs)
+        for rel in sorted(rel for rel, key in after.items() if before.get(rel) != key):
+            files.mark_file(rel, source, writer)
 
 
 def holds_marked(workspace: str, rel: str, lines: Iterable[str]) -> bool:

@@ -58,7 +58,8 @@ def read(
         base = pol.relative(real.parent)
         lines = [line.replace("{baseDir}", base) for line in lines]
     text = _window(lines, offset or 1, min(limit or MAX_LINES, MAX_LINES))
-    if ctx.taint.outside(pol, shown) or holds_marked(ctx.workspace, shown, lines):
+    # A memory file is outside content where it quotes a tainted job (only what is shown).
+    if ctx.taint.outside(pol, shown) or holds_marked(ctx.workspace, shown, text.split("\n")):
         return ctx.taint.fenced(text, shown)
     return text
 
