@@ -263,7 +263,8 @@ def _without_unset_grants(document: dict[str, Any]) -> dict[str, Any]:
 def _with_defaults(task: TaskModel, defaults: TaskSettingsModel) -> TaskModel:
     """The task with the defaults it does not set. A watch task reads files from outside:
     it takes only the read-only tools of `defaults:`, none of its permissions and not its
-    `sandbox: none`; whatever more it needs, it grants itself."""
+    `sandbox: none`; whatever more it needs, it lists itself and grants in `untrusted:
+    {allow: [...]}` (claw_batch.taint), which has no default."""
     unset = defaults.model_fields_set - task.model_fields_set
     update = {key: getattr(defaults, key) for key in unset}
     if update.get("watch", task.watch):
