@@ -41,6 +41,7 @@ def check(config: Clawfile, source: YamlSource, root: Path, *, names: list[str])
     problems += _passed_keys(config, source)
     for name, task in config.tasks.items():
         problems += _bash(name, task, source)
+        problems += _grants(name, task, source)
         problems += _task(name, task, source, root)
     return problems
 
@@ -209,6 +210,20 @@ def _bash(name: str, task: Task, source: YamlSource) -> list[Problem]:
             (*_where(source, name, "tools"),),
             "bash needs permissions.bash: a list of command patterns, or true",
         )
+    ]
+
+
+def _grants(name: str, task: Task, source: YamlSource) -> list[Problem]:
+    """`untrusted.allow` grants only what the task has: it keeps a tool, it adds none."""
+    tools = task.offered_tools
+    return [
+        source.problem(
+            ("tasks", name, "untrusted", "allow", index),
+            f"{tool} is not one of this task's tools ({', '.join(tools) or 'none'}): "
+            "there is nothing to grant",
+        )
+        for index, tool in enumerate(task.untrusted_allow)
+        if tool not in tools
     ]
 
 

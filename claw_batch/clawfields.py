@@ -19,7 +19,7 @@ from pydantic_core import PydanticCustomError
 
 from claw_batch.modelerrors import describe
 from claw_batch.paths import STATE_DIR
-from claw_batch.tools import TOOL_NAMES
+from claw_batch.tools import GRANTABLE_TOOLS, READ_ONLY_TOOLS, TOOL_NAMES
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -51,6 +51,16 @@ def _name(name: str) -> str:
 def _tool(name: str) -> str:
     if name not in TOOL_NAMES:
         raise refuse(f"unknown tool {name!r} (known: {', '.join(TOOL_NAMES)})")
+    return name
+
+
+def _granted(name: str) -> str:
+    """A tool `untrusted.allow` may grant: one that a read-only job does not keep anyway."""
+    if name in READ_ONLY_TOOLS:
+        raise refuse(
+            f"{name} is read-only: a job that read outside content keeps it without a grant "
+            f"(grantable: {', '.join(GRANTABLE_TOOLS)})"
+        )
     return name
 
 
@@ -242,6 +252,10 @@ def _mask(secret: str) -> str:
 
 Name = Annotated[str, AfterValidator(_name)]
 ToolName = Annotated[str, AfterValidator(_tool)]
+GrantedTools = Annotated[
+    list[Annotated[str, AfterValidator(_tool), AfterValidator(_granted)]],
+    BeforeValidator(_one_or_many),
+]
 Globs = Annotated[list[str], BeforeValidator(_one_or_many)]
 ProjectGlob = Annotated[str, AfterValidator(_in_project)]
 ProjectGlobs = Annotated[list[ProjectGlob], BeforeValidator(_one_or_many)]

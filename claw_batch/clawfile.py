@@ -30,6 +30,7 @@ from claw_batch.clawfields import (
     CronExpr,
     EnvName,
     Globs,
+    GrantedTools,
     HttpUrl,
     JsonSchema,
     Name,
@@ -73,6 +74,13 @@ class PermissionsModel(_Strict):
     bash: BashPolicy = False
     network: bool = False
     env: PassedEnvNames = []
+
+
+class UntrustedModel(_Strict):
+    """What a job of the task keeps, beyond the read-only tools, once it has read content
+    from outside the project (claw_batch.taint)."""
+
+    allow: GrantedTools = []
 
 
 class BudgetModel(_Strict):
@@ -137,12 +145,15 @@ class TaskSettingsModel(_Strict):
     limits: LimitsModel | None = None
 
     refused_keys: ClassVar[dict[str, str]] = {
-        "prompt": "'prompt' cannot have a default: each task sets its own"
+        "prompt": "'prompt' cannot have a default: each task sets its own",
+        "untrusted": "'untrusted' cannot have a default: each task that may read outside "
+        "content grants itself what it needs",
     }
 
 
 class TaskModel(TaskSettingsModel):
     prompt: str
+    untrusted: UntrustedModel | None = None
 
 
 class ClawfileModel(_Strict):
@@ -177,7 +188,7 @@ def validate(path: Path, root: Path) -> Validated:
     _check_document(source)
     model, problems = _validate(source)
     if model is not None:
-        document = _apply_defaults(model).model_dump(mode="json")
+        document = _without_unset_grants(_apply_defaults(model).model_dump(mode="json"))
         config = Clawfile.of(document)
         names = [str(name) for name in source.data["tasks"]]
         problems += clawcheck.check(config, source, root, names=names)
@@ -252,10 +263,20 @@ def _apply_defaults(config: ClawfileModel) -> ClawfileModel:
     )
 
 
+def _without_unset_grants(document: dict[str, Any]) -> dict[str, Any]:
+    """A task without `untrusted:` is written as before that key existed: its definition, and
+    so every job's fingerprint, stays what it was (an upgrade reruns nothing)."""
+    for task in document["tasks"].values():
+        if task.get("untrusted") is None:
+            task.pop("untrusted", None)
+    return document
+
+
 def _with_defaults(task: TaskModel, defaults: TaskSettingsModel) -> TaskModel:
     """The task with the defaults it does not set. A watch task reads files from outside:
     it takes only the read-only tools of `defaults:`, none of its permissions and not its
-    `sandbox: none`; whatever more it needs, it grants itself."""
+    `sandbox: none`; whatever more it needs, it lists itself and grants in `untrusted:
+    {allow: [...]}` (claw_batch.taint), which has no default."""
     unset = defaults.model_fields_set - task.model_fields_set
     update = {key: getattr(defaults, key) for key in unset}
     if update.get("watch", task.watch):

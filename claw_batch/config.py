@@ -118,6 +118,9 @@ class Task:
     skills: tuple[str, ...] | None = None
     sandbox: str = "bubblewrap"  # bubblewrap | none: how bash runs
     limits: CallLimits = CallLimits()
+    # What a job keeps beyond the read-only tools once it has read outside content
+    # (`untrusted: {allow: [...]}`; claw_batch.taint).
+    untrusted_allow: tuple[str, ...] = ()
     # What the definition is as a document (for the fingerprint), and the template variables
     # its prompt and output paths read (None: not known); neither is a setting.
     definition: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
@@ -136,6 +139,12 @@ class Task:
     @property
     def tool_names(self) -> tuple[str, ...]:
         return DEFAULT_TOOLS if self.tools is None else self.tools
+
+    @property
+    def offered_tools(self) -> tuple[str, ...]:
+        """What its jobs are offered: `tools:`, and bash with `permissions.bash`."""
+        bash = ("bash",) if self.permissions.bash and "bash" not in self.tool_names else ()
+        return (*self.tool_names, *bash)
 
     @classmethod
     def of(cls, data: JsonDict, variables: frozenset[str] | None = None) -> Task:
@@ -170,6 +179,7 @@ class Task:
             skills=None if skills is None else _strs(skills),
             sandbox=data["sandbox"],
             limits=CallLimits.of(data["limits"]),
+            untrusted_allow=_strs((data.get("untrusted") or {}).get("allow")),
             definition=data,
             variables=variables,
         )

@@ -20,6 +20,7 @@ from claw_batch.paths import Policy, checked_output
 from claw_batch.prepare import Prepared, RunContext, key_prompt, system_prompt
 from claw_batch.safeopen import write_file
 from claw_batch.spend import JobBudget
+from claw_batch.taint import JobTaint
 from claw_batch.tools.base import ToolContext
 
 
@@ -39,11 +40,13 @@ class JobExecution:
         on_event: EventSink,
         *,
         before_call: Callable[[], None] | None = None,
+        taint: JobTaint | None = None,
     ) -> None:
         self.run = run
         self.p = prepared
         self.on_event = on_event
         self.before_call = before_call
+        self.taint = taint or JobTaint(sources=prepared.tainted, tools=prepared.task.offered_tools)
 
     def execute(self) -> Outcome:
         started = time.monotonic()
@@ -70,7 +73,7 @@ class JobExecution:
             sandbox=None if task.sandbox == "none" else _sandbox(p.policy, task),
             workspace=self.run.workspace,
             today=self.run.now.date(),
-            untrusted=p.outside,
+            taint=self.taint,
             on_event=self.on_event,
             redact=self.run.redact,
         )
@@ -122,8 +125,10 @@ class JobExecution:
         if missing:
             raise TaskFailed(f"declared output(s) not created: {', '.join(missing)}")
         if output_path is not None:
+            data = text.encode()
             try:  # into the folder that was checked, even if a symlink has replaced it since
-                write_file(p.policy.root, output_path, str(p.output), text.encode())
+                with self.taint.writing(str(p.output), data):  # tainted: recorded first
+                    write_file(p.policy.root, output_path, str(p.output), data)
             except ToolError as e:
                 raise TaskFailed(f"output {p.output}: {e}") from e
             except OSError as e:  # a full disk: the old file stays

@@ -13,6 +13,7 @@ from claw_batch.messages import Usage
 from claw_batch.prepare import Prepared, RunContext
 from claw_batch.progress import Progress
 from claw_batch.state import State
+from claw_batch.taint import JobTaint
 from claw_batch.transcript import Transcript
 
 
@@ -60,11 +61,13 @@ class JobSink:
 Attempt = tuple["Outcome | None", str, "str | None", "str | None"]
 
 
-def attempt(ctx: RunContext, prepared: Prepared, sink: JobSink) -> Attempt:
+def attempt(ctx: RunContext, prepared: Prepared, sink: JobSink, taint: JobTaint) -> Attempt:
     """Run the job; (outcome, status, reason, error). What ends a job is caught here; what
-    ends the run (a clawfile or template error, a replay miss) propagates."""
+    ends the run (a clawfile or template error, a replay miss) propagates. `taint` says at
+    the end what the job read from outside."""
     try:
-        outcome = JobExecution(ctx, prepared, sink, before_call=sink.flush).execute()
+        execution = JobExecution(ctx, prepared, sink, before_call=sink.flush, taint=taint)
+        outcome = execution.execute()
     except KeyboardInterrupt:
         return None, "interrupted", "interrupted", "interrupted (Ctrl-C or SIGTERM)"
     except LimitExceeded as e:

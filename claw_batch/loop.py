@@ -6,6 +6,7 @@ model as error results and are never executed; limits and interrupts propagate.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -154,6 +155,10 @@ class ToolLoop:
 
     def _execute(self, call: ToolCall) -> tuple[str, bool]:
         tool = self.tools.get(call.name)
+        taint = self.ctx.taint
+        refused = taint.refusal(call.name)  # the job has read outside content, maybe just now
+        if refused is not None and (tool is not None or taint.withheld(call.name)):
+            return f"error: {refused}", False
         if tool is None:
             allowed = ", ".join(self.tools) or "none"
             return (
@@ -161,7 +166,8 @@ class ToolLoop:
                 False,
             )
         try:
-            return tool.invoke(self.ctx, call.arguments), True
+            invoke = functools.partial(tool.invoke, self.ctx, call.arguments)
+            return taint.run(call.name, str(self.ctx.root), invoke), True
         except ToolError as e:
             return f"error: {e}", False
         except (LimitExceeded, KeyboardInterrupt):

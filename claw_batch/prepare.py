@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from claw_batch import answers, context, control, globs, render, skills
+from claw_batch import answers, context, control, globs, render, skills, taint
 from claw_batch.config import Project, Task
 from claw_batch.endpoints import Models
 from claw_batch.jobs import Job, glob_files
@@ -22,6 +22,7 @@ from claw_batch.uptodate import Fingerprint, digest, fingerprint, task_digest
 
 if TYPE_CHECKING:
     from claw_batch.spend import Spend
+    from claw_batch.taintledger import TaintedFiles
     from claw_batch.tools.registry import Tool
 
 # What `today` and `now` read as in the prompt that replay keys are computed from.
@@ -42,12 +43,19 @@ class RunContext:
     skills: tuple[skills.Skill, ...] = ()  # discovered once per run
     spend: Spend | None = None  # what the run's jobs may spend (None: a dry run)
     redact: Callable[[str], str] = str  # the run's Redactor
+    tainted: TaintedFiles | None = None  # which files are outside content (None: the globs)
     # Per task, what is the same for all its items within a run: computed once.
     per_task: dict[tuple[str, str], Any] = field(default_factory=dict)
 
     @property
     def workspace(self) -> str:
         return self.project.config.workspace
+
+    def outside(self, rel: str) -> bool:
+        """Whether a project file is outside content: watched, or written by a tainted job."""
+        if self.tainted is not None:
+            return self.tainted.outside(rel)
+        return any(globs.match(g, rel) for g in self.project.config.untrusted)
 
 
 @dataclass(frozen=True)
@@ -67,36 +75,34 @@ class Prepared:
     tools: Mapping[str, Tool]
     model: str  # as the clawfile names it: "provider/name" or "name"
     inputs: tuple[str, ...]  # project-relative input files (the fan-out item included)
+    # What the job reads from outside before its model is called (claw_batch.taint): its
+    # item or inputs that are outside content, what its templates showed fenced, else a
+    # watch task's globs. Empty: nothing (yet; its tools may still read some).
+    tainted: tuple[str, ...] = ()
 
     @property
     def declared_outputs(self) -> tuple[str, ...]:
         return tuple(p for p in (self.output, *self.outputs) if p)
-
-    @functools.cached_property
-    def outside(self) -> str | None:
-        """What the job reads from outside the project: its item or inputs among the
-        untrusted (watched) files, else a watch task's globs; None when nothing. remember
-        marks facts with it, the daily note keeps its quotes out of the system prompt."""
-        found = [path for path in self.inputs if self.policy.is_untrusted(path)]
-        if found:
-            return found[0] + (f" and {len(found) - 1} more" if len(found) > 1 else "")
-        return ", ".join(self.task.watch) if self.task.watch else None
 
 
 def prepare(run: RunContext, job: Job, upstream_names: tuple[str, ...] = ()) -> Prepared:
     task = run.project.config.tasks[job.task]
     root = run.project.root
     inputs = sorted({p for pattern in task.inputs for p in glob_files(root, pattern)})
-    variables = _variables(run, job, inputs, upstream_names or tuple(task.needs))
+    fenced: list[str] = []  # what the templates show fenced, as they render
+    variables = _variables(run, job, inputs, upstream_names or tuple(task.needs), fenced.append)
     schema = answers.VERDICT_SCHEMA if task.check else task.json_schema
     output = _render_path(run, job, task.output, variables)
     outputs = tuple(_render_path(run, job, p, variables) or "" for p in task.outputs)
     offered = offered_skills(run, task)
     system_key = _once(run, job.task, "system", lambda: system_prompt(run, job, offered).key_text)
+    prompt = _prompt(run, job, variables, schema)
+    read = tuple(sorted({*inputs, *([job.item] if job.item else [])}))
+    tainted = _tainted(run, task, read, fenced)
     return Prepared(
         job=job,
         task=task,
-        prompt=_prompt(run, job, variables, schema),
+        prompt=prompt,
         variables=variables,
         system_key=system_key,
         task_digest=_once(run, job.task, "digest", lambda: task_digest(task.definition)),
@@ -106,10 +112,21 @@ def prepare(run: RunContext, job: Job, upstream_names: tuple[str, ...] = ()) -> 
         outputs=outputs,
         schema=schema,
         policy=policy_for(run, task, output, outputs, offered),
-        tools=offered_tools(task),
+        tools=offered_tools(task, tainted=bool(tainted)),
         model=run.model_override or task.model or run.project.config.model,
-        inputs=tuple(sorted({*inputs, *([job.item] if job.item else [])})),
+        inputs=read,
+        tainted=tainted,
     )
+
+
+def _tainted(
+    run: RunContext, task: Task, read: tuple[str, ...], fenced: list[str]
+) -> tuple[str, ...]:
+    """What the job reads from outside before its model is called (Prepared.tainted)."""
+    found = [path for path in read if run.outside(path)] + fenced
+    if not found and task.watch:  # what it is run for comes from outside, whatever it reads
+        found.append(", ".join(task.watch))
+    return tuple(dict.fromkeys(found))
 
 
 def key_prompt(run: RunContext, p: Prepared) -> str:
@@ -224,6 +241,7 @@ def task_key(run: RunContext, name: str, hash_file: Callable[[str], str | None])
             "skills": _once(run, name, "skills", lambda: skill_digests(offered)),
             "model": f"{run.model_override or task.model or run.project.config.model}",
             "tools": sorted(tool_names(task)),
+            "untrusted": list(run.project.config.untrusted),  # what is fenced, tools withheld
             "inputs": hashes,
             "files": list(run.files) if "files" in task.variables else None,
             "git": _git_state(root) if "git" in task.variables else None,
@@ -267,20 +285,27 @@ def skill_digests(offered: Sequence[skills.Skill]) -> dict[str, str]:
 
 
 def _variables(
-    run: RunContext, job: Job, inputs: list[str], upstream_names: tuple[str, ...]
+    run: RunContext,
+    job: Job,
+    inputs: list[str],
+    upstream_names: tuple[str, ...],
+    saw: Callable[[str], None],
 ) -> dict[str, Any]:
+    """The template variables of one job; `saw` is told of each outside content they show
+    (fenced), as they show it."""
+    root = run.project.root
     variables: dict[str, Any] = {
         "task": job.task,
         "today": run.now.date().isoformat(),
         "now": run.now.isoformat(timespec="seconds"),
         "inputs": inputs,
-        "needs": render.needs_view(run.upstream, upstream_names),
+        "needs": taint.needs_view(render.needs_view(run.upstream, upstream_names), saw),
         "files": list(run.files),
-        "git": render.GitInfo(run.project.root),
+        "git": render.GitInfo(root, saw),
+        "read": render.reader(root, run.outside, saw),  # over the helper: it knows the ledger
     }
     if job.item is not None:
-        outside = any(globs.match(g, job.item) for g in run.project.config.untrusted)
-        variables["item"] = render.Item.of(job.item, outside=outside)
+        variables["item"] = render.Item.of(job.item, outside=run.outside(job.item))
     return variables
 
 
@@ -309,14 +334,18 @@ def _render_path(
 
 def tool_names(task: Task) -> tuple[str, ...]:
     """The tools the task offers: its `tools:`, and bash with `permissions.bash`."""
-    bash = ("bash",) if task.permissions.bash and "bash" not in task.tool_names else ()
-    return (*task.tool_names, *bash)
+    return task.offered_tools
 
 
-def offered_tools(task: Task) -> dict[str, Tool]:
+def offered_tools(task: Task, *, tainted: bool = False) -> dict[str, Tool]:
+    """The job's tools: its task's, and for a job that reads outside content only the
+    read-only ones and what the task grants it (`untrusted.allow`)."""
     from claw_batch.tools.registry import TOOLS
 
-    return {n: TOOLS[n] for n in tool_names(task) if n in TOOLS}
+    names = tool_names(task)
+    if tainted:
+        names = tuple(n for n in names if n in taint.READ_ONLY or n in task.untrusted_allow)
+    return {n: TOOLS[n] for n in names if n in TOOLS}
 
 
 def offered_skills(run: RunContext, task: Task) -> tuple[skills.Skill, ...]:

@@ -49,20 +49,25 @@ class Item:
 class Upstream:
     output: str | None
     result: str
+    tainted: str | None = None  # what outside content its jobs read: `result` is shown fenced
 
 
-def joined(previous: Upstream | None, output: str | None, text: str) -> Upstream:
-    """What `needs.X` shows: the output path and result; fan-out items' results joined."""
+def joined(
+    previous: Upstream | None, output: str | None, text: str, tainted: str | None = None
+) -> Upstream:
+    """What `needs.X` shows: the output path and result; fan-out items' results joined (and
+    fenced as a whole when any item read outside content)."""
     if previous is None:
-        return Upstream(output, text)
-    return Upstream(output, previous.result + "\n" + text)
+        return Upstream(output, text, tainted)
+    return Upstream(output, previous.result + "\n" + text, previous.tainted or tainted)
 
 
 class GitInfo:
     """`{{ git.staged_diff }}` and friends, computed only when a template asks."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, saw: Callable[[str], None] | None = None) -> None:
         self._root = root
+        self._saw = saw  # told when the staged diff is shown: it is outside content
 
     def _git(self, *args: str) -> str:
         try:
@@ -77,6 +82,8 @@ class GitInfo:
     def staged_diff(self) -> str:
         """The staged changes, fenced: a diff is content from outside (SPEC §3)."""
         diff = self._git("diff", "--cached", "--no-color", "--no-ext-diff")
+        if self._saw is not None:
+            self._saw("git diff --cached")
         return fence(diff, "git diff --cached")
 
     @functools.cached_property
@@ -111,7 +118,22 @@ def helpers(root: Path, untrusted: tuple[str, ...] = ()) -> dict[str, Callable[.
     """`read()` and `glob()` for templates; `read()` fences a file matching `untrusted`."""
     from claw_batch.paths import Policy
 
-    policy = Policy(root, untrusted=untrusted)
+    def glob(pattern: str) -> list[str]:
+        from claw_batch.jobs import glob_files
+
+        return glob_files(root, pattern)
+
+    return {"read": reader(root, Policy(root, untrusted=untrusted).is_untrusted), "glob": glob}
+
+
+def reader(
+    root: Path, outside: Callable[[str], bool], saw: Callable[[str], None] | None = None
+) -> Callable[[str], str]:
+    """The template `read()`: a file for which `outside` holds (project-relative) is fenced,
+    and `saw` is told its path (the job that reads it is tainted)."""
+    from claw_batch.paths import Policy
+
+    policy = Policy(root)
 
     def read(path: str) -> str:
         from claw_batch.safeopen import read_file
@@ -121,14 +143,13 @@ def helpers(root: Path, untrusted: tuple[str, ...] = ()) -> dict[str, Callable[.
         # Where it was checked, and only a regular file: a FIFO swapped in would hang the run.
         data = read_file(real, shown, READ_HELPER_LIMIT)[:READ_HELPER_LIMIT]
         text = data.decode("utf-8", errors="replace")
-        return fence(text, shown) if policy.is_untrusted(shown) else text
+        if not outside(shown):
+            return text
+        if saw is not None:
+            saw(shown)
+        return fence(text, shown)
 
-    def glob(pattern: str) -> list[str]:
-        from claw_batch.jobs import glob_files
-
-        return glob_files(root, pattern)
-
-    return {"read": read, "glob": glob}
+    return read
 
 
 @functools.lru_cache(maxsize=256)

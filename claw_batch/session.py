@@ -35,6 +35,7 @@ from claw_batch.results import NO_USAGE, NOT_RUN, JobResult, not_run
 from claw_batch.scheduler import Scheduler
 from claw_batch.spend import Spend
 from claw_batch.state import Done, JobRecord, State
+from claw_batch.taintledger import TaintedFiles, Writer
 from claw_batch.tempsweep import sweep_run_folders
 from claw_batch.uptodate import Decision, Fingerprint, decide
 from claw_batch.verdicts import Verdicts
@@ -42,6 +43,7 @@ from claw_batch.verdicts import Verdicts
 if TYPE_CHECKING:
     from claw_batch.jobrun import JobSink
     from claw_batch.runner import Runner, RunSummary
+    from claw_batch.taint import JobTaint
     from claw_batch.transcript import Transcript
 
 UP_TO_DATE = Decision(False, ())
@@ -68,6 +70,9 @@ class RunSession:
         self.failed: set[str] = set()
         self.noted: set[str] = set()  # tasks whose daily-note entry is written
         self.outside: set[Job] = set()  # jobs that read content from outside the project
+        # Which files are outside content: watched, or written by a tainted job (the ledger).
+        untrusted = runner.project.config.untrusted
+        self.tainted = TaintedFiles(state, untrusted, self.hashes.hash)
         self.keys: dict[str, TaskKey | None] = {}  # per task, for the quick check
         self.quick_updates: list[tuple[str, str, str]] = []  # (quick, task, item)
         self._verdicts: Verdicts | None = None  # opened by the first check task
@@ -92,6 +97,7 @@ class RunSession:
             model_override=runner.options.model,
             skills=tuple(s for s in found if not self.unavailable[s.name]),
             redact=runner.redact,
+            tainted=self.tainted,
             spend=Spend(runner.project.config, state.spent_since, now)
             if state and not self.dry
             else None,
@@ -278,7 +284,8 @@ class RunSession:
             with self.lock:
                 self.produced.setdefault(job.task, {}).update(hashes or record.outputs)
                 upstream = self.ctx.upstream
-                upstream[job.task] = joined(upstream.get(job.task), first, record.result)
+                previous = upstream.get(job.task)
+                upstream[job.task] = joined(previous, first, record.result, record.tainted)
         return not_run(job, decision.status, decision.reasons, first)
 
     def execute(self, p: Prepared, fp: Fingerprint, decision: Decision) -> JobResult:
@@ -287,9 +294,7 @@ class RunSession:
 
         assert self.state is not None
         job = p.job
-        if p.outside:
-            with self.lock:
-                self.outside.add(job)
+        taint = self.job_taint(p)
         started_wall = now_for_run(self.r.environ)
         self.state.start_job(
             self.summary.run_id, job.task, job.item or "", started_wall.isoformat()
@@ -300,10 +305,14 @@ class RunSession:
         self.r.progress.job_started(job)
         started = time.monotonic()
         try:
-            outcome, status, reason, error = attempt(self.ctx, p, sink)
+            outcome, status, reason, error = attempt(self.ctx, p, sink, taint)
         except Exception as e:  # it stops the run: close the job's records first
             self.abort(job, transcript, sink, started, started_wall, e)
             raise
+        finally:
+            if taint.source is not None:  # its daily-note quote stays out of system prompts
+                with self.lock:
+                    self.outside.add(job)
         duration = round(time.monotonic() - started, 3)
         shown = self.r.redact(error) if error else None
         transcript.event("end", status=status, reason=reason, error=shown, seconds=duration)
@@ -326,10 +335,36 @@ class RunSession:
             reasons=decision.reasons,
             cost_usd=sink.cost_usd,
         )
-        self.record(result, started_wall, p, fp)
+        self.record(result, started_wall, p, fp, taint.source)
         return result
 
-    def record(self, r: JobResult, started: dt.datetime, p: Prepared, fp: Fingerprint) -> None:
+    def job_taint(self, p: Prepared) -> JobTaint:
+        """What the job has read from outside: what it reads before its model is called, and
+        then what its tools read (claw_batch.taint)."""
+        from claw_batch.sandbox import write_dirs
+        from claw_batch.taint import JobTaint
+
+        task, policy = p.task, p.policy
+        # Where its commands may write: what a granted bash of a tainted job taints.
+        dirs = ("",) if task.sandbox == "none" else write_dirs(policy.write_globs, policy.outputs)
+        return JobTaint(
+            sources=p.tainted,
+            files=self.tainted,
+            allow=task.untrusted_allow,
+            tools=task.offered_tools,
+            writer=Writer(p.job.task, p.job.item or "", self.summary.run_id),
+            bash_dirs=dirs,
+        )
+
+    def record(
+        self,
+        r: JobResult,
+        started: dt.datetime,
+        p: Prepared,
+        fp: Fingerprint,
+        tainted: str | None = None,
+    ) -> None:
+        """`tainted`: what outside content the job read (its result is shown fenced)."""
         assert self.state is not None
         row = JobRecord(
             self.summary.run_id,
@@ -366,12 +401,13 @@ class RunSession:
         written = {path: h for path, h in outputs.items() if h is not None}
         key = self.task_key(r.job.task)
         quick = self.seal(key, r.job, fp, list(written)) if key else None
-        done = Done.of(r.job.task, r.job.item or "", fp.value, fp.parts, written, r.text, quick)
+        item = r.job.item or ""
+        done = Done.of(r.job.task, item, fp.value, fp.parts, written, r.text, quick, tainted)
         self.state.succeed_job(row, done)
         with self.lock:
             self.produced.setdefault(r.job.task, {}).update(outputs)
             upstream = self.ctx.upstream
-            upstream[r.job.task] = joined(upstream.get(r.job.task), r.output, r.text)
+            upstream[r.job.task] = joined(upstream.get(r.job.task), r.output, r.text, tainted)
 
     def abort(
         self,

@@ -60,7 +60,18 @@ CREATE TABLE IF NOT EXISTS done (
     result TEXT NOT NULL,          -- the final answer, for needs.X.result downstream
     run_id TEXT NOT NULL,
     quick TEXT,                    -- prepare.TaskKey.quick: up to date by stat keys alone
+    tainted TEXT,                  -- the outside content the job read (its result is fenced)
     PRIMARY KEY (task, item)
+);
+-- Files that hold outside content (claw_batch.taintledger): a job that had read some wrote
+-- `path`; while its content is `sha256`, whatever reads it gets it fenced.
+CREATE TABLE IF NOT EXISTS tainted (
+    path TEXT PRIMARY KEY,
+    sha256 TEXT NOT NULL,
+    source TEXT NOT NULL,          -- the outside content the writing job had read
+    task TEXT NOT NULL,
+    item TEXT NOT NULL DEFAULT '',
+    run_id TEXT NOT NULL
 );
 -- The stat shortcut: a file is re-hashed only when its mtime, size or inode changed.
 CREATE TABLE IF NOT EXISTS files (
@@ -128,6 +139,7 @@ class Done:
     outputs_json: str
     result: str
     quick: str | None = None  # prepare.TaskKey.seal: a digest, then the output paths
+    tainted: str | None = None  # the outside content the job read (claw_batch.taint)
 
     @classmethod
     def of(
@@ -139,8 +151,10 @@ class Done:
         outputs: dict[str, str],
         result: str,
         quick: str | None = None,
+        tainted: str | None = None,
     ) -> Done:
-        return cls(task, item, fingerprint, json.dumps(parts), json.dumps(outputs), result, quick)
+        parts_json, outputs_json = json.dumps(parts), json.dumps(outputs)
+        return cls(task, item, fingerprint, parts_json, outputs_json, result, quick, tainted)
 
     @functools.cached_property
     def parts(self) -> dict[str, Any]:
@@ -196,6 +210,7 @@ class State:
         self.db.row_factory = sqlite3.Row
         ledgerfile.checked(lambda: ledgerfile.verify(self.db, pages=()), path)
         self.has_quick = self._has_quick()  # read-only: an old state.db stays old
+        self.has_taint = self._has_column("done", "tainted")
 
     def _open(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -213,7 +228,9 @@ class State:
             self.db.execute("ALTER TABLE done ADD COLUMN quick TEXT")
         if not self._has_column("calls", "cost_usd"):  # ... or before cost accounting
             self.db.execute("ALTER TABLE calls ADD COLUMN cost_usd REAL")
-        self.has_quick = True
+        if not self._has_column("done", "tainted"):  # ... or before taint (SCHEMA made its table)
+            self.db.execute("ALTER TABLE done ADD COLUMN tainted TEXT")
+        self.has_quick = self.has_taint = True
 
     def _checked(self, fn: Callable[[], T]) -> T:
         """`fn` on the open ledger: damage found now is reported, and the next `claw run`
@@ -292,9 +309,10 @@ class State:
     def done(self, task: str, item: str) -> Done | None:
         """The job's last success in full."""
         quick = "quick" if self.has_quick else "NULL"
+        tainted = "tainted" if self.has_taint else "NULL"
         rows = self._query(
-            f"SELECT task, item, fingerprint, parts, outputs, result, {quick} FROM done "
-            "WHERE task = ? AND item = ?",
+            f"SELECT task, item, fingerprint, parts, outputs, result, {quick}, {tainted} "
+            "FROM done WHERE task = ? AND item = ?",
             (task, item),
         )
         return Done(*rows[0]) if rows else None
@@ -316,11 +334,25 @@ class State:
                 [(path, *entry) for path, entry in entries.items()],
             )
 
+    def select(self, sql: str, args: tuple[object, ...] = ()) -> list[sqlite3.Row]:
+        """A read of a table another module keeps (taintledger), on the shared connection."""
+        return self._query(sql, args)
+
+    def has_table(self, name: str) -> bool:
+        """Whether the table exists: a read-only ledger of an older claw may lack one."""
+        rows = self._query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,))
+        return bool(rows)
+
     @contextlib.contextmanager
-    def transaction(self) -> Iterator[None]:
+    def transaction(self, *, durable: bool = False) -> Iterator[None]:
         """The statements of the block in one transaction (the slot, verdict and watch ledgers
-        use it too); a failure leaves nothing of it, and SQLite's errors are said for a user."""
+        use it too); a failure leaves nothing of it, and SQLite's errors are said for a user.
+        `durable`: on disk when the block ends, even through a power cut (with WAL, a commit
+        is otherwise synced at the next checkpoint) — for what must be known before a file
+        is written (taintledger)."""
         with self._lock:
+            if durable:
+                self._checked(lambda: self.db.execute("PRAGMA synchronous=FULL"))
             self._checked(lambda: self.db.execute("BEGIN IMMEDIATE"))
             try:
                 try:
@@ -333,6 +365,10 @@ class State:
                     with contextlib.suppress(sqlite3.Error):
                         self.db.execute("ROLLBACK")
                 raise
+            finally:
+                if durable:
+                    with contextlib.suppress(sqlite3.Error):
+                        self.db.execute("PRAGMA synchronous=NORMAL")
 
     def finish_job(self, r: JobRecord) -> None:
         """Record how the job ended, with its model calls, in one transaction."""
@@ -386,7 +422,7 @@ class State:
         if done_rows:
             self._insert(
                 "INSERT OR REPLACE INTO done "
-                "(task, item, fingerprint, parts, outputs, result, run_id, quick)",
+                "(task, item, fingerprint, parts, outputs, result, run_id, quick, tainted)",
                 done_rows,
             )
 
@@ -480,4 +516,5 @@ def _done_row(r: JobRecord, done: Done) -> tuple[object, ...]:
         done.result,
         r.run_id,
         done.quick,
+        done.tainted,
     )

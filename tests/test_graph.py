@@ -316,8 +316,9 @@ def test_dot(tmp_path: Path) -> None:
         "  rankdir=LR;\n"
         "  node [shape=box];\n"
         '  "collect" [label="collect\\nschedule 0 6 * * *"];\n'
-        '  "triage" [label="triage\\nforeach inbox/*.txt\\nwatch inbox/*.txt"];\n'
-        '  "summary";\n'
+        '  "triage" [label="triage\\nforeach inbox/*.txt\\nwatch inbox/*.txt\\ntainted: watch", '
+        "color=red];\n"
+        '  "summary" [label="summary\\ntainted: triage", color=red];\n'
         '  "review" [label="review\\nhook pre-commit\\ncheck"];\n'
         '  "collect" -> "summary";\n'
         '  "triage" -> "summary" [style=dashed, label="tickets/*.json"];\n'
@@ -331,11 +332,13 @@ def test_mermaid(tmp_path: Path) -> None:
     assert result.stdout == (
         "flowchart LR\n"
         '  t0["collect<br/>schedule 0 6 * * *"]\n'
-        '  t1["triage<br/>foreach inbox/*.txt<br/>watch inbox/*.txt"]\n'
-        '  t2["summary"]\n'
+        '  t1["triage<br/>foreach inbox/*.txt<br/>watch inbox/*.txt<br/>tainted: watch"]\n'
+        '  t2["summary<br/>tainted: triage"]\n'
         '  t3["review<br/>hook pre-commit<br/>check"]\n'
         "  t0 --> t2\n"
         '  t1 -.->|"tickets/*.json"| t2\n'
+        "  classDef tainted stroke:#c00,color:#c00\n"
+        "  class t1,t2 tainted\n"
     )
 
 
@@ -345,10 +348,12 @@ def test_named_tasks_and_their_upstream_only(tmp_path: Path) -> None:
     assert result.stdout == (
         "flowchart LR\n"
         '  t0["collect<br/>schedule 0 6 * * *"]\n'
-        '  t1["triage<br/>foreach inbox/*.txt<br/>watch inbox/*.txt"]\n'
-        '  t2["summary"]\n'
+        '  t1["triage<br/>foreach inbox/*.txt<br/>watch inbox/*.txt<br/>tainted: watch"]\n'
+        '  t2["summary<br/>tainted: triage"]\n'
         "  t0 --> t2\n"
         '  t1 -.->|"tickets/*.json"| t2\n'
+        "  classDef tainted stroke:#c00,color:#c00\n"
+        "  class t1,t2 tainted\n"
     )
     assert claw(root, "graph", "collect").stdout == (
         "digraph claw {\n"

@@ -72,6 +72,8 @@ CLAWFILE = f"""
         tools: [{TOOLS}]
         permissions:
           write: ["out/**"]
+        untrusted:
+          allow: [write, edit, remember]
       logs:
         description: Explain the errors in a dropped log
         prompt: "Explain the errors in this log:\\n{{{{ read(item.path) }}}}"
@@ -82,6 +84,8 @@ CLAWFILE = f"""
         tools: [read, grep, bash]
         permissions:
           bash: ["wc -l logs/*", "tail -n * logs/*"]
+        untrusted:
+          allow: [bash]
 """
 FILES = {
     "prompts/triage.md": (

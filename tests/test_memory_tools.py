@@ -13,8 +13,10 @@ import pytest
 from claw_batch.errors import ToolError
 from claw_batch.paths import Policy
 from claw_batch.redact import Redactor
+from claw_batch.taint import JobTaint
 from claw_batch.tools.base import ToolContext
 from claw_batch.tools.registry import TOOLS
+from claw_batch.untrusted import fence
 
 
 @pytest.fixture
@@ -37,7 +39,7 @@ def context(root: Path, workspace: str = "workspace", untrusted: str | None = No
         deadline=deadline,
         workspace=workspace,
         today=TODAY,
-        untrusted=untrusted,
+        taint=JobTaint(sources=(untrusted,) if untrusted else ()),
     )
 
 
@@ -516,8 +518,16 @@ def test_search_finds_what_remember_wrote_and_archived(root: Path) -> None:
     )
 
 
-def test_search_shows_the_untrusted_marker(root: Path) -> None:
+def test_search_shows_the_untrusted_marker_fenced_and_taints_the_searcher(root: Path) -> None:
+    """A fact a tainted job remembered is outside content: found, it is fenced, and the job
+    that found it is tainted (claw_batch.taint)."""
+    call(root, "remember", key="owner", text="Ana")
     call(root, "remember", untrusted="inbox/a.txt", key="vendor", text="Acme")
-    assert call(root, "memory_search", query="vendor") == (
-        "workspace/MEMORY.md:3 [key] - vendor: Acme (from untrusted inbox/a.txt)"
+    ctx = context(root)
+    found = TOOLS["memory_search"].invoke(ctx, json.dumps({"query": "vendor"}))
+    assert found == fence(
+        "workspace/MEMORY.md:4 [key] - vendor: Acme (from untrusted inbox/a.txt)",
+        "workspace/MEMORY.md",
     )
+    assert ctx.taint.source == "workspace/MEMORY.md"
+    assert call(root, "memory_search", query="owner") == "workspace/MEMORY.md:3 [key] - owner: Ana"

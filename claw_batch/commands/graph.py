@@ -10,6 +10,9 @@ from claw_batch.commands.common import handle_errors, load, project_options
 if TYPE_CHECKING:
     from claw_batch.config import Clawfile
     from claw_batch.graph import Graph
+    from claw_batch.taintflow import Source
+
+Reach = dict[str, tuple["Source", ...]]  # per task that outside content can reach: how
 
 
 @click.command()
@@ -35,24 +38,28 @@ def graph(
     """Print the task graph: every task, or the TASKs (names or globs) and what they need.
 
     Arrows go from a task to the tasks that use its results; dashed ones are implicit (an
-    input glob matches the task's output), labelled with that glob.
+    input glob matches the task's output), labelled with that glob. Tasks that outside
+    content can reach are red, and say from where ("tainted: ...").
     """
     from claw_batch import graph as task_graph
+    from claw_batch import taintflow
     from claw_batch.jobs import select_tasks
 
     config = load(directory, file).config
     built = task_graph.build(config)
     names = built.order(select_tasks(config, targets)) if targets else list(built.tasks)
     render = to_dot if fmt == "dot" else to_mermaid
-    click.echo(render(built, config, names), nl=False)
+    click.echo(render(built, config, names, taintflow.reach(config, built)), nl=False)
     return 0
 
 
-def to_dot(graph: Graph, config: Clawfile, names: list[str]) -> str:
+def to_dot(graph: Graph, config: Clawfile, names: list[str], reach: Reach) -> str:
     lines = ["digraph claw {", "  rankdir=LR;", "  node [shape=box];"]
     for name in _file_order(graph, names):
-        notes = _notes(config, name)
-        label = f" [label={_dot(chr(10).join([name, *notes]))}]" if notes else ""
+        notes = _notes(config, name, reach)
+        attributes = [f"label={_dot(chr(10).join([name, *notes]))}"] if notes else []
+        attributes += ["color=red"] if name in reach else []
+        label = f" [{', '.join(attributes)}]" if attributes else ""
         lines.append(f"  {_dot(name)}{label};")
     for task, upstream in _edges(graph, names):
         via = graph.via(task, upstream)
@@ -61,16 +68,22 @@ def to_dot(graph: Graph, config: Clawfile, names: list[str]) -> str:
     return "\n".join([*lines, "}"]) + "\n"
 
 
-def to_mermaid(graph: Graph, config: Clawfile, names: list[str]) -> str:
+def to_mermaid(graph: Graph, config: Clawfile, names: list[str], reach: Reach) -> str:
     ids = {name: f"t{i}" for i, name in enumerate(graph.tasks)}  # task names may not be ids
     lines = ["flowchart LR"]
     for name in _file_order(graph, names):
-        label = "<br/>".join(_mermaid(text) for text in [name, *_notes(config, name)])
+        label = "<br/>".join(_mermaid(text) for text in [name, *_notes(config, name, reach)])
         lines.append(f'  {ids[name]}["{label}"]')
     for task, upstream in _edges(graph, names):
         via = graph.via(task, upstream)
         arrow = f'-.->|"{_mermaid(via.glob)}"|' if via else "-->"
         lines.append(f"  {ids[upstream]} {arrow} {ids[task]}")
+    tainted = [ids[name] for name in _file_order(graph, names) if name in reach]
+    if tainted:
+        lines += [
+            "  classDef tainted stroke:#c00,color:#c00",
+            f"  class {','.join(tainted)} tainted",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -88,8 +101,8 @@ def _edges(graph: Graph, names: list[str]) -> list[tuple[str, str]]:
     ]
 
 
-def _notes(config: Clawfile, name: str) -> list[str]:
-    """What else there is to know about a task on a graph: fan-out and triggers."""
+def _notes(config: Clawfile, name: str, reach: Reach) -> list[str]:
+    """What else there is to know about a task on a graph: fan-out, triggers, taint."""
     task = config.tasks[name]
     notes = [f"foreach {task.foreach}"] if task.foreach else []
     if task.schedule:
@@ -100,6 +113,8 @@ def _notes(config: Clawfile, name: str) -> list[str]:
         notes.append(f"hook {task.hook}")
     if task.check:
         notes.append("check")
+    if name in reach:
+        notes.append("tainted: " + ", ".join(dict.fromkeys(s.short for s in reach[name])))
     return notes
 
 

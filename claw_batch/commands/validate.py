@@ -12,8 +12,9 @@ from claw_batch.errors import ClawfileError
 @project_options
 @handle_errors
 def validate(directory: Path | None, file: Path | None, verbose: bool, quiet: bool) -> int:
-    """Check the clawfile, its templates and the skills (exit 2 on error)."""
-    from claw_batch import skills
+    """Check the clawfile, its templates and the skills (exit 2 on error); say which tasks
+    outside content can reach, and from where."""
+    from claw_batch import graph, skills, taintflow
     from claw_batch.clawfile import validate as validated
     from claw_batch.config import Project, clawfile_path
     from claw_batch.paths import shown_path
@@ -40,4 +41,6 @@ def validate(directory: Path | None, file: Path | None, verbose: bool, quiet: bo
             f"{len(found)} skill{'s' if len(found) != 1 else ''})",
             err=True,
         )
+        for line in taintflow.report(project.config, graph.build(project.config)):
+            click.echo(line, err=True)
     return 0

@@ -3,6 +3,8 @@ the implementations are in `claw_batch.tools.registry` (TOOLS)."""
 
 TOOL_NAMES = ("read", "write", "edit", "bash", "grep", "ls", "find", "remember", "memory_search")
 DEFAULT_TOOLS = ("read", "grep", "ls", "find")
-# What a task that reads untrusted content (a watch task) gets from `defaults:`; more (write,
-# edit, bash, remember) only when the task itself grants it.
+# What a job that has read outside content (a watch task's, any tainted job's) may use; a
+# watch task takes only these from `defaults:`. More only when its task grants it, in
+# `untrusted: {allow: [...]}` (claw_batch.taint).
 READ_ONLY_TOOLS = ("read", "grep", "ls", "find", "memory_search")
+GRANTABLE_TOOLS = ("write", "edit", "bash", "remember")

@@ -10,12 +10,13 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from claw_batch.ceilings import Ceilings
 from claw_batch.paths import Policy
+from claw_batch.taint import JobTaint
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,9 @@ class ToolContext:
     sandbox: Sandbox | None = None  # None: bash runs unsandboxed (`sandbox: none`)
     workspace: str = "workspace"  # project-relative: where MEMORY.md and memory/ live
     today: dt.date | None = None  # the run's date (CLAW_NOW pins it); None: the machine's
-    untrusted: str | None = None  # the job reads untrusted content: this (what remember marks)
+    # What the job has read from outside (claw_batch.taint): the tools fence what is outside
+    # through it, remember marks facts with it, the tool loop refuses what it withholds.
+    taint: JobTaint = field(default_factory=JobTaint)
     on_event: Callable[..., Any] | None = None  # the transcript: on_event(kind, **fields)
     redact: Callable[[str], str] = str  # what a tool keeps (MEMORY.md) holds no secret
 

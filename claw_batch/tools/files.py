@@ -24,8 +24,8 @@ from claw_batch.safeopen import (
     read_bytes,
     write_file,
 )
+from claw_batch.taint import holds_marked
 from claw_batch.tools.base import ToolContext
-from claw_batch.untrusted import fence
 
 MAX_LINES = 2000
 MAX_BYTES = 50_000
@@ -58,7 +58,10 @@ def read(
         base = pol.relative(real.parent)
         lines = [line.replace("{baseDir}", base) for line in lines]
     text = _window(lines, offset or 1, min(limit or MAX_LINES, MAX_LINES))
-    return fence(text, shown) if pol.is_untrusted(shown) else text
+    # A memory file is outside content where it quotes a tainted job (only what is shown).
+    if ctx.taint.outside(pol, shown) or holds_marked(ctx.workspace, shown, text.split("\n")):
+        return ctx.taint.fenced(text, shown)
+    return text
 
 
 def write(
@@ -72,7 +75,7 @@ def write(
     real = pol.resolve_write(path)
     shown = pol.relative(real)
     data = content.encode("utf-8")
-    _save(pol, real, shown, data)
+    _save(ctx, real, shown, data)
     lines = content.count("\n") + (1 if content and not content.endswith("\n") else 0)
     return f"wrote {lines} line{'' if lines == 1 else 's'} ({len(data)} bytes) to {shown}"
 
@@ -104,7 +107,9 @@ def edit(
             "add context to make it unique or set replace_all"
         )
     text = text.replace(old_string, new_string)
-    _save(pol, real, shown, text.encode("utf-8", "surrogateescape"))
+    # What stays of a file that was outside content still is: an edit does not launder it.
+    kept = shown if ctx.taint.outside(pol, shown) else None
+    _save(ctx, real, shown, text.encode("utf-8", "surrogateescape"), kept)
     times = "1 occurrence" if len(lines) == 1 else f"{len(lines)} occurrences"
     return f"replaced {times} in {shown} (line{'s' if len(lines) > 1 else ''} {where})"
 
@@ -125,7 +130,9 @@ def ls(ctx: ToolContext, *, path: Dir = ".") -> str:
     listing = "\n".join(names[:MAX_ENTRIES] + note)
     # Names of files from outside the project are outside content too.
     inside = [f"{shown}/{n}" if shown != "." else n for n in names]
-    return fence(listing, shown) if any(map(pol.is_untrusted, inside)) else listing
+    if any(ctx.taint.outside(pol, rel) for rel in inside):
+        return ctx.taint.fenced(listing, shown)
+    return listing
 
 
 def find(
@@ -155,7 +162,9 @@ def find(
     more = len(found) - MAX_FOUND
     note = [f"[... {more} more files not shown; narrow the pattern or path]"] if more > 0 else []
     listing = "\n".join(found[:MAX_FOUND] + note)
-    return fence(listing, base) if any(map(pol.is_untrusted, found)) else listing
+    if any(ctx.taint.outside(pol, rel) for rel in found):
+        return ctx.taint.fenced(listing, base)
+    return listing
 
 
 def policy(ctx: ToolContext) -> Policy:
@@ -274,14 +283,15 @@ def _not_found(text: str, old: str, shown: str) -> str:
     return f"old_string not found in {shown}; read the file and copy the exact text to replace"
 
 
-def _save(pol: Policy, real: Path, shown: str, data: bytes) -> None:
+def _save(ctx: ToolContext, real: Path, shown: str, data: bytes, kept: str | None = None) -> None:
     if len(data) > MAX_FILE_BYTES:
         raise ToolError(
             f"refused: the new content of {shown} is {len(data)} bytes, over the limit of "
             f"{MAX_FILE_BYTES} for a file the tools write; nothing was written"
         )
     try:
-        write_file(pol.root, real, shown, data)
+        with ctx.taint.writing(shown, data, kept):  # tainted content: recorded before it lands
+            write_file(policy(ctx).root, real, shown, data)
     except OSError as e:
         raise ToolError(f"cannot write {shown}: {e.strerror or e}") from None
 

@@ -15,9 +15,9 @@ from claw_batch import globs
 from claw_batch.errors import ToolError
 from claw_batch.paths import NEVER_SEARCHED, Policy
 from claw_batch.safeopen import OutOfFds, link, opened
+from claw_batch.taint import holds_marked
 from claw_batch.tools.base import ToolContext
 from claw_batch.tools.files import checked_file, policy
-from claw_batch.untrusted import fence
 
 MAX_LINES = 200
 MAX_BYTES = 50_000
@@ -61,8 +61,25 @@ def grep(
     lines = [line for _, block in shown for line in block]
     if not lines:
         return "no matches"
-    outside = sorted({rel for rel, _ in shown if pol.is_untrusted(rel)})
-    return fence(_capped(lines), ", ".join(outside)) if outside else _capped(lines)
+    outside = sorted(
+        {
+            rel
+            for rel, block in shown
+            if ctx.taint.outside(pol, rel) or holds_marked(ctx.workspace, rel, _texts(rel, block))
+        }
+    )
+    return ctx.taint.fenced(_capped(lines), ", ".join(outside)) if outside else _capped(lines)
+
+
+def _texts(rel: str, block: list[str]) -> list[str]:
+    """The text of a file's matched and context lines, without their `rel:N:` (`rel-N-`)."""
+    texts = []
+    for line in block:
+        rest = line[len(rel) + 1 :]
+        digits = len(rest) - len(rest.lstrip("0123456789"))
+        if line != "--":
+            texts.append(rest[digits + 1 :])
+    return texts
 
 
 def _search_tree(

@@ -3,9 +3,10 @@ its overflow archived) and claw_batch.recall (progressive search of memory, note
 
 remember bypasses the task's write globs on purpose (MEMORY.md and its archive are the
 runner's memory files, not task outputs), but never writes outside the project root,
-symlinks resolved. A job that reads untrusted content (ctx.untrusted) gets remember only when
-its task lists it (clawfile defaults never grant it); what it remembers is marked with its
-source, and it cannot replace a fact that a trusted run or a person wrote.
+symlinks resolved. A job that has read outside content (ctx.taint, claw_batch.taint) may call
+remember only when its task grants it; what it remembers is marked with its source, and it
+cannot replace a fact that a trusted run or a person wrote. What memory_search finds of such
+facts, and of the daily notes' quotes of such jobs, reaches the model fenced.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pydantic import AfterValidator, Field
 from claw_batch import memoryfile, notefiles, recall
 from claw_batch.atomic import write_atomic
 from claw_batch.errors import ToolError
+from claw_batch.taint import holds_marked
 from claw_batch.tools.base import ToolContext
 from claw_batch.tools.files import load_text, require_file
 
@@ -61,7 +63,8 @@ def remember(
     # no longer be that value), and the whole line again after: joining lines can complete a
     # credential (`Bearer` at a line's end, the token on the next), and the source that the
     # mark names is a dropped file's name.
-    fact = ctx.redact(memoryfile.marked(_one_line(ctx.redact(text)), ctx.untrusted))
+    untrusted = ctx.taint.source
+    fact = ctx.redact(memoryfile.marked(_one_line(ctx.redact(text)), untrusted))
     shown = f"{ctx.workspace}/{memoryfile.MEMORY_FILE}"
     real = _confined(ctx.root, shown)
     with _LOCK:
@@ -69,10 +72,10 @@ def remember(
         if key is None:
             edit = memoryfile.add(lines, fact)
         else:
-            if ctx.untrusted and memoryfile.trusted_facts(lines, key.lower()):
+            if untrusted and memoryfile.trusted_facts(lines, key.lower()):
                 raise ToolError(
                     f"refused: {key.lower()} was not remembered from untrusted content, and "
-                    f"this job reads untrusted content ({ctx.untrusted}): remember it under "
+                    f"this job reads untrusted content ({untrusted}): remember it under "
                     "another key"
                 )
             edit = memoryfile.upsert(lines, key.lower(), fact)
@@ -94,7 +97,15 @@ def memory_search(
     found = recall.search(ctx.root, ctx.workspace, query, limit=limit, today=_today(ctx))
     if not found.hits:
         return f"no memory matches {found.query!r}"
-    return recall.render(found)
+    shown = recall.render(found)
+    marked = sorted(
+        {
+            hit.path
+            for hit in found.hits
+            if holds_marked(ctx.workspace, hit.path, [hit.text, *(t for _, t in hit.context)])
+        }
+    )
+    return ctx.taint.fenced(shown, ", ".join(marked)) if marked else shown
 
 
 # --- remember -----------------------------------------------------------------------------------
