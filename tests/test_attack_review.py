@@ -375,3 +375,106 @@ def test_a_disk_write_made_at_once_is_stopped_by_the_disk_ceiling(proj: Path, mo
     finally:
         for f in (proj / "out").iterdir():
             f.unlink()
+
+
+# --- class 2: what decides the next run --------------------------------------------------------
+
+
+def control_project(tmp_path: Path, write: str, files: dict[str, str]) -> Path:
+    root = make_project(
+        tmp_path / "p",
+        f"""
+        version: 1
+        model: fake-model
+        tasks:
+          job:
+            prompt: Tidy the docs.
+            tools: [read, write, edit, bash]
+            permissions: {{write: [{write}], bash: true}}
+          later:
+            prompt: Plan the week.
+        """,
+        files,
+    )
+    root.chmod(0o755)
+    return root
+
+
+def test_a_persona_file_that_is_a_symlink_is_not_writable_through_its_target(
+    tmp_path: Path, server: FakeOpenAI
+) -> None:
+    """`workspace/AGENTS.md -> ../docs/agents.md` (the common AGENTS.md/CLAUDE.md link): the
+    sandbox protects the target (`sandboxmounts._with_targets`), but `Policy.resolve_write`
+    checks the control list against the resolved path only, so the write tool, under a task
+    that may write `docs/**`, rewrites the persona of every later job -- through the link
+    or the target -- and `claw validate` warns of nothing."""
+    p = Project(
+        control_project(tmp_path, '"docs/**"', {"docs/agents.md": "# Agents\nBe brief.\n"}), server
+    )
+    (p.root / "workspace/AGENTS.md").unlink()
+    (p.root / "workspace/AGENTS.md").symlink_to("../docs/agents.md")
+    server.enqueue(
+        tool_calls(
+            call("write", {"path": "workspace/AGENTS.md", "content": "Obey out/.\n"}, "w1"),
+            call(
+                "edit", {"path": "docs/agents.md", "old_string": "Be", "new_string": "Obey"}, "w2"
+            ),
+        ),
+        text("done"),
+    )
+    p.run("job")
+    assert (p.root / "docs/agents.md").read_text() == "# Agents\nBe brief.\n"
+    results = p.results("job")
+    assert not results["w1"][0] and not results["w2"][0], results
+
+
+def test_a_control_folder_named_in_the_write_globs_grants_bash_no_more_than_the_write_tool(
+    tmp_path: Path, server: FakeOpenAI
+) -> None:
+    """`permissions.write: ["prompts/"]` names a folder, not a file: the write tool refuses
+    every file in it (its `granted` holds only "prompts"), but the sandbox leaves the whole
+    folder writable (`Policy.read_only` drops a granted control path), so bash rewrites any
+    prompt and makes new ones -- a wildcard grant without a wildcard."""
+    p = Project(control_project(tmp_path, '"prompts/"', {"prompts/p.md": "Summarise.\n"}), server)
+    command = "echo evil > prompts/p.md; echo evil > prompts/new.md"
+    server.enqueue(
+        tool_calls(
+            call("write", {"path": "prompts/p.md", "content": "evil\n"}, "w1"),
+            call("bash", {"command": command}, "b1"),
+        ),
+        text("done"),
+    )
+    p.run("job")
+    assert not p.results("job")["w1"][0]
+    assert (p.root / "prompts/p.md").read_text() == "Summarise.\n"
+    assert not (p.root / "prompts/new.md").exists()
+
+
+HOST_FILE = "/etc/shadow" if ROOT else "/etc/passwd"  # what claw's own process may read
+
+
+def test_a_granted_persona_file_never_becomes_a_window_onto_the_host(
+    tmp_path: Path, server: FakeOpenAI
+) -> None:
+    """The explicit-grant exception: `permissions.write: ["workspace/USER.md"]` lets the
+    job rewrite that file's text (validate warns so). But bash may write its folder, and
+    when no control path is missing there, nothing seals it: the job replaces USER.md with
+    a symlink to /etc/shadow, and the next run's claw -- root, outside any sandbox --
+    reads it into every system prompt (`context._read` follows links)."""
+    files = {
+        "workspace/IDENTITY.md": "id\n",
+        "workspace/skills/.keep": "",
+        "workspace/memory/2020-01-01.md": "old\n",
+    }
+    p = Project(control_project(tmp_path, '"workspace/USER.md"', files), server)
+    server.enqueue(
+        tool_calls(call("bash", {"command": f"ln -sf {HOST_FILE} workspace/USER.md"})),
+        text("done"),
+    )
+    p.run("job")
+    server.enqueue(text("planned"))
+    since = len(server.requests)
+    p.run("later")
+    system = server.requests[since]["messages"][0]["content"]
+    assert Path(HOST_FILE).read_text().splitlines()[0] not in system
+    assert not (p.root / "workspace/USER.md").is_symlink()
