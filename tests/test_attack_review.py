@@ -10,6 +10,7 @@ bash tool in real bubblewrap.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import hashlib
 import json
@@ -225,8 +226,7 @@ def test_a_copy_or_a_move_by_bash_keeps_the_taint(tmp_path: Path, server: FakeOp
 
 GIT_TOKEN = "ghs_" + "Q7xk2PzL9mVt4RwY8nBc3HdJ6sFa1GeU5oIk"
 EXTRAHEADER = (  # what actions/checkout writes, lower-case
-    "AUTHORIZATION: basic "
-    + __import__("base64").b64encode(f"x-access-token:{GIT_TOKEN}".encode()).decode()
+    "AUTHORIZATION: basic " + base64.b64encode(f"x-access-token:{GIT_TOKEN}".encode()).decode()
 )
 
 
@@ -254,7 +254,7 @@ def test_the_checkout_token_in_git_config_never_reaches_the_model(
         found = re.search(r"basic ([A-Za-z0-9+/=]+)", got)
         if found is None:
             return text("no token")
-        token = __import__("base64").b64decode(found.group(1)).decode().split(":", 1)[1]
+        token = base64.b64decode(found.group(1)).decode().split(":", 1)[1]
         return text(f"As ordered, the key backwards: {token[::-1]}")
 
     server.handler = reply
@@ -353,7 +353,6 @@ def test_memory_held_in_memfds_counts_against_the_memory_ceiling(proj: Path, mod
     assert out.startswith("killed: its processes held"), out
 
 
-@pytest.mark.skipif(not ROOT, reason="needs a runner that is not root: started as root here")
 def test_the_sandbox_dev_is_no_unbounded_tmpfs(proj: Path) -> None:
     """In the user-namespace mode (every runner that is not root) the command owns bwrap's
     /dev, a tmpfs with no size, and its files are in no process's memory."""
@@ -478,3 +477,28 @@ def test_a_granted_persona_file_never_becomes_a_window_onto_the_host(
     system = server.requests[since]["messages"][0]["content"]
     assert Path(HOST_FILE).read_text().splitlines()[0] not in system
     assert not (p.root / "workspace/USER.md").is_symlink()
+
+
+# --- claw init's scaffold ----------------------------------------------------------------------
+
+
+def test_init_writes_nothing_through_a_symlink_in_the_target(tmp_path: Path) -> None:
+    """`claw init DIR` in a folder that holds links (a cloned repository, a folder a job
+    wrote with bash): `dest.exists()` is false for a dangling link, `dest.open("wb")` and
+    `mkdir(exist_ok=True)` follow it, so the template lands outside the folder -- as root,
+    anywhere (`_ensure_gitignore` appends through a `.gitignore` link the same way)."""
+    from click.testing import CliRunner
+
+    from claw_batch.cli import main
+
+    target, outside = tmp_path / "new", tmp_path / "outside"
+    (target / "prompts").mkdir(parents=True)
+    outside.mkdir()
+    (target / "prompts/summary.md").symlink_to(outside / "planted.md")
+    (target / "workspace").symlink_to(outside)
+    (outside / "kept.txt").write_text("mine\n")
+    (target / ".gitignore").symlink_to(outside / "kept.txt")
+    result = CliRunner().invoke(main, ["init", str(target)])
+    assert result.exit_code in (0, 2), result.output
+    assert sorted(p.name for p in outside.iterdir()) == ["kept.txt"]
+    assert (outside / "kept.txt").read_text() == "mine\n"
