@@ -148,6 +148,7 @@ def obey_after(opener: dict[str, Any]) -> Any:
     return reply
 
 
+@pytest.mark.xfail(strict=True, reason="an open hole of the attack review")
 def test_bash_that_reads_a_tainted_file_gets_it_fenced_or_taints_the_job(
     tmp_path: Path, server: FakeOpenAI
 ) -> None:
@@ -185,6 +186,7 @@ def test_bash_that_reads_a_tainted_file_gets_it_fenced_or_taints_the_job(
     assert ORDER not in server.requests[since]["messages"][0]["content"]
 
 
+@pytest.mark.xfail(strict=True, reason="an open hole of the attack review")
 def test_a_copy_or_a_move_by_bash_keeps_the_taint(tmp_path: Path, server: FakeOpenAI) -> None:
     """An honest archiving task (it never reads the file: nothing to obey) copies and moves
     the tainted output with bash; the new paths have no taint row, so the next reader gets
@@ -230,6 +232,7 @@ EXTRAHEADER = (  # what actions/checkout writes, lower-case
 )
 
 
+@pytest.mark.xfail(strict=True, reason="an open hole of the attack review")
 def test_the_checkout_token_in_git_config_never_reaches_the_model(
     tmp_path: Path, server: FakeOpenAI
 ) -> None:
@@ -268,6 +271,7 @@ def test_the_checkout_token_in_git_config_never_reaches_the_model(
 
 
 @pytest.mark.skipif(not ROOT, reason="as root, the command writes the project as its owner")
+@pytest.mark.xfail(strict=True, reason="an open hole of the attack review")
 def test_as_root_a_job_leaves_no_set_id_program_in_the_project(
     tmp_path: Path, server: FakeOpenAI
 ) -> None:
@@ -343,6 +347,7 @@ print("still alive")
 '"""
 
 
+@pytest.mark.xfail(strict=True, reason="an open hole of the attack review")
 def test_memory_held_in_memfds_counts_against_the_memory_ceiling(proj: Path, mode: str) -> None:
     """Pages of a memfd that is written, not mapped, are in no process's resident size and
     not in RLIMIT_DATA: 300M held for 3 s under limits.memory 64M, checked 30 times, never
@@ -351,6 +356,7 @@ def test_memory_held_in_memfds_counts_against_the_memory_ceiling(proj: Path, mod
     assert out.startswith("killed: its processes held"), out
 
 
+@pytest.mark.xfail(strict=True, reason="an open hole of the attack review")
 def test_the_sandbox_dev_is_no_unbounded_tmpfs(proj: Path) -> None:
     """In the user-namespace mode (every runner that is not root) the command owns bwrap's
     /dev, a tmpfs with no size, and its files are in no process's memory."""
@@ -359,6 +365,7 @@ def test_the_sandbox_dev_is_no_unbounded_tmpfs(proj: Path) -> None:
     assert out.startswith("killed: its processes held") or "No space left" in out, out
 
 
+@pytest.mark.xfail(strict=True, reason="an open hole of the attack review")
 def test_a_disk_write_made_at_once_is_stopped_by_the_disk_ceiling(proj: Path, mode: str) -> None:
     """fallocate takes the space at once and the call ends before the first check
     (CHECK_SECONDS), which never comes again: 2G stay under limits.disk 16M. The documented
@@ -397,6 +404,7 @@ def control_project(tmp_path: Path, write: str, files: dict[str, str]) -> Path:
     return root
 
 
+@pytest.mark.xfail(strict=True, reason="an open hole of the attack review")
 def test_a_persona_file_that_is_a_symlink_is_not_writable_through_its_target(
     tmp_path: Path, server: FakeOpenAI
 ) -> None:
@@ -425,6 +433,7 @@ def test_a_persona_file_that_is_a_symlink_is_not_writable_through_its_target(
     assert not results["w1"][0] and not results["w2"][0], results
 
 
+@pytest.mark.xfail(strict=True, reason="an open hole of the attack review")
 def test_a_control_folder_named_in_the_write_globs_grants_bash_no_more_than_the_write_tool(
     tmp_path: Path, server: FakeOpenAI
 ) -> None:
@@ -450,6 +459,7 @@ def test_a_control_folder_named_in_the_write_globs_grants_bash_no_more_than_the_
 HOST_FILE = "/etc/shadow" if ROOT else "/etc/passwd"  # what claw's own process may read
 
 
+@pytest.mark.xfail(strict=True, reason="an open hole of the attack review")
 def test_a_granted_persona_file_never_becomes_a_window_onto_the_host(
     tmp_path: Path, server: FakeOpenAI
 ) -> None:
@@ -480,6 +490,7 @@ def test_a_granted_persona_file_never_becomes_a_window_onto_the_host(
 # --- claw init's scaffold ----------------------------------------------------------------------
 
 
+@pytest.mark.xfail(strict=True, reason="an open hole of the attack review")
 def test_init_writes_nothing_through_a_symlink_in_the_target(tmp_path: Path) -> None:
     """`claw init DIR` in a folder that holds links (a cloned repository, a folder a job
     wrote with bash): `dest.exists()` is false for a dangling link, `dest.open("wb")` and
