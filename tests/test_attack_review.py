@@ -490,7 +490,6 @@ def test_a_granted_persona_file_never_becomes_a_window_onto_the_host(
 # --- claw init's scaffold ----------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="an open hole of the attack review")
 def test_init_writes_nothing_through_a_symlink_in_the_target(tmp_path: Path) -> None:
     """`claw init DIR` in a folder that holds links (a cloned repository, a folder a job
     wrote with bash): `dest.exists()` is false for a dangling link, `dest.open("wb")` and

@@ -21,7 +21,7 @@ def init(directory: Path) -> int:
     for rel in created:
         click.echo(f"created {directory / rel}", err=True)
     for rel in kept:
-        click.echo(f"kept    {directory / rel} (exists)", err=True)
+        click.echo(f"kept    {directory / rel} (exists, or a step is a symlink)", err=True)
     click.echo(
         "next: set OPENAI_API_KEY (or OPENAI_BASE_URL for a local model), then `claw run`", err=True
     )
