@@ -27,7 +27,8 @@ def scaffold(target: Path) -> tuple[list[str], list[str]]:
     (the target may be a cloned repository, or a folder a job wrote). Returns (created,
     kept): a kept entry exists already, or a step of its path is a symlink."""
     template = resources.files("claw_batch") / "templates" / "project"
-    created, kept = [], []
+    created: list[str] = []
+    kept: list[str] = []
     for rel, source in _walk(template):
         with source.open("rb") as src:
             made = _create(target, rel, src.read())
