@@ -60,17 +60,23 @@ def control_warnings(project: Project, source: YamlSource) -> list[Problem]:
         places += [(_where(source, name, "output"), task.output or "")]
         places += [((*_where(source, name, "outputs"), i), o) for i, o in enumerate(task.outputs)]
         for at, path in places:
-            hit = ctl.named(path) if path and control.clean(path) in named else None
+            folder = path.endswith("/") or (project.root / path).is_dir()
+            literal = control.clean(path) in named or folder
+            hit = ctl.named(path) if path and literal else None
             if hit is not None:
-                found.setdefault(at, source.problem(at, _control_warning(path, hit, ctl)))
+                warning = _control_warning(path, hit, ctl, folder=folder)
+                found.setdefault(at, source.problem(at, warning))
     return list(found.values())
 
 
-def _control_warning(path: str, hit: str, ctl: control.Control) -> str:
-    if hit in ctl.never:
+def _control_warning(path: str, hit: str, ctl: control.Control, *, folder: bool) -> str:
+    if folder and hit not in ctl.never:
         return (
-            f"warning: {path!r} is under {hit}/, which no job may ever write: it grants nothing"
+            f"warning: {path!r} is a folder of files that decide what later runs do: naming "
+            "it grants nothing; name each file a job may write"
         )
+    if hit in ctl.never:
+        return f"warning: {path!r} is under {hit}/, which no job may ever write: it grants nothing"
     what = repr(path) if control.clean(path) == hit else f"{path!r} is under {hit!r}, which"
     return (
         f"warning: {what} decides what later runs do; named here, it can be rewritten by "

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from claw_batch.errors import ClawfileError
+from claw_batch.paths import CLAWFILE_NAMES
 from claw_batch.tools import DEFAULT_TOOLS
 
-CLAWFILE_NAMES = ("clawfile.yaml", "clawfile.yml")
 PROMPT_SUFFIXES = (".md", ".j2", ".txt")
 
 JsonDict = dict[str, Any]

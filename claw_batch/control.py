@@ -10,13 +10,14 @@ daily notes and MEMORY.md (which `remember` keeps) cannot be granted at all.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from claw_batch.config import CLAWFILE_NAMES, Project, Task, prompt_file
-from claw_batch.paths import STATE_DIR
+from claw_batch.config import Project, Task, prompt_file
+from claw_batch.paths import CLAWFILE_NAMES, STATE_DIR
 
 PERSONA = ("AGENTS.md", "SOUL.md", "USER.md", "IDENTITY.md")
 IGNORE_FILES = (".gitignore", ".ignore", ".rgignore")  # ripgrep reads them: what grep sees
@@ -52,16 +53,31 @@ def of(project: Project) -> Control:
         *(f"{workspace}/{name}" for name in PERSONA),
         *_templates(project),
     ]
-    never = tuple(clean(p) for p in kept)
-    inside = [p for p in map(clean, found) if p not in ("", ".", "..")]
+    never = _with_targets(project.root, tuple(clean(p) for p in kept))
+    inside = list(_with_targets(project.root, tuple(map(clean, found))))
     return Control(never, tuple(p for p in dict.fromkeys(inside) if not _covered(p, never, inside)))
 
 
 def granted(task: Task) -> tuple[str, ...]:
-    """The paths a task names literally (no wildcard, no template) as writable: its write
-    globs without a wildcard and its literal outputs."""
+    """The files a task names literally (no wildcard, no template, not a folder) as
+    writable: its write globs without a wildcard and its literal outputs."""
     named = (*task.permissions.write, *(o for o in (task.output, *task.outputs) if o))
-    return tuple(clean(p) for p in named if not _MAGIC.search(p))
+    return tuple(clean(p) for p in named if not _MAGIC.search(p) and not p.endswith("/"))
+
+
+def _with_targets(root: Path, paths: tuple[str, ...]) -> tuple[str, ...]:
+    """The paths, each followed by where it resolves to when a symlink leads elsewhere in
+    the project (`workspace/AGENTS.md -> ../docs/agents.md`): claw reads the target."""
+    found: list[str] = []
+    top = os.path.realpath(root)
+    for rel in paths:
+        if rel in ("", ".", "..") or rel.startswith("/") or ".." in rel.split("/"):
+            continue
+        found.append(rel)
+        real = os.path.realpath(os.path.join(top, rel))
+        if real.startswith(top + os.sep) and real != os.path.join(top, rel):
+            found.append(os.path.relpath(real, top))
+    return tuple(dict.fromkeys(found))
 
 
 def _clawfiles(project: Project) -> list[str]:

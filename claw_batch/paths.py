@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import os
+import posixpath
 import stat
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -17,6 +18,9 @@ from claw_batch import globs
 from claw_batch.errors import TaskFailed, ToolError
 
 STATE_DIR = ".claw"
+# A file of these names is a clawfile wherever it is (`claw run` looks for one upwards from
+# where it starts): no tool writes one anywhere.
+CLAWFILE_NAMES = ("clawfile.yaml", "clawfile.yml")
 NEVER_SEARCHED = (".git", STATE_DIR)  # not matched by globs, inputs or fan-out
 # Outside the project anyway, but named in the refusal: /proc/self/environ holds the runner's
 # keys, /dev/zero never ends, a FIFO or a device can block or act when opened.
@@ -58,7 +62,9 @@ class Policy:
         shown = rel if rel == _clean(path) else f"{path} (resolves to {rel})"
         if rel == ".":
             raise ToolError(f"refused: {path} is the project root, not a file")
-        prot = next((p for p in self.protected if _is_under(rel, p)), None)
+        # What the path names and where it leads: a symlinked control file is both.
+        named = (rel, posixpath.normpath(_clean(path))) if not path.startswith("/") else (rel,)
+        prot = next((p for p in self.protected for n in named if _is_under(n, p)), None)
         if prot == rel:
             raise ToolError(f"refused: tools may never write {shown}")
         if prot is not None:
@@ -71,9 +77,11 @@ class Policy:
                 else "this task may not write files"
             )
             raise ToolError(f"refused: writing {shown} is not permitted; {why}")
-        ctl = next((c for c in self.control if _is_under(rel, c)), None)
-        if ctl is not None and rel not in self.granted:
-            what = shown if rel == ctl else f"{shown} is under {ctl}/, which"
+        ctl = next((c for c in self.control for n in named if _is_under(n, c)), None)
+        if ctl is None and posixpath.basename(rel) in CLAWFILE_NAMES:
+            ctl = rel  # a clawfile anywhere: `claw run` started in its folder would obey it
+        if ctl is not None and not set(named) <= set(self.granted):
+            what = shown if ctl in named else f"{shown} is under {ctl}/, which"
             raise ToolError(
                 f"refused: {what} decides what later runs do: no job may write it unless its "
                 "task names the file in permissions.write"
@@ -82,9 +90,9 @@ class Policy:
 
     @property
     def read_only(self) -> tuple[str, ...]:
-        """What no command may change either: the protected and control paths, but those
-        granted by name."""
-        return (*self.protected, *(c for c in self.control if c not in self.granted))
+        """What no command may change, granted or not (a grant lets the write and edit tools
+        change a file's text, which claw checks; a command could make it a symlink)."""
+        return (*self.protected, *self.control)
 
     def is_untrusted(self, rel: str) -> bool:
         return any(globs.match(g, rel) for g in self.untrusted)

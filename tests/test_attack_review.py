@@ -404,7 +404,6 @@ def control_project(tmp_path: Path, write: str, files: dict[str, str]) -> Path:
     return root
 
 
-@pytest.mark.xfail(strict=True, reason="an open hole of the attack review")
 def test_a_persona_file_that_is_a_symlink_is_not_writable_through_its_target(
     tmp_path: Path, server: FakeOpenAI
 ) -> None:
@@ -433,7 +432,6 @@ def test_a_persona_file_that_is_a_symlink_is_not_writable_through_its_target(
     assert not results["w1"][0] and not results["w2"][0], results
 
 
-@pytest.mark.xfail(strict=True, reason="an open hole of the attack review")
 def test_a_control_folder_named_in_the_write_globs_grants_bash_no_more_than_the_write_tool(
     tmp_path: Path, server: FakeOpenAI
 ) -> None:
@@ -459,7 +457,6 @@ def test_a_control_folder_named_in_the_write_globs_grants_bash_no_more_than_the_
 HOST_FILE = "/etc/shadow" if ROOT else "/etc/passwd"  # what claw's own process may read
 
 
-@pytest.mark.xfail(strict=True, reason="an open hole of the attack review")
 def test_a_granted_persona_file_never_becomes_a_window_onto_the_host(
     tmp_path: Path, server: FakeOpenAI
 ) -> None:

@@ -60,6 +60,7 @@ ATTEMPTS = [  # (tool, path): each would make a later run the attacker's
     ("write", "workspace/memory/2026-11-24.md"),
     ("write", ".git/hooks/pre-commit"),
     ("write", ".claw/clawfile.json"),
+    ("write", "notes/clawfile.yaml"),  # a clawfile anywhere: `claw run` in notes/ would obey it
 ]
 
 
@@ -69,6 +70,11 @@ def refusal(path: str) -> str:
         return f"error: refused: {path} is under {top}/, which tools may never write"
     if path == "workspace/MEMORY.md":
         return f"error: refused: tools may never write {path}"
+    if path == "notes/clawfile.yaml":
+        return (
+            f"error: refused: {path} decides what later runs do: no job may write it unless "
+            "its task names the file in permissions.write"
+        )
     tops = ("prompts", "skills", "workspace/skills")
     top = next((t for t in sorted(tops, key=len, reverse=True) if path.startswith(t + "/")), None)
     what = path if top is None else f"{path} is under {top}/, which"
@@ -176,7 +182,7 @@ GRANTS = """
         prompt: Rewrite the user file.
         output: workspace/USER.md
         tools: [read, write]
-        permissions: {write: ["**", "workspace/AGENTS.md", ".git/hooks/pre-commit"]}
+        permissions: {write: ["**", "workspace/AGENTS.md", ".git/hooks/pre-commit", "skills/"]}
       gen:
         prompt: Write the prompt.
         tools: [write]
@@ -196,6 +202,9 @@ def test_validate_warns_of_each_control_file_a_task_names(tmp_path: Path) -> Non
         f"{named}task, and so by whatever content they read",
         "clawfile.yaml:10: tasks.persona.permissions.write[2]: warning: '.git/hooks/pre-commit' "
         "is under .git/, which no job may ever write: it grants nothing",
+        "clawfile.yaml:10: tasks.persona.permissions.write[3]: warning: 'skills/' is a folder "
+        "of files that decide what later runs do: naming it grants nothing; name each file a "
+        "job may write",
         f"clawfile.yaml:8: tasks.persona.output: warning: 'workspace/USER.md' {named}task, and "
         "so by whatever content they read",
         "clawfile.yaml:4: defaults.permissions.write[0]: warning: 'prompts/generated.md' is "
