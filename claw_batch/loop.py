@@ -149,6 +149,9 @@ class ToolLoop:
         for call in calls:
             self._check_deadline()
             output, ok = self._execute(call)
+            # Redacted before the model sees it: a key it never got, it cannot pass on in a
+            # form redaction would not know (reversed, decoded, split across its answer).
+            output = self.ctx.redact(output)
             self.on_event("tool_result", id=call.id, name=call.name, ok=ok, content=output)
             results.append(Message("tool", output, tool_call_id=call.id))
         return results

@@ -232,7 +232,6 @@ EXTRAHEADER = (  # what actions/checkout writes, lower-case
 )
 
 
-@pytest.mark.xfail(strict=True, reason="an open hole of the attack review")
 def test_the_checkout_token_in_git_config_never_reaches_the_model(
     tmp_path: Path, server: FakeOpenAI
 ) -> None:
