@@ -52,7 +52,10 @@ from claw_batch.yamlsource import Problem, YamlSource, load_yaml, problems_error
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+    # allow_inf_nan: `temperature: .inf` (or "1e400") would pass, and crash the request.
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", populate_by_name=True, allow_inf_nan=False
+    )
 
 
 class ProviderModel(_Strict):

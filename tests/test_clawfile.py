@@ -91,6 +91,94 @@ def test_unsupported_version(tmp_path: Path) -> None:
     )
 
 
+def test_control_characters_are_refused_where_they_are(tmp_path: Path) -> None:
+    for char, code in (("\x00", "0000"), ("\x01", "0001"), ("\x1b", "001B")):
+        text = f"version: 1\ntasks:\n  a:\n    prompt: hi{char}\n"
+        assert error(tmp_path, text) == (
+            f"clawfile.yaml:4: the control character U+{code} is not allowed in a YAML file; "
+            f'remove it, or write it as the escape "\\u{code.lower()}" in a double-quoted string'
+        )
+
+
+def test_half_a_surrogate_pair_is_refused(tmp_path: Path) -> None:
+    text = 'version: 1\ntasks:\n  a:\n    prompt: hi\n    output: "out/\\ud800.md"\n'
+    assert error(tmp_path, text) == (
+        "clawfile.yaml:5: \\ud800 is half of a surrogate pair, not a character; remove it"
+    )
+
+
+def test_nesting_deeper_than_the_bound_is_refused(tmp_path: Path) -> None:
+    # 5,000 levels: PyYAML's recursive composer would end in a RecursionError.
+    deep = "[" * 5000 + "]" * 5000
+    text = f"version: 1\ntasks:\n  a:\n    prompt: hi\n    description: {deep}\n"
+    assert error(tmp_path, text) == (
+        "clawfile.yaml:5: nested more than 50 levels deep; a clawfile needs a few"
+    )
+
+
+def test_an_alias_bomb_is_refused_before_it_expands(tmp_path: Path) -> None:
+    # Nine levels of ten aliases: 10**9 values once expanded, which an unbounded loader walks
+    # for minutes and gigabytes (past this test's timeout); refused at the 100,001st.
+    lines = ["version: 1", "x0: &x0 [" + ", ".join(["v"] * 10) + "]"]
+    lines += [f"x{i}: &x{i} [" + ", ".join([f"*x{i - 1}"] * 10) + "]" for i in range(1, 9)]
+    lines += ["tasks:", "  a: {prompt: hi, description: *x8}"]
+    assert error(tmp_path, "\n".join(lines) + "\n") == (
+        "clawfile.yaml:6: the document holds more than 100,000 values once its aliases are "
+        "expanded; write the values out instead of nesting aliases (&name / *name)"
+    )
+
+
+def test_an_alias_inside_its_own_anchor_is_refused(tmp_path: Path) -> None:
+    text = "version: 1\ntasks:\n  a: &a\n    prompt: hi\n    description: [*a]\n"
+    assert error(tmp_path, text) == (
+        "clawfile.yaml:5: the alias *a refers to a collection that holds it"
+    )
+
+
+def test_a_clawfile_larger_than_the_bound_is_refused(tmp_path: Path) -> None:
+    text = "version: 1\ntasks:\n  a:\n    prompt: " + "x" * 1_000_000 + "\n"
+    assert error(tmp_path, text) == (
+        "clawfile.yaml: larger than 1,000,000 bytes, more than a clawfile may be; "
+        "move long prompts into files (prompt: prompts/NAME.md)"
+    )
+
+
+def test_aliases_and_nesting_within_the_bounds_are_read(tmp_path: Path) -> None:
+    schema = "{type: string}"
+    for _ in range(20):  # a JSON Schema 42 levels deep, in a clawfile 45 deep
+        schema = f"{{type: object, properties: {{x: {schema}}}}}"
+    project = load(
+        tmp_path,
+        f"""
+        version: 1
+        tasks:
+          a: &a {{prompt: hi, max_steps: 3, permissions: {{write: [out/**]}}, schema: {schema}}}
+          b: {{<<: *a, prompt: ho, schema: {{type: object}}}}
+        """,
+    )
+    assert project.config.tasks["b"].max_steps == 3
+    assert project.config.tasks["b"].permissions.write == ("out/**",)
+
+
+def test_infinite_numbers_are_refused(tmp_path: Path) -> None:
+    # `1e400` is a string to YAML 1.1, which pydantic would read as inf; .inf and .nan are floats.
+    clawfile = """
+        tasks:
+          a:
+            prompt: hi
+            temperature: 1e400
+            timeout: .inf
+            budget: {max_usd: .nan}
+    """
+    assert error(tmp_path, clawfile) == "\n".join(
+        [
+            "clawfile.yaml:4: tasks.a.temperature: expected a finite number, got '1e400'",
+            "clawfile.yaml:5: tasks.a.timeout: expected a finite number, got inf",
+            "clawfile.yaml:6: tasks.a.budget.max_usd: expected a finite number, got nan",
+        ]
+    )
+
+
 # --- keys and types ------------------------------------------------------------------------
 
 
