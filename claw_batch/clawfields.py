@@ -26,6 +26,7 @@ _KEY_PREFIXES = ("sk-", "sk_", "gsk_", "xai-", "hf_", "ghp_", "github_pat_", "AI
 # `{a,b}` alternatives are split too: `{..,notes}` would match `..` in a write glob.
 _SEGMENT_BREAK = re.compile(r"[/{},]")
 _GLOB_MAGIC = re.compile(r"[*?[]")
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 _TEMPLATE_CODE = re.compile(r"\{\{.*?\}\}|\{%.*?%\}|\{#.*?#\}", re.DOTALL)
 KEY_ADVICE = (
     "put the key in an environment variable and name that variable with api_key_env "
@@ -115,6 +116,12 @@ def path_problem(path: str, *, template: bool = False) -> str | None:
     project, or None. Only the text is checked: a template's expressions, and symlinks, are
     checked when the path is used (`paths.Policy`, `jobs.glob_files`)."""
     literal = _TEMPLATE_CODE.split(path) if template else [path]
+    control = _CONTROL.search(path)
+    if control:  # no file name holds a NUL; the others would show as something else
+        return (
+            f"{describe(path)} holds the control character U+{ord(control.group()):04X}, "
+            "which a path may not"
+        )
     if literal[0].startswith("/"):
         return (
             f"{path!r} is an absolute path; paths are relative to the project root "
@@ -138,6 +145,15 @@ def _in_project(path: str) -> str:
     if problem:
         raise refuse(problem)
     return path
+
+
+def _glob(pattern: str) -> str:
+    if any("**" in part and part != "**" for part in _in_project(pattern).split("/")):
+        raise refuse(  # the file search (pathlib) refuses it; `a**b` would match as `a*b`
+            f"{describe(pattern)} has '**' inside a path segment; '**' stands only as a whole "
+            "segment (e.g. 'notes/**/*.md'), and '*' matches within one"
+        )
+    return pattern
 
 
 def _template_in_project(path: str) -> str:
@@ -218,7 +234,7 @@ def _mask(secret: str) -> str:
 Name = Annotated[str, AfterValidator(_name)]
 ToolName = Annotated[str, AfterValidator(_tool)]
 Globs = Annotated[list[str], BeforeValidator(_one_or_many)]
-ProjectGlob = Annotated[str, AfterValidator(_in_project)]
+ProjectGlob = Annotated[str, AfterValidator(_glob)]
 ProjectGlobs = Annotated[list[ProjectGlob], BeforeValidator(_one_or_many)]
 PathTemplate = Annotated[str, AfterValidator(_template_in_project)]
 PathTemplates = Annotated[list[PathTemplate], BeforeValidator(_one_or_many)]

@@ -414,6 +414,47 @@ def test_paths_must_stay_inside_the_project(tmp_path: Path) -> None:
     )
 
 
+def test_paths_with_control_characters_are_refused(tmp_path: Path) -> None:
+    # Written as YAML escapes: "\0" in a path was an "embedded null byte" crash of the run.
+    clawfile = r"""
+        workspace: "work\0"
+        tasks:
+          t:
+            prompt: hi
+            output: "out/a\tb.md"
+            inputs: ["notes/\x85*.md"]
+    """
+    assert error(tmp_path, clawfile) == "\n".join(
+        [
+            "clawfile.yaml:1: workspace: 'work\\x00' holds the control character U+0000, "
+            "which a path may not",
+            "clawfile.yaml:5: tasks.t.output: 'out/a\\tb.md' holds the control character U+0009, "
+            "which a path may not",
+            "clawfile.yaml:6: tasks.t.inputs[0]: 'notes/\\x85*.md' holds the control character "
+            "U+0085, which a path may not",
+        ]
+    )
+
+
+def test_a_globstar_inside_a_path_segment_is_refused(tmp_path: Path) -> None:
+    # `out/a**` in foreach: was a crash ("'**' can only be an entire path component").
+    clawfile = """
+        tasks:
+          t:
+            prompt: hi
+            foreach: "out/a**"
+            inputs: ["{notes,**}/x.md", "notes/**/*.md", "**"]
+    """
+    whole = "'**' stands only as a whole segment (e.g. 'notes/**/*.md'), and '*' matches within one"
+    assert error(tmp_path, clawfile) == "\n".join(
+        [
+            f"clawfile.yaml:4: tasks.t.foreach: 'out/a**' has '**' inside a path segment; {whole}",
+            "clawfile.yaml:5: tasks.t.inputs[0]: '{notes,**}/x.md' has '**' inside a path "
+            f"segment; {whole}",
+        ]
+    )
+
+
 def test_a_prompt_file_must_be_inside_the_project(tmp_path: Path) -> None:
     clawfile = """
         defaults:
