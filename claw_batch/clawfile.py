@@ -23,7 +23,7 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
-from claw_batch import clawcheck, modelerrors
+from claw_batch import clawcheck, modelerrors, templatecheck
 from claw_batch.clawfields import (
     KEY_ADVICE,
     BashPolicy,
@@ -176,7 +176,9 @@ def validate(path: Path, root: Path) -> Validated:
         problems += clawcheck.check(config, source, root, names=names)
     if problems or model is None:  # model is None only when there are problems
         raise problems_error(problems, source.name)
-    variables = {name: clawcheck.task_variables(task, root) for name, task in config.tasks.items()}
+    variables = {
+        name: templatecheck.task_variables(task, root) for name, task in config.tasks.items()
+    }
     return Validated(document, variables, Clawfile.of(document, variables))
 
 
