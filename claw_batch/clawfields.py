@@ -116,12 +116,9 @@ def path_problem(path: str, *, template: bool = False) -> str | None:
     project, or None. Only the text is checked: a template's expressions, and symlinks, are
     checked when the path is used (`paths.Policy`, `jobs.glob_files`)."""
     literal = _TEMPLATE_CODE.split(path) if template else [path]
-    control = _CONTROL.search(path)
-    if control:  # no file name holds a NUL; the others would show as something else
-        return (
-            f"{describe(path)} holds the control character U+{ord(control.group()):04X}, "
-            "which a path may not"
-        )
+    unusable = _unusable(path, literal)
+    if unusable:
+        return unusable
     if literal[0].startswith("/"):
         return (
             f"{path!r} is an absolute path; paths are relative to the project root "
@@ -137,6 +134,27 @@ def path_problem(path: str, *, template: bool = False) -> str | None:
             f"{path!r} leaves the project; paths are relative to the project root "
             "and may not contain '..'"
         )
+    return None
+
+
+NAME_MAX, PATH_MAX = 255, 4000  # bytes: Linux's limit on a name, and short of its 4,096 on a path
+
+
+def _unusable(path: str, literal: list[str]) -> str | None:
+    """What no file system takes: a control character (NUL above all), a name longer than
+    NAME_MAX bytes, a path longer than PATH_MAX (in the text outside template code)."""
+    control = _CONTROL.search(path)
+    if control:
+        return (
+            f"{describe(path)} holds the control character U+{ord(control.group()):04X}, "
+            "which a path may not"
+        )
+    names = [name for part in literal for name in part.split("/")]
+    longest = max((len(name.encode("utf-8", "surrogatepass")) for name in names), default=0)
+    if longest > NAME_MAX:
+        return f"{describe(path)} has a name of {longest} bytes; a name has at most {NAME_MAX}"
+    if sum(len(part.encode("utf-8", "surrogatepass")) for part in literal) > PATH_MAX:
+        return f"{describe(path)} is longer than {PATH_MAX:,} bytes, more than a path may be"
     return None
 
 

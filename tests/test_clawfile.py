@@ -436,6 +436,29 @@ def test_paths_with_control_characters_are_refused(tmp_path: Path) -> None:
     )
 
 
+def test_names_and_paths_no_file_system_takes_are_refused(tmp_path: Path) -> None:
+    # A 300-byte workspace name was an "unexpected error" (ENAMETOOLONG) in validate and run.
+    name, deep = "x" * 300, "a/" * 2100
+    clawfile = f"""
+        workspace: {name}
+        tasks:
+          t:
+            prompt: hi
+            output: out/{name}.md
+            inputs: ["{deep}*.md"]
+    """
+    assert error(tmp_path, clawfile) == "\n".join(
+        [
+            f"clawfile.yaml:1: workspace: '{'x' * 37}...' has a name of 300 bytes; "
+            "a name has at most 255",
+            f"clawfile.yaml:5: tasks.t.output: 'out/{'x' * 33}...' has a name of 303 bytes; "
+            "a name has at most 255",
+            f"clawfile.yaml:6: tasks.t.inputs[0]: '{'a/' * 18}a...' is longer than 4,000 bytes, "
+            "more than a path may be",
+        ]
+    )
+
+
 def test_a_globstar_inside_a_path_segment_is_refused(tmp_path: Path) -> None:
     # `out/a**` in foreach: was a crash ("'**' can only be an entire path component").
     clawfile = """
