@@ -99,11 +99,18 @@ def nested() -> Iterator[None]:
 
 
 def charge(size: int) -> None:
+    tick(0, size)
+
+
+def tick(steps: int, size: int) -> None:
+    """Count steps and characters made at once: what a loop iteration and a print cost."""
     meter = _meter.get(None)
     if meter is not None:
         meter.built += size
         if meter.built > MAX_BUILT:
             raise TemplateLimit(f"the template makes more than {MAX_BUILT:,} characters in all")
+        if steps:
+            step(steps)
 
 
 def check_size(size: int) -> None:

@@ -67,12 +67,15 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
         self.filters[LOOP_FILTER] = _loop
         shown = self.finalize or str
 
-        def finalize(value: Any) -> str:  # what `{{ ... }}` prints
-            if not isinstance(value, str):  # a list printed whole: weighed before it is
-                bounds.check_size(bounds.extent(value))
-            text = str(shown(value))
+        def finalize(value: Any) -> str:  # what `{{ ... }}` prints (on every print: lean)
+            if value.__class__ is str:
+                text: str = value
+            else:
+                if not isinstance(value, str):  # a list printed whole: weighed before it is
+                    bounds.check_size(bounds.extent(value))
+                text = str(shown(value))
             bounds.check_size(len(text))
-            bounds.charge(len(text))
+            bounds.tick(0, len(text))
             return text
 
         self.finalize = finalize
@@ -209,8 +212,7 @@ def _sum(
 def _loop(context: Any, iterable: Iterable[Any], weight: int) -> Iterator[Any]:
     """What a `{% for %}` iterates: a step per iteration, and the text its body writes."""
     for item in iterable:
-        bounds.step()
-        bounds.charge(weight)
+        bounds.tick(1, weight)
         yield item
 
 
