@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import types
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sized
 from pathlib import Path
 from typing import Any
 
@@ -106,12 +106,15 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
 
     def checked_join(self, parts: Iterable[Any]) -> str:
         """`a ~ b`, its size checked before the text is made."""
-        parts = tuple(parts)
-        bounds.check_size(sum(bounds.extent(p) or len(str(p)) for p in parts))
-        text = "".join(map(str, parts))
-        bounds.check_size(len(text))
-        bounds.charge(len(text))
-        return text
+        texts = []
+        for part in parts:
+            if not isinstance(part, str):
+                bounds.check_size(bounds.extent(part))  # a list: weighed before it is printed
+            texts.append(str(part))
+        size = sum(map(len, texts))
+        bounds.check_size(size)
+        bounds.charge(size)
+        return "".join(texts)
 
 
 def _before_binop(operator: str, left: Any, right: Any) -> None:
@@ -145,8 +148,8 @@ def _before_call(obj: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Non
         bounds.check_size(len(owner) + times * len(new))
     elif isinstance(owner, str) and name == "expandtabs" and args and bounds.is_int(args[0]):
         bounds.check_size(len(owner) * max(args[0], 1))
-    elif isinstance(owner, str) and name == "join" and args:
-        bounds.check_size(bounds.extent(args[0]) + len(owner) * bounds.extent(args[0]))
+    elif isinstance(owner, str) and name == "join" and args and isinstance(args[0], Sized):
+        bounds.check_size(bounds.extent(args[0]) + len(owner) * len(args[0]))
 
 
 def _bounded_filter(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
