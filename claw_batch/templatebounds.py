@@ -8,7 +8,8 @@ host's memory (the sandboxed environment that calls these checks is `templatesan
   paddings, format widths); and nothing is printed, joined or formatted whose `extent` (a
   list with what it holds, a shared item each time it appears) exceeds MAX_SIZE;
 - what it makes in all, its output included (a loop body's own text per iteration): MAX_BUILT
-  characters; and calls (macros, caller(), loop()) nest at most MAX_CALL_DEPTH deep.
+  characters; and calls (macros, caller(), loop()) nest at most MAX_CALL_DEPTH deep;
+- and, a backstop for what steps do not weigh, MAX_SECONDS of wall time.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from jinja2.exceptions import SecurityError
 MAX_STEPS = 250_000  # a template of real use takes a few thousand
 MAX_SIZE = 4_000_000  # a prompt of 4 million characters is more than any model reads
 MAX_INT_BITS = 16_384  # about 4,900 digits: more than Python will print
-MAX_BUILT = 32_000_000
+MAX_BUILT = 32_000_000  # characters made by one render: read(), joins, prints...
 # A backstop for what steps do not weigh (one filter over a long text can take seconds): a
 # render stops at its first step after this many seconds.
 MAX_SECONDS = 10.0
