@@ -160,7 +160,7 @@ def render(
                 {**helpers(root, untrusted), **variables}
             )
         templatebounds.check_output(text)
-    except (jinja2.TemplateError, ToolError, OSError, *_RUNTIME_ERRORS) as e:
+    except (jinja2.TemplateError, ClawfileError, ToolError, OSError, *_RUNTIME_ERRORS) as e:
         raise ClawfileError(f"{name}{template_error(e)}") from e
     return text
 
@@ -182,7 +182,7 @@ def template_error(error: Exception) -> str:
         return f": {refusal(error)}"
     if isinstance(error, RecursionError):
         return ": the template is nested too deeply (brackets, blocks, or an include of itself)"
-    if isinstance(error, (jinja2.TemplateError, ToolError, OSError)):  # read() refused...
+    if isinstance(error, (jinja2.TemplateError, ClawfileError, ToolError, OSError)):  # read()...
         return f": {error}"
     return f": {type(error).__name__}: {error}"
 
