@@ -116,6 +116,10 @@ SANDBOX = (
             "access to attribute '_TemplateReference__context' of 'TemplateReference' object "
             "is unsafe",
         ),
+        (  # CVE-2025-27516: |attr reached str.format past the sandbox before Jinja 3.1.6
+            "{{ ('{0.__class__}'|attr('format'))(task) }}",
+            "access to attribute '__class__' of 'str' object is unsafe",
+        ),
         ("{{ inputs.append('x') }}", "access to attribute 'append' of 'list' object is unsafe"),
         ("{{ needs.update({}) }}", "access to attribute 'update' of 'dict' object is unsafe"),
     ],
