@@ -1,27 +1,24 @@
 """The clawfile checks that pydantic cannot make field by field: references between tasks,
 dependency cycles, providers' endpoints, settings not supported yet, and the templates
 (prompts, which may live in their own files, and output paths). Templates are checked
-statically: every variable they read must be one that rendering provides (SPEC §3)."""
+statically (`templatecheck`): every variable they read must be one that rendering provides
+(SPEC §3)."""
 
 from __future__ import annotations
 
 import difflib
-import functools
 from pathlib import Path
 from typing import TYPE_CHECKING
-
-import jinja2
-from jinja2 import meta, nodes
 
 from claw_batch import control
 from claw_batch.clawfields import path_problem
 from claw_batch.config import Project, prompt_file, provider_keys
+from claw_batch.templatecheck import ITEM, template_errors
 from claw_batch.yamlsource import KeyPath, Problem, YamlSource
 
 if TYPE_CHECKING:
     from claw_batch.config import Clawfile, Task
 
-_ITEM = "template variable 'item' is only defined for tasks with foreach or watch"
 _NO_BASE_URL = (
     "missing required key 'base_url': the URL of this provider's OpenAI-compatible API, "
     "e.g. base_url: http://localhost:11434/v1 (only a provider named 'openai' may leave it out, "
@@ -82,51 +79,6 @@ def _control_warning(path: str, hit: str, ctl: control.Control, *, folder: bool)
         f"warning: {what} decides what later runs do; named here, it can be rewritten by "
         "the jobs of this task, and so by whatever content they read"
     )
-
-
-def template_errors(text: str, *, foreach: bool) -> list[tuple[int, str]]:
-    """(line, message) for a syntax error or each unknown variable of a Jinja2 template."""
-    from claw_batch.render import TEMPLATE_VARIABLES  # late: render may import this package
-
-    try:
-        ast = _environment().parse(text)
-    except jinja2.TemplateSyntaxError as exc:
-        return [(exc.lineno, f"template syntax error: {exc.message}")]
-    undeclared = meta.find_undeclared_variables(ast)
-    first_use: dict[str, int] = {}
-    for node in ast.find_all(nodes.Name):
-        if node.name in undeclared and node.ctx == "load":
-            first_use.setdefault(node.name, node.lineno)
-    known = ", ".join(sorted(TEMPLATE_VARIABLES))
-    errors = []
-    for name in sorted(undeclared, key=lambda name: (first_use.get(name, 1), name)):
-        line = first_use.get(name, 1)
-        if name not in TEMPLATE_VARIABLES:
-            errors.append((line, f"undefined template variable {name!r} (known: {known})"))
-        elif name == "item" and not foreach:
-            errors.append((line, _ITEM))
-    return errors
-
-
-INCLUDES = "{% include %}"  # in task_variables: the templates include, import or extend others
-
-
-def task_variables(task: Task, root: Path) -> frozenset[str]:
-    """The template variables a valid task's prompt and output paths read."""
-    file = prompt_file(task.prompt)
-    prompt = (root / file).read_text(encoding="utf-8") if file else task.prompt
-    names: set[str] = set()
-    for text in (prompt, task.output or "", *task.outputs):
-        ast = _environment().parse(text)
-        names |= meta.find_undeclared_variables(ast)
-        if any(True for _ in meta.find_referenced_templates(ast)):
-            names.add(INCLUDES)  # what an included template reads is not known here
-    return frozenset(names)
-
-
-@functools.cache
-def _environment() -> jinja2.Environment:
-    return jinja2.Environment()  # only parses: the same syntax rendering uses
 
 
 def _references(config: Clawfile, source: YamlSource, names: list[str]) -> list[Problem]:
@@ -361,9 +313,7 @@ def _prompt(name: str, task: Task, source: YamlSource, root: Path) -> list[Probl
         return [source.problem(path, f"prompt file {file!r} cannot be read: {exc}")]
     # The file may serve several tasks: say which one lacks the foreach or watch.
     return [
-        Problem(
-            file, line, (), message + (f" (task {name!r} has none)" if message == _ITEM else "")
-        )
+        Problem(file, line, (), message + (f" (task {name!r} has none)" if message == ITEM else ""))
         for line, message in template_errors(text, foreach=foreach)
     ]
 

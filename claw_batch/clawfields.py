@@ -27,6 +27,7 @@ _KEY_PREFIXES = ("sk-", "sk_", "gsk_", "xai-", "hf_", "ghp_", "github_pat_", "AI
 # `{a,b}` alternatives are split too: `{..,notes}` would match `..` in a write glob.
 _SEGMENT_BREAK = re.compile(r"[/{},]")
 _GLOB_MAGIC = re.compile(r"[*?[]")
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 _TEMPLATE_CODE = re.compile(r"\{\{.*?\}\}|\{%.*?%\}|\{#.*?#\}", re.DOTALL)
 KEY_ADVICE = (
     "put the key in an environment variable and name that variable with api_key_env "
@@ -150,6 +151,9 @@ def path_problem(path: str, *, template: bool = False) -> str | None:
     project, or None. Only the text is checked: a template's expressions, and symlinks, are
     checked when the path is used (`paths.Policy`, `jobs.glob_files`)."""
     literal = _TEMPLATE_CODE.split(path) if template else [path]
+    unusable = _unusable(path, literal)
+    if unusable:
+        return unusable
     if literal[0].startswith("/"):
         return (
             f"{path!r} is an absolute path; paths are relative to the project root "
@@ -168,11 +172,41 @@ def path_problem(path: str, *, template: bool = False) -> str | None:
     return None
 
 
+NAME_MAX, PATH_MAX = 255, 4000  # bytes: Linux's limit on a name, and short of its 4,096 on a path
+
+
+def _unusable(path: str, literal: list[str]) -> str | None:
+    """What no file system takes: a control character (NUL above all), a name longer than
+    NAME_MAX bytes, a path longer than PATH_MAX (in the text outside template code)."""
+    control = _CONTROL.search(path)
+    if control:
+        return (
+            f"{describe(path)} holds the control character U+{ord(control.group()):04X}, "
+            "which a path may not"
+        )
+    names = [name for part in literal for name in part.split("/")]
+    longest = max((len(name.encode("utf-8", "surrogatepass")) for name in names), default=0)
+    if longest > NAME_MAX:
+        return f"{describe(path)} has a name of {longest} bytes; a name has at most {NAME_MAX}"
+    if sum(len(part.encode("utf-8", "surrogatepass")) for part in literal) > PATH_MAX:
+        return f"{describe(path)} is longer than {PATH_MAX:,} bytes, more than a path may be"
+    return None
+
+
 def _in_project(path: str) -> str:
     problem = path_problem(path)
     if problem:
         raise refuse(problem)
     return path
+
+
+def _glob(pattern: str) -> str:
+    if any("**" in part and part != "**" for part in _in_project(pattern).split("/")):
+        raise refuse(  # the file search (pathlib) refuses it; `a**b` would match as `a*b`
+            f"{describe(pattern)} has '**' inside a path segment; '**' stands only as a whole "
+            "segment (e.g. 'notes/**/*.md'), and '*' matches within one"
+        )
+    return pattern
 
 
 def _template_in_project(path: str) -> str:
@@ -257,7 +291,7 @@ GrantedTools = Annotated[
     BeforeValidator(_one_or_many),
 ]
 Globs = Annotated[list[str], BeforeValidator(_one_or_many)]
-ProjectGlob = Annotated[str, AfterValidator(_in_project)]
+ProjectGlob = Annotated[str, AfterValidator(_glob)]
 ProjectGlobs = Annotated[list[ProjectGlob], BeforeValidator(_one_or_many)]
 PathTemplate = Annotated[str, AfterValidator(_template_in_project)]
 PathTemplates = Annotated[list[PathTemplate], BeforeValidator(_one_or_many)]

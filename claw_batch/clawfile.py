@@ -23,7 +23,7 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
-from claw_batch import clawcheck, modelerrors
+from claw_batch import clawcheck, modelerrors, templatecheck
 from claw_batch.clawfields import (
     KEY_ADVICE,
     BashPolicy,
@@ -54,7 +54,10 @@ from claw_batch.yamlsource import Problem, YamlSource, load_yaml, problems_error
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+    # allow_inf_nan: `temperature: .inf` (or "1e400") would pass, and crash the request.
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", populate_by_name=True, allow_inf_nan=False
+    )
 
 
 class ProviderModel(_Strict):
@@ -194,7 +197,9 @@ def validate(path: Path, root: Path) -> Validated:
         problems += clawcheck.check(config, source, root, names=names)
     if problems or model is None:  # model is None only when there are problems
         raise problems_error(problems, source.name)
-    variables = {name: clawcheck.task_variables(task, root) for name, task in config.tasks.items()}
+    variables = {
+        name: templatecheck.task_variables(task, root) for name, task in config.tasks.items()
+    }
     config = Clawfile.of(document, variables)
     warnings = clawcheck.control_warnings(Project(root, path, config), source)
     return Validated(document, variables, config, warnings)

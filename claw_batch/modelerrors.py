@@ -19,6 +19,7 @@ from claw_batch.yamlsource import KeyPath, Problem, YamlSource
 _EXPECTED = {
     **dict.fromkeys(("int_type", "int_parsing", "int_from_float"), "an integer"),
     **dict.fromkeys(("float_type", "float_parsing"), "a number"),
+    "finite_number": "a finite number",  # .inf, .nan, 1e400
     **dict.fromkeys(("bool_type", "bool_parsing"), "true or false"),
     **dict.fromkeys(("string_type", "string_sub_type"), "a string"),
     **dict.fromkeys(("list_type", "tuple_type"), "a list"),

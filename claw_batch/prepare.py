@@ -329,7 +329,10 @@ def _render_path(
     where = f"clawfile.yaml:tasks.{job.task}"
     if job.item is not None:  # a path names the file as it is (a prompt shows it defused)
         variables = {**variables, "item": render.Item.of(job.item)}
-    return render.render(template, where, variables, root=run.project.root).strip()
+    untrusted = run.project.config.untrusted  # an {% include %} of such a file is refused
+    return render.render(
+        template, where, variables, root=run.project.root, untrusted=untrusted
+    ).strip()
 
 
 def tool_names(task: Task) -> tuple[str, ...]:

@@ -96,11 +96,14 @@ class GitInfo:
 
 
 @functools.cache
-def environment(root: Path) -> jinja2.Environment:
+def environment(root: Path, untrusted: tuple[str, ...] = ()) -> jinja2.Environment:
+    """Templates are data: they run in Jinja's immutable sandbox, bounded (templatesandbox)."""
     import jinja2  # lazily: a run whose jobs are all up to date renders nothing
 
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(root)),
+    from claw_batch.templatesandbox import BoundedSandbox, ProjectLoader
+
+    return BoundedSandbox(
+        loader=ProjectLoader(root, untrusted),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         autoescape=False,
@@ -153,9 +156,9 @@ def reader(
 
 
 @functools.lru_cache(maxsize=256)
-def _compiled(root: Path, source: str) -> jinja2.Template:
+def _compiled(root: Path, untrusted: tuple[str, ...], source: str) -> jinja2.Template:
     """Templates are compiled once per run, not once per fan-out item."""
-    return environment(root).from_string(source)
+    return environment(root, untrusted).from_string(source)
 
 
 def render(
@@ -170,16 +173,39 @@ def render(
     `untrusted`: globs of files whose content `read()` shows fenced."""
     import jinja2
 
+    from claw_batch import templatebounds
+
     try:
-        return _compiled(root, source).render({**helpers(root, untrusted), **variables})
-    except jinja2.TemplateSyntaxError as e:
-        raise ClawfileError(f"{name}:{e.lineno}: {e.message}") from e
-    except jinja2.UndefinedError as e:
-        raise ClawfileError(f"{name}: {e.message}") from e
-    except (ToolError, OSError) as e:  # read() of a missing or refused file
-        raise ClawfileError(f"{name}: {e}") from e
-    except (ArithmeticError, LookupError, TypeError, ValueError) as e:  # {{ 1/0 }}, {{ x[9] }}
-        raise ClawfileError(f"{name}: {type(e).__name__}: {e}") from e
+        with templatebounds.metered():
+            text = _compiled(root, untrusted, source).render(
+                {**helpers(root, untrusted), **variables}
+            )
+        templatebounds.check_output(text)
+    except (jinja2.TemplateError, ClawfileError, ToolError, OSError, *_RUNTIME_ERRORS) as e:
+        raise ClawfileError(f"{name}{template_error(e)}") from e
+    return text
+
+
+# What a template's own expressions raise: {{ 1/0 }}, {{ x[9] }}, {{ 'a' + 1 }}, {{ 10**99999 }}
+# printed; RecursionError: an {% include %} of itself; MemoryError: what the bounds missed.
+_RUNTIME_ERRORS = (ArithmeticError, LookupError, TypeError, ValueError, RecursionError, MemoryError)
+
+
+def template_error(error: Exception) -> str:
+    """What a failed template says after its name: `:LINE: message` or `: message`."""
+    import jinja2
+
+    from claw_batch.templatesandbox import refusal
+
+    if isinstance(error, jinja2.TemplateSyntaxError):
+        return f":{error.lineno}: {error.message}"
+    if isinstance(error, jinja2.exceptions.SecurityError):
+        return f": {refusal(error)}"
+    if isinstance(error, RecursionError):
+        return ": the template is nested too deeply (brackets, blocks, or an include of itself)"
+    if isinstance(error, (jinja2.TemplateError, ClawfileError, ToolError, OSError)):  # read()...
+        return f": {error}"
+    return f": {type(error).__name__}: {error}"
 
 
 def needs_view(results: Mapping[str, Upstream], names: Sequence[str]) -> dict[str, Upstream]:

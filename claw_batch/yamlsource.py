@@ -10,6 +10,7 @@ from typing import Any
 import yaml
 
 from claw_batch.errors import ClawfileError
+from claw_batch.yamlbounds import Bounds
 
 KeyPath = tuple[str | int, ...]
 
@@ -65,15 +66,30 @@ class YamlSource:
         return Problem(self.name, self.line(path if at is None else at), path, message)
 
 
+MAX_BYTES = 1_000_000  # a clawfile is settings and a few prompts; long prompts live in files
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, with every parse event checked against `yamlbounds` as the
+    composer takes it: nothing past the bounds is ever built."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.bounds = Bounds()
+
+    def get_event(self) -> yaml.Event:
+        event: yaml.Event = super().get_event()  # type: ignore[no-untyped-call]
+        self.bounds.see(event)
+        return event
+
+
 def load_yaml(path: Path, name: str) -> YamlSource:
     """Parse `path` (shown to the user as `name`) or raise ClawfileError."""
+    text = _read(path, name)
     try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise ClawfileError(f"{name}: not a UTF-8 text file") from None
-    except OSError as exc:
-        raise ClawfileError(f"{name}: cannot read it: {exc.strerror}") from None
-    loader = yaml.SafeLoader(text)
+        loader = _BoundedLoader(text)  # this already refuses control characters
+    except yaml.reader.ReaderError as exc:
+        raise ClawfileError(_unprintable(exc, text, name)) from None
     try:
         node = loader.get_single_node()
         if node is None:
@@ -88,6 +104,33 @@ def load_yaml(path: Path, name: str) -> YamlSource:
     finally:
         loader.dispose()
     return YamlSource(name, data, source.key_lines, source.text_lines)
+
+
+def _read(path: Path, name: str) -> str:
+    try:
+        with path.open("rb") as f:
+            data = f.read(MAX_BYTES + 1)
+    except OSError as exc:
+        raise ClawfileError(f"{name}: cannot read it: {exc.strerror}") from None
+    if len(data) > MAX_BYTES:
+        raise ClawfileError(
+            f"{name}: larger than {MAX_BYTES:,} bytes, more than a clawfile may be; "
+            "move long prompts into files (prompt: prompts/NAME.md)"
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ClawfileError(f"{name}: not a UTF-8 text file") from None
+
+
+def _unprintable(exc: yaml.reader.ReaderError, text: str, name: str) -> str:
+    """PyYAML refuses control characters (NUL, U+0001...) anywhere in the file, even in quotes."""
+    line = text.count("\n", 0, exc.position) + 1
+    code = int(exc.character)
+    return (
+        f"{name}:{line}: the control character U+{code:04X} is not allowed in a YAML file; "
+        f'remove it, or write it as the escape "\\u{code:04x}" in a double-quoted string'
+    )
 
 
 def _syntax_message(exc: yaml.MarkedYAMLError, name: str) -> str:

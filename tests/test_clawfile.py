@@ -91,6 +91,94 @@ def test_unsupported_version(tmp_path: Path) -> None:
     )
 
 
+def test_control_characters_are_refused_where_they_are(tmp_path: Path) -> None:
+    for char, code in (("\x00", "0000"), ("\x01", "0001"), ("\x1b", "001B")):
+        text = f"version: 1\ntasks:\n  a:\n    prompt: hi{char}\n"
+        assert error(tmp_path, text) == (
+            f"clawfile.yaml:4: the control character U+{code} is not allowed in a YAML file; "
+            f'remove it, or write it as the escape "\\u{code.lower()}" in a double-quoted string'
+        )
+
+
+def test_half_a_surrogate_pair_is_refused(tmp_path: Path) -> None:
+    text = 'version: 1\ntasks:\n  a:\n    prompt: hi\n    output: "out/\\ud800.md"\n'
+    assert error(tmp_path, text) == (
+        "clawfile.yaml:5: \\ud800 is half of a surrogate pair, not a character; remove it"
+    )
+
+
+def test_nesting_deeper_than_the_bound_is_refused(tmp_path: Path) -> None:
+    # 5,000 levels: PyYAML's recursive composer would end in a RecursionError.
+    deep = "[" * 5000 + "]" * 5000
+    text = f"version: 1\ntasks:\n  a:\n    prompt: hi\n    description: {deep}\n"
+    assert error(tmp_path, text) == (
+        "clawfile.yaml:5: nested more than 50 levels deep; a clawfile needs a few"
+    )
+
+
+def test_an_alias_bomb_is_refused_before_it_expands(tmp_path: Path) -> None:
+    # Nine levels of ten aliases: 10**9 values once expanded, which an unbounded loader walks
+    # for minutes and gigabytes (past this test's timeout); refused at the 100,001st.
+    lines = ["version: 1", "x0: &x0 [" + ", ".join(["v"] * 10) + "]"]
+    lines += [f"x{i}: &x{i} [" + ", ".join([f"*x{i - 1}"] * 10) + "]" for i in range(1, 9)]
+    lines += ["tasks:", "  a: {prompt: hi, description: *x8}"]
+    assert error(tmp_path, "\n".join(lines) + "\n") == (
+        "clawfile.yaml:6: the document holds more than 100,000 values once its aliases are "
+        "expanded; write the values out instead of nesting aliases (&name / *name)"
+    )
+
+
+def test_an_alias_inside_its_own_anchor_is_refused(tmp_path: Path) -> None:
+    text = "version: 1\ntasks:\n  a: &a\n    prompt: hi\n    description: [*a]\n"
+    assert error(tmp_path, text) == (
+        "clawfile.yaml:5: the alias *a refers to a collection that holds it"
+    )
+
+
+def test_a_clawfile_larger_than_the_bound_is_refused(tmp_path: Path) -> None:
+    text = "version: 1\ntasks:\n  a:\n    prompt: " + "x" * 1_000_000 + "\n"
+    assert error(tmp_path, text) == (
+        "clawfile.yaml: larger than 1,000,000 bytes, more than a clawfile may be; "
+        "move long prompts into files (prompt: prompts/NAME.md)"
+    )
+
+
+def test_aliases_and_nesting_within_the_bounds_are_read(tmp_path: Path) -> None:
+    schema = "{type: string}"
+    for _ in range(20):  # a JSON Schema 42 levels deep, in a clawfile 45 deep
+        schema = f"{{type: object, properties: {{x: {schema}}}}}"
+    project = load(
+        tmp_path,
+        f"""
+        version: 1
+        tasks:
+          a: &a {{prompt: hi, max_steps: 3, permissions: {{write: [out/**]}}, schema: {schema}}}
+          b: {{<<: *a, prompt: ho, schema: {{type: object}}}}
+        """,
+    )
+    assert project.config.tasks["b"].max_steps == 3
+    assert project.config.tasks["b"].permissions.write == ("out/**",)
+
+
+def test_infinite_numbers_are_refused(tmp_path: Path) -> None:
+    # `1e400` is a string to YAML 1.1, which pydantic would read as inf; .inf and .nan are floats.
+    clawfile = """
+        tasks:
+          a:
+            prompt: hi
+            temperature: 1e400
+            timeout: .inf
+            budget: {max_usd: .nan}
+    """
+    assert error(tmp_path, clawfile) == "\n".join(
+        [
+            "clawfile.yaml:4: tasks.a.temperature: expected a finite number, got '1e400'",
+            "clawfile.yaml:5: tasks.a.timeout: expected a finite number, got inf",
+            "clawfile.yaml:6: tasks.a.budget.max_usd: expected a finite number, got nan",
+        ]
+    )
+
+
 # --- keys and types ------------------------------------------------------------------------
 
 
@@ -322,6 +410,70 @@ def test_paths_must_stay_inside_the_project(tmp_path: Path) -> None:
             f"clawfile.yaml:8: tasks.t.outputs[2]: 'out/{{{{ today }}}}/../../x' {leaves}",
             f"clawfile.yaml:10: tasks.t.permissions.write[1]: 'workspace/../../**' {leaves}",
             f"clawfile.yaml:10: tasks.t.permissions.write[2]: '{{..,notes}}/*' {leaves}",
+        ]
+    )
+
+
+def test_paths_with_control_characters_are_refused(tmp_path: Path) -> None:
+    # Written as YAML escapes: "\0" in a path was an "embedded null byte" crash of the run.
+    clawfile = r"""
+        workspace: "work\0"
+        tasks:
+          t:
+            prompt: hi
+            output: "out/a\tb.md"
+            inputs: ["notes/\x85*.md"]
+    """
+    assert error(tmp_path, clawfile) == "\n".join(
+        [
+            "clawfile.yaml:1: workspace: 'work\\x00' holds the control character U+0000, "
+            "which a path may not",
+            "clawfile.yaml:5: tasks.t.output: 'out/a\\tb.md' holds the control character U+0009, "
+            "which a path may not",
+            "clawfile.yaml:6: tasks.t.inputs[0]: 'notes/\\x85*.md' holds the control character "
+            "U+0085, which a path may not",
+        ]
+    )
+
+
+def test_names_and_paths_no_file_system_takes_are_refused(tmp_path: Path) -> None:
+    # A 300-byte workspace name was an "unexpected error" (ENAMETOOLONG) in validate and run.
+    name, deep = "x" * 300, "a/" * 2100
+    clawfile = f"""
+        workspace: {name}
+        tasks:
+          t:
+            prompt: hi
+            output: out/{name}.md
+            inputs: ["{deep}*.md"]
+    """
+    assert error(tmp_path, clawfile) == "\n".join(
+        [
+            f"clawfile.yaml:1: workspace: '{'x' * 37}...' has a name of 300 bytes; "
+            "a name has at most 255",
+            f"clawfile.yaml:5: tasks.t.output: 'out/{'x' * 33}...' has a name of 303 bytes; "
+            "a name has at most 255",
+            f"clawfile.yaml:6: tasks.t.inputs[0]: '{'a/' * 18}a...' is longer than 4,000 bytes, "
+            "more than a path may be",
+        ]
+    )
+
+
+def test_a_globstar_inside_a_path_segment_is_refused(tmp_path: Path) -> None:
+    # `out/a**` in foreach: was a crash ("'**' can only be an entire path component").
+    clawfile = """
+        tasks:
+          t:
+            prompt: hi
+            foreach: "out/a**"
+            inputs: ["{notes,**}/x.md", "notes/**/*.md", "**"]
+    """
+    whole = "'**' stands only as a whole segment (e.g. 'notes/**/*.md'), and '*' matches within one"
+    assert error(tmp_path, clawfile) == "\n".join(
+        [
+            f"clawfile.yaml:4: tasks.t.foreach: 'out/a**' has '**' inside a path segment; {whole}",
+            "clawfile.yaml:5: tasks.t.inputs[0]: '{notes,**}/x.md' has '**' inside a path "
+            f"segment; {whole}",
         ]
     )
 

@@ -62,3 +62,43 @@ def test_workspace_skill_shadows_project_skill(tmp_path: Path) -> None:
         path.write_text(f"---\nname: style\ndescription: {text}\n---\n")
     (found,) = discover([tmp_path / "workspace/skills", tmp_path / "skills"])
     assert found.description == "Workspace."
+
+
+def test_validate_reports_what_the_template_sandbox_refuses(tmp_path: Path) -> None:
+    """Found before any run where the template names it; what it builds at render time the
+    sandbox refuses then (tests/test_render.py)."""
+    root = make_project(
+        tmp_path,
+        """
+        version: 1
+        tasks:
+          a:
+            prompt: prompts/a.md
+          b:
+            prompt: "{{ inputs|nosuchfilter }}"
+          c:
+            prompt: "{{ " + "(" * 2000 + "1" + ")" * 2000 + " }}"
+        """.replace('" + "(" * 2000 + "1" + ")" * 2000 + "', "(" * 2000 + "1" + ")" * 2000),
+        {
+            "prompts/a.md": (
+                "{{ cycler.__init__.__globals__.os }}\n"
+                "{{ '{0.__class__}'.format(task) }} {{ inputs.append(1) }}\n"
+                "{{ needs['__dict__'] }}\n"
+            )
+        },
+    )
+    r = claw(root, "validate")
+    sandbox = (
+        "they run in Jinja's sandbox, which refuses attributes that start with '_' "
+        "and methods that change a list or a dict"
+    )
+    assert (r.exit_code, r.stderr) == (
+        2,
+        "claw: clawfile.yaml:6: tasks.b.prompt: template error: No filter named 'nosuchfilter'.\n"
+        "clawfile.yaml:8: tasks.c.prompt: the template is nested too deeply (brackets or blocks)\n"
+        f"prompts/a.md:1: templates may not use '__globals__': {sandbox}\n"
+        f"prompts/a.md:1: templates may not use '__init__': {sandbox}\n"
+        f"prompts/a.md:2: templates may not use '__class__': {sandbox}\n"
+        f"prompts/a.md:2: templates may not use 'append': {sandbox}\n"
+        f"prompts/a.md:3: templates may not use '__dict__': {sandbox}\n",
+    )
