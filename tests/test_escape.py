@@ -758,3 +758,23 @@ def test_on_an_architecture_it_does_not_know_no_filter_is_made() -> None:
         "claw's filter against set-id programs knows the system calls of x86_64 and aarch64, "
         "not of this machine's riscv64"
     )
+
+
+@pytest.mark.parametrize("tool", ["write", "edit"])
+def test_the_file_tools_keep_no_set_id_bit_on_a_file_they_change(
+    with_tools: Path, tool: str
+) -> None:
+    """The runner writes for these tools, not the sandbox, and keeps a replaced file's mode:
+    it kept the set-id bits too, so a job could fill the owner's set-uid program (in a write
+    directory) with content of its own."""
+    (with_tools / "out").mkdir()
+    made = with_tools / "out/tool"
+    made.write_text("#!/bin/sh\necho made by the owner\n")
+    made.chmod(0o6755)
+    policy = Policy(with_tools, write_globs=("out/**",), protected=(".git", ".claw"))
+    ctx = ToolContext(with_tools, policy, scrubbed_env(), time.monotonic() + 60, True)
+    edit = {"old_string": "made by the owner", "new_string": "a payload"}
+    arguments = {"content": "a payload"} if tool == "write" else edit
+    TOOLS[tool].invoke(ctx, json.dumps({"path": "out/tool", **arguments}))
+    assert "a payload" in made.read_text()
+    assert oct(made.stat().st_mode) == "0o100755"
