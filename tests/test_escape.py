@@ -10,7 +10,9 @@ OpenAI server scripted to obey. Nothing may be read, and no one may connect; the
 runner that is not root (its own private key was in reach).
 
 Defence in depth: the command holds no capability, root or not, so a mount mistake exposes
-only what its uid may read; as root it writes the project as the project's owner.
+only what its uid may read; as root it writes the project as the project's owner. What it
+writes stays on the host as that owner's, so it may leave no set-id or capability-bearing
+program there (the seccomp filter of `setid`), nor make the file tools do it.
 
 And what decides the next run (the protected paths, given here explicitly) can be neither
 changed, made, removed nor renamed by a command, whatever the write globs say — through
