@@ -66,7 +66,9 @@ def write_atomic_in(directory: int, name: str, data: bytes | str) -> None:
             while view:
                 view = view[os.write(fd, view) :]
             if mode is not None:
-                os.fchmod(fd, mode)
+                # Less any set-id bit, as the kernel drops it when someone without CAP_FSETID
+                # writes a file: the new content is not the program its owner made set-id.
+                os.fchmod(fd, mode & ~(stat.S_ISUID | stat.S_ISGID))
             os.fsync(fd)
         finally:
             os.close(fd)

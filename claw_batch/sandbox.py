@@ -49,7 +49,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from claw_batch import idmap
+from claw_batch import idmap, setid
 from claw_batch import sandboxhost as host
 from claw_batch.ceilings import Ceilings
 from claw_batch.errors import ToolError
@@ -123,11 +123,14 @@ class Bubblewrap:
             leader, status = os.pipe()
             fds.callback(os.close, leader)
             fds.callback(os.close, status)
+            seccomp = _filter(fds)
             argv = [
                 *enter,
                 shutil.which(self.executable) or self.executable,
                 "--json-status-fd",
                 str(status),
+                "--seccomp",
+                str(seccomp),
                 *self._namespaces(),
                 *host.system(self.network, self.limits.tmp_bytes),
                 *[a for path in self.outside for a in host.ro(path)],
@@ -139,7 +142,7 @@ class Bubblewrap:
                 *self._inside(seconds),
                 *command.argv,
             ]
-            passed = (*command.pass_fds, *kept, status, *([] if ns is None else [ns]))
+            passed = (*command.pass_fds, *kept, status, seccomp, *([] if ns is None else [ns]))
             ceilings = Ceilings(self.limits.memory, self.limits.disk, plan.filesystems())
             yield Command(tuple(argv), self._env(command.env), passed, leader, ceilings)
 
@@ -207,6 +210,17 @@ class Bubblewrap:
         # Git stops at the project: nothing above it is mounted (not a repository either).
         ceiling = str(self.root.parent)
         return {**env, "HOME": "/tmp", "TMPDIR": "/tmp", "GIT_CEILING_DIRECTORIES": ceiling}
+
+
+def _filter(fds: contextlib.ExitStack) -> int:
+    """A descriptor of the seccomp filter that keeps the command from leaving a set-id or
+    capability-bearing program on the host (`setid`), closed with `fds`."""
+    try:
+        fd = setid.descriptor()
+    except setid.Unsupported as e:
+        raise ToolError(str(e)) from None
+    fds.callback(os.close, fd)
+    return fd
 
 
 def for_job(policy: Policy, *, network: bool, limits: Limits = Limits()) -> Bubblewrap:

@@ -270,7 +270,6 @@ def test_the_checkout_token_in_git_config_never_reaches_the_model(
 
 
 @pytest.mark.skipif(not ROOT, reason="as root, the command writes the project as its owner")
-@pytest.mark.xfail(strict=True, reason="an open hole of the attack review")
 def test_as_root_a_job_leaves_no_set_id_program_in_the_project(
     tmp_path: Path, server: FakeOpenAI
 ) -> None:

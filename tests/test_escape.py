@@ -10,7 +10,9 @@ OpenAI server scripted to obey. Nothing may be read, and no one may connect; the
 runner that is not root (its own private key was in reach).
 
 Defence in depth: the command holds no capability, root or not, so a mount mistake exposes
-only what its uid may read; as root it writes the project as the project's owner.
+only what its uid may read; as root it writes the project as the project's owner. What it
+writes stays on the host as that owner's, so it may leave no set-id or capability-bearing
+program there (the seccomp filter of `setid`), nor make the file tools do it.
 
 And what decides the next run (the protected paths, given here explicitly) can be neither
 changed, made, removed nor renamed by a command, whatever the write globs say — through
@@ -22,9 +24,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import secrets
 import shutil
 import socket
+import stat
 import subprocess
 import time
 from collections.abc import Iterator
@@ -35,7 +39,7 @@ import pytest
 from fake_openai import FakeOpenAI, call, text, tool_calls
 from helpers import AS_RUNNER, RUNNER, claw, make_project, runner_env, runner_python
 
-from claw_batch import sandbox
+from claw_batch import sandbox, setid
 from claw_batch.childenv import scrubbed_env
 from claw_batch.errors import ToolError
 from claw_batch.paths import Policy
@@ -536,3 +540,243 @@ def test_for_a_runner_that_is_not_root_a_git_file_opens_nothing(server: FakeOpen
         )
     finally:
         shutil.rmtree(top, ignore_errors=True)
+
+
+# --- no set-id or capability-bearing program is left on the host -------------------------------
+# What a command makes in a write directory stays on the host, the owner's (as root, through
+# the id-mapped mount) or the runner's: a set-uid bit or a file capability on it would make
+# whoever runs it that user, root for a root-owned project.
+
+SET_ID = stat.S_ISUID | stat.S_ISGID
+DENIED = "Operation not permitted"
+SETCAP = """
+import os, struct, sys
+cap_setuid = struct.pack("<5I", 0x02000001, 1 << 7, 0, 0, 0)  # v2, effective
+try:
+    os.setxattr(sys.argv[1], "security.capability", cap_setuid)
+except OSError as e:
+    sys.exit(f"setcap: {e.strerror}")
+"""
+SET_ID_ATTEMPTS = {  # as an obedient model would try them, and what it is told
+    "chmod": (
+        "touch out/f && chmod u+s,g+s out/f",
+        f"exit code 1\nchmod: changing permissions of 'out/f': {DENIED}",
+    ),
+    "chmod-a-folder": (
+        "mkdir out/d && chmod g+s out/d",
+        f"exit code 1\nchmod: changing permissions of 'out/d': {DENIED}",
+    ),
+    "mkdir-m": (
+        "mkdir -m 2777 out/d",
+        f"exit code 1\nmkdir: cannot change permissions of \u2018out/d\u2019: {DENIED}",
+    ),
+    "install-m": (
+        "install -m 4755 /usr/bin/true out/t",
+        f"exit code 1\ninstall: cannot change permissions of 'out/t': {DENIED}",
+    ),
+    "tar-p": (
+        "tar --mode=6755 -cf /tmp/a.tar -C /usr/bin true && tar -xpf /tmp/a.tar -C out",
+        f"exit code 2\ntar: true: Cannot change mode to rwsr-sr-x: {DENIED}\n"
+        "tar: Exiting with failure status due to previous errors",
+    ),
+    "cp-p": (  # the project's own set-uid program (see below), copied as its owner
+        "cp -p tool out/",
+        f"exit code 1\ncp: preserving permissions for \u2018out/tool\u2019: {DENIED}",
+    ),
+    "a-hard-link": (
+        "ln tool out/tool",
+        "exit code 1\nln: failed to create hard link 'out/tool' => 'tool': "
+        "Invalid cross-device link",
+    ),
+    "setcap": (
+        "cp /usr/bin/true out/t && python3 setcap.py out/t",
+        f"exit code 1\nsetcap: {DENIED}",
+    ),
+    "setcap-in-a-user-namespace": (
+        "cp /usr/bin/true out/t && unshare -Ur python3 setcap.py out/t",
+        f"exit code 1\nunshare: unshare failed: {DENIED}",
+    ),
+}
+
+
+CALLS = r"""
+import ctypes, mmap, os, signal, stat, struct, subprocess, sys
+
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+AT_FDCWD, MODE, CLONE_NEWUSER = -100, 0o6755, 0x10000000
+MAKE = os.O_CREAT | os.O_WRONLY
+
+
+def tried(number, *args):
+    done = libc.syscall(number, *args)
+    if done == 0 and number in (56, 435):  # the child of a clone that worked
+        os._exit(0)
+    return "made" if done >= 0 else os.strerror(ctypes.get_errno())
+
+
+def int80_chmod(path):
+    # i386's chmod (15) through int 0x80, which a 64-bit process may use; the code and the
+    # path on a page below 4 GiB (MAP_32BIT): int 0x80 takes 32-bit pointers.
+    page = mmap.mmap(-1, 4096, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | 0x40, prot=7)
+    base = ctypes.addressof(ctypes.c_char.from_buffer(page))
+    page[64 : 65 + len(path)] = path + b"\0"
+    code = (
+        b"\x53\xb8\x0f\x00\x00\x00"  # push rbx; mov eax, 15
+        + b"\xbb" + struct.pack("<I", base + 64)  # mov ebx, path
+        + b"\xb9" + struct.pack("<I", MODE)  # mov ecx, MODE
+        + b"\xcd\x80\x5b\xc3"  # int 0x80; pop rbx; ret
+    )
+    page[: len(code)] = code
+    ctypes.CFUNCTYPE(ctypes.c_int)(base)()
+
+
+def killed(how):
+    code = subprocess.run([sys.executable, __file__, how]).returncode
+    return f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+
+
+if sys.argv[1:] == ["i386"]:
+    int80_chmod(b"out/fd")
+elif sys.argv[1:] == ["x32"]:
+    libc.syscall(0x40000000 | 90, b"out/fd", MODE)  # x32's chmod
+else:
+    fd = os.open("out/fd", MAKE, 0o755)
+    how = struct.pack("<3Q", MAKE, MODE, 0)  # struct open_how
+    clone_args = struct.pack("<11Q", CLONE_NEWUSER, 0, 0, 0, signal.SIGCHLD, *[0] * 6)
+    results = {
+        "open": tried(2, b"out/a", MAKE, MODE),
+        "open O_TMPFILE": tried(2, b"out", os.O_TMPFILE | os.O_WRONLY, MODE),
+        "openat": tried(257, AT_FDCWD, b"out/b", MAKE, MODE),
+        "creat": tried(85, b"out/c", MODE),
+        "mknod": tried(133, b"out/d", stat.S_IFREG | MODE, 0),
+        "mknodat": tried(259, AT_FDCWD, b"out/e", stat.S_IFREG | MODE, 0),
+        "chmod": tried(90, b"out/fd", MODE),
+        "fchmod": tried(91, fd, MODE),
+        "fchmodat": tried(268, AT_FDCWD, b"out/fd", MODE),
+        "fchmodat2": tried(452, AT_FDCWD, b"out/fd", MODE, 0),
+        "openat2": tried(437, AT_FDCWD, b"out/g", how, len(how)),
+        "io_uring_setup": tried(425, 8, ctypes.create_string_buffer(120)),
+        "clone3": tried(435, clone_args, len(clone_args)),
+        "clone": tried(56, CLONE_NEWUSER | signal.SIGCHLD, 0, 0, 0, 0),
+        "open without O_CREAT": tried(2, b"out/fd", os.O_RDONLY, MODE),
+        "mkdir": tried(83, b"out/dir", MODE),
+        "i386 chmod": killed("i386"),
+        "x32 chmod": killed("x32"),
+        "unshare": tried(272, CLONE_NEWUSER),  # last: it would move this process
+    }
+    print("\n".join(f"{name}: {result}" for name, result in results.items()))
+"""
+
+
+def left_behind(folder: Path) -> list[tuple[str, str, bool]]:
+    """What in `folder` is set-id or bears capabilities: name, mode, capabilities."""
+    found = []
+    for path in (folder, *folder.rglob("*")):
+        st = path.lstat()
+        caps = not path.is_symlink() and "security.capability" in os.listxattr(path)
+        if st.st_mode & SET_ID or caps:
+            found.append((path.name, oct(st.st_mode), caps))
+    return found
+
+
+@pytest.fixture
+def with_tools(tmp_path: Path) -> Iterator[Path]:
+    """A project holding its owner's set-uid program (`tool`, a copy of true) and helper
+    scripts; on the way out, nothing set-id or capable is left in it (nor in the
+    machine's /tmp, whatever the test found)."""
+    root = project(tmp_path)
+    shutil.copy("/usr/bin/true", root / "tool")
+    (root / "tool").chmod(0o4755)
+    (root / "setcap.py").write_text(SETCAP)
+    (root / "calls.py").write_text(CALLS)
+    try:
+        yield root
+    finally:
+        shutil.rmtree(root / "out", ignore_errors=True)
+        (root / "tool").unlink()
+
+
+@pytest.mark.parametrize("attempt", list(SET_ID_ATTEMPTS))
+def test_a_command_leaves_no_set_id_or_capability_bearing_file(
+    with_tools: Path, mode: str, attempt: str
+) -> None:
+    command, told = SET_ID_ATTEMPTS[attempt]
+    out = bash_in(with_tools, mode, command)
+    assert left_behind(with_tools / "out") == []
+    assert out == told
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="x86_64's system call numbers")
+def test_no_system_call_makes_a_set_id_file(with_tools: Path, mode: str) -> None:
+    """Each call that sets a mode, tried with set-uid and set-gid, through the numbers of
+    x86_64, of i386 (`int 0x80`, which any 64-bit process may use) and of x32; the calls
+    whose mode the filter cannot read; the ways to a user namespace. What is harmless
+    passes: a mode given without O_CREAT, a mkdir (Linux ignores the set-id bits there)."""
+    out = bash_in(with_tools, mode, "python3 calls.py")
+    assert left_behind(with_tools / "out") == []
+    denied = ("open", "open O_TMPFILE", "openat", "creat", "mknod", "mknodat")
+    denied += ("chmod", "fchmod", "fchmodat", "fchmodat2")
+    assert out == "\n".join(
+        [
+            "exit code 0",
+            *(f"{name}: {DENIED}" for name in denied),
+            *(f"{name}: Function not implemented" for name in ("openat2", "io_uring_setup")),
+            "clone3: Function not implemented",
+            f"clone: {DENIED}",
+            "open without O_CREAT: made",
+            "mkdir: made",
+            "i386 chmod: killed by SIGSYS",
+            "x32 chmod: killed by SIGSYS",
+            f"unshare: {DENIED}",
+        ]
+    )
+
+
+HEADERS = {  # where Debian's linux-libc-dev keeps each table's numbers
+    "X86_64": "/usr/include/x86_64-linux-gnu/asm/unistd_64.h",
+    "AARCH64": "/usr/include/asm-generic/unistd.h",
+}
+
+
+@pytest.mark.parametrize("table", list(HEADERS))
+def test_the_filter_numbers_are_the_kernel_headers(table: str) -> None:
+    """The aarch64 table is never run here: the kernel's headers check it (a header older
+    than Linux 6.6 lacks fchmodat2)."""
+    header = Path(HEADERS[table])
+    if not header.exists():
+        pytest.skip(f"no {header} (linux-libc-dev)")
+    defined = dict(re.findall(r"^#define __NR_(\w+)\s+(\d+)$", header.read_text(), re.M))
+    numbers: dict[str, int] = getattr(setid, table)
+    known = {name: number for name, number in numbers.items() if name in defined}
+    assert known == {name: int(defined[name]) for name in known}
+    assert set(numbers) - set(known) <= {"fchmodat2"}
+
+
+def test_on_an_architecture_it_does_not_know_no_filter_is_made() -> None:
+    with pytest.raises(setid.Unsupported) as refused:
+        setid.program("riscv64")
+    assert str(refused.value) == (
+        "claw's filter against set-id programs knows the system calls of x86_64 and aarch64, "
+        "not of this machine's riscv64"
+    )
+
+
+@pytest.mark.parametrize("tool", ["write", "edit"])
+def test_the_file_tools_keep_no_set_id_bit_on_a_file_they_change(
+    with_tools: Path, tool: str
+) -> None:
+    """The runner writes for these tools, not the sandbox, and keeps a replaced file's mode:
+    it kept the set-id bits too, so a job could fill the owner's set-uid program (in a write
+    directory) with content of its own."""
+    (with_tools / "out").mkdir()
+    made = with_tools / "out/tool"
+    made.write_text("#!/bin/sh\necho made by the owner\n")
+    made.chmod(0o6755)
+    policy = Policy(with_tools, write_globs=("out/**",), protected=(".git", ".claw"))
+    ctx = ToolContext(with_tools, policy, scrubbed_env(), time.monotonic() + 60, True)
+    edit = {"old_string": "made by the owner", "new_string": "a payload"}
+    arguments = {"content": "a payload"} if tool == "write" else edit
+    TOOLS[tool].invoke(ctx, json.dumps({"path": "out/tool", **arguments}))
+    assert "a payload" in made.read_text()
+    assert oct(made.stat().st_mode) == "0o100755"
