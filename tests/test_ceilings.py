@@ -96,6 +96,20 @@ def test_within_the_limits_nothing_is_stopped(root: Path, mode: str) -> None:
     assert run(root, mode, command, Limits(memory=200 * MB, disk=64 * MB)) == "exit code 0\ndone"
 
 
+def test_dev_is_read_only_but_for_a_dev_shm_of_a_fixed_size(root: Path, mode: str) -> None:
+    """bwrap's /dev is a tmpfs of no size, which a runner that is not root owns."""
+    command = (
+        "echo x > /dev/null && touch /dev/x; head -c 100M /dev/zero > /dev/shm/x; du -m /dev/shm/x"
+    )
+    out = run(root, mode, command, Limits())
+    assert out == (
+        "exit code 0\n"
+        "touch: cannot touch '/dev/x': Read-only file system\n"
+        "head: error writing 'standard output': No space left on device\n"
+        "64\t/dev/shm/x"
+    )
+
+
 RUN_AS_RUNNER = """
 import dataclasses, json, sys, time
 from pathlib import Path
