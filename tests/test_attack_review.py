@@ -347,7 +347,6 @@ print("still alive")
 '"""
 
 
-@pytest.mark.xfail(strict=True, reason="an open hole of the attack review")
 def test_memory_held_in_memfds_counts_against_the_memory_ceiling(proj: Path, mode: str) -> None:
     """Pages of a memfd that is written, not mapped, are in no process's resident size and
     not in RLIMIT_DATA: 300M held for 3 s under limits.memory 64M, checked 30 times, never
