@@ -1,5 +1,6 @@
 """What one sandboxed bash call may use of the machine's memory and disk, all its processes
-together, watched while it runs (the bash tool asks every `CHECK_SECONDS`).
+together, watched while it runs (the bash tool asks every `CHECK_SECONDS`, and once more when
+the command has ended).
 
 Memory: what the sandbox holds (`sandboxmemory`): its processes' memory, the memory files
 they hold open, and the files of its /tmp and /dev/shm. Each process also has RLIMIT_DATA at
@@ -11,8 +12,11 @@ file in flight in a socket, kernel memory (pipes, socket buffers); only a cgroup
 
 Disk: the write directories are on the real filesystem, which has no per-call quota. The
 bound is the free space those filesystems lose while the call runs: past `disk` bytes, it is
-stopped. Whatever else writes there meanwhile (another job, the runner) counts too; what the
-disk writes between two checks can pass the bound.
+stopped, and a call that passed it is reported so even when its command had already ended.
+Whatever else writes there meanwhile (another job, the runner) counts too. Nothing refuses a
+write at once: what stays past the bound is what the call wrote before a check saw it, at
+the disk's speed for a write, and without any size for fallocate, which takes the space in
+one system call (with FALLOC_FL_KEEP_SIZE, even past RLIMIT_FSIZE).
 """
 
 from __future__ import annotations
