@@ -176,8 +176,8 @@ def test_a_disk_write_that_ends_before_a_check_is_still_stopped(root: Path, mode
     out = run(root, mode, "fallocate -l 64M out/f; echo made", Limits(disk=16 * MB))
     assert re.fullmatch(
         r"killed: the write directories' filesystem lost \d+(\.\d)?M of free space during the "
-        r"call, more than limits\.disk \(16M\) \(the command had ended \(exit code 0\) before "
-        r"a check saw it; what it wrote stays\)\nmade",
+        r"call, more than limits\.disk \(16M\) \(the command had ended, exit code 0, before a "
+        r"check saw it; what it wrote stays\)\nmade",
         out,
     ), out
     assert (root / "out/f").stat().st_blocks * 512 == 64 * MB

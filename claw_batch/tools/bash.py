@@ -74,7 +74,7 @@ def _headline(ran: Ran, limit: float, timeout: int) -> str:
             "(the command and its children were killed)"
         )
     if ran.killed is not None and ran.late:
-        ended = f"the command had ended ({_ended(ran.code)}) before a check saw it"
+        ended = f"the command had ended, {_ended(ran.code)}, before a check saw it"
         return f"killed: {ran.killed} ({ended}; what it wrote stays)"
     if ran.killed is not None:  # a ceiling: it says which
         return f"killed: {ran.killed} (the command and its children were killed)"
