@@ -1,17 +1,22 @@
 """What one sandboxed bash call may use of the machine's memory and disk, all its processes
-together, watched while it runs (the bash tool asks every `CHECK_SECONDS`).
+together, watched while it runs (the bash tool asks every `CHECK_SECONDS`, and once more when
+the command has ended).
 
-Memory: the resident memory of the processes of the call's PID namespace, read from the
-sandbox's own /proc (`/proc/<its PID 1>/root/proc`, which lists those processes only). Pages
-that processes share after a fork count once per process there, so a total over the limit is
-checked again with the proportional sizes (`smaps_rollup`: exact, but slow for large
-processes) before the call is stopped. Each process also has RLIMIT_DATA at the same size
-(sandbox.py), which refuses at once a single allocation past it.
+Memory: what the sandbox holds (`sandboxmemory`): its processes' memory, the memory files
+they hold open, and the files of its /tmp and /dev/shm. Each process also has RLIMIT_DATA at
+the same size (sandbox.py), which refuses at once a single allocation past it; /tmp and
+/dev/shm have sizes of their own (sandboxhost), which refuse at once a write past them.
+What no count here sees: SysV shared memory that no process has attached any more, a memory
+file in flight in a socket, kernel memory (pipes, socket buffers); only a cgroup's
+`memory.max` would bound those, and claw makes none.
 
 Disk: the write directories are on the real filesystem, which has no per-call quota. The
 bound is the free space those filesystems lose while the call runs: past `disk` bytes, it is
-stopped. Whatever else writes there meanwhile (another job, the runner) counts too; what the
-disk writes between two checks can pass the bound.
+stopped, and a call that passed it is reported so even when its command had already ended.
+Whatever else writes there meanwhile (another job, the runner) counts too. Nothing refuses a
+write at once: what stays past the bound is what the call wrote before a check saw it, at
+the disk's speed for a write, and without any size for fallocate, which takes the space in
+one system call (with FALLOC_FL_KEEP_SIZE, even past RLIMIT_FSIZE).
 """
 
 from __future__ import annotations
@@ -19,13 +24,14 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from claw_batch import sandboxmemory
+
 CHECK_SECONDS = 0.1
-_PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
 @dataclass(frozen=True)
 class Ceilings:
-    memory: int | None = None  # bytes, all the call's processes together
+    memory: int | None = None  # bytes, all the sandbox holds (sandboxmemory)
     disk: int | None = None  # bytes of free space the filesystems of `places` may lose
     places: tuple[str, ...] = ()  # a path on each filesystem the call may write
 
@@ -45,7 +51,7 @@ class Watch:
         PID 1 is `leader`), or None."""
         memory = self.ceilings.memory
         if memory is not None and leader is not None:
-            held = _resident(leader, memory)
+            held = sandboxmemory.held(leader, memory)
             if held > memory:
                 return (
                     f"its processes held {shown(held)} of memory, more than "
@@ -60,41 +66,6 @@ class Watch:
                     f"during the call, more than limits.disk ({shown(disk)})"
                 )
         return None
-
-
-def _resident(leader: int, limit: int) -> int:
-    """The bytes the namespace's processes hold: resident sizes, and when those pass `limit`,
-    the proportional sizes instead (shared pages split among their holders)."""
-    proc = f"/proc/{leader}/root/proc"
-    try:
-        if os.stat(proc).st_dev == os.stat("/proc").st_dev:
-            return 0  # bwrap has not yet made the sandbox's root: that is the host's /proc
-        pids = [n for n in os.listdir(proc) if n.isdigit()]
-    except OSError:  # the sandbox is gone
-        return 0
-    total = sum(_statm_resident(f"{proc}/{pid}") for pid in pids)
-    if total <= limit:
-        return total
-    return sum(_proportional(f"{proc}/{pid}") for pid in pids)
-
-
-def _statm_resident(proc: str) -> int:
-    try:
-        with open(f"{proc}/statm", "rb") as f:
-            return int(f.read().split()[1]) * _PAGE
-    except (OSError, IndexError, ValueError):  # it exited meanwhile
-        return 0
-
-
-def _proportional(proc: str) -> int:
-    try:
-        with open(f"{proc}/smaps_rollup", "rb") as f:
-            for line in f:
-                if line.startswith(b"Pss:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, IndexError, ValueError):
-        pass
-    return 0
 
 
 def _lost(path: str, at_start: int) -> int:

@@ -1,6 +1,6 @@
 """What a sandboxed command sees of the host besides the project: the system read-only,
-/etc without what only root may read, a private /tmp. Nothing here depends on what is in
-the project."""
+/etc without what only root may read, a private /tmp and /dev/shm. Nothing here depends on
+what is in the project."""
 
 from __future__ import annotations
 
@@ -10,11 +10,15 @@ import stat
 from pathlib import PurePosixPath
 
 TOP_LINKS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
+SHM_BYTES = 64 << 20  # the private /dev/shm (memory), as large as Docker's
 
 
 def system(network: bool, tmp_bytes: int) -> list[str]:
     """/usr and the links into it, /etc: read-only (installed software is public); a new
-    /proc and a minimal /dev; a private /tmp of `tmp_bytes` (memory)."""
+    /proc; a minimal /dev, read-only but for its devices, its ptys and a private /dev/shm
+    of SHM_BYTES; a private /tmp of `tmp_bytes`. The only places the command may write in
+    memory are those two, each of a fixed size (bwrap's /dev is a tmpfs of none, which a
+    runner that is not root would own)."""
     args = ["--ro-bind", "/usr", "/usr"]
     for name in TOP_LINKS:
         path = f"/{name}"
@@ -26,8 +30,10 @@ def system(network: bool, tmp_bytes: int) -> list[str]:
     resolv = os.path.realpath("/etc/resolv.conf")
     if network and not resolv.startswith("/etc/"):  # systemd-resolved's, under /run
         args += ["--ro-bind-try", os.path.dirname(resolv), os.path.dirname(resolv)]
+    shm = ["--perms", "1777", "--size", str(SHM_BYTES), "--tmpfs", "/dev/shm"]
+    dev = ["--dev", "/dev", *shm, "--remount-ro", "/dev"]  # not recursive: /dev/shm stays
     tmp = ["--perms", "1777", "--size", str(tmp_bytes), "--tmpfs", "/tmp"]
-    return [*args, "--proc", "/proc", "--dev", "/dev", *tmp]
+    return [*args, "--proc", "/proc", *dev, *tmp]
 
 
 @functools.cache

@@ -96,6 +96,93 @@ def test_within_the_limits_nothing_is_stopped(root: Path, mode: str) -> None:
     assert run(root, mode, command, Limits(memory=200 * MB, disk=64 * MB)) == "exit code 0\ndone"
 
 
+KILLED_AT_100M = (
+    r"killed: its processes held \d+(\.\d)?M of memory, more than limits\.memory \(100M\) "
+    r"\(the command and its children were killed\)\n\(no output\)"
+)
+HOLD_MEMFD = """python3 -c '
+import os, time
+fd = os.memfd_create("held")
+for _ in range(300):
+    os.write(fd, bytes(1 << 20))
+time.sleep(60)
+'"""
+
+
+def test_memory_files_count_against_the_memory_limit(root: Path, mode: str) -> None:
+    """A memfd's pages are in no process's resident size and not in RLIMIT_DATA."""
+    out = run(root, mode, HOLD_MEMFD, Limits(memory=100 * MB))
+    assert re.fullmatch(KILLED_AT_100M, out), out
+
+
+SHARE_MEMFD = """python3 -c '
+import mmap, os, time
+size = 50 << 20
+fd = os.memfd_create("shared")
+os.ftruncate(fd, size)
+view = mmap.mmap(fd, size)
+for at in range(0, size, 1 << 20):
+    view[at : at + (1 << 20)] = bytes(1 << 20)
+child = os.fork()
+sum(view[at] for at in range(0, size, 4096))  # each process maps all of it
+time.sleep(1.5)
+if child:
+    os.waitpid(child, 0)
+    print("done")
+'"""
+
+
+def test_a_memory_file_counts_once_however_many_processes_hold_and_map_it(
+    root: Path, mode: str
+) -> None:
+    """50M held and mapped by two processes: 50M, not 100M (held twice) nor 150M (held
+    twice and mapped twice), which would pass the 100M limit."""
+    out = run(root, mode, SHARE_MEMFD, Limits(memory=100 * MB))
+    assert out == "exit code 0\ndone"
+
+
+def test_files_in_tmp_and_dev_shm_count_against_the_memory_limit(root: Path, mode: str) -> None:
+    """Both are memory, held by no process once written."""
+    command = "head -c 60M /dev/zero > /tmp/a; head -c 50M /dev/zero > /dev/shm/b; sleep 60"
+    out = run(root, mode, command, Limits(memory=100 * MB))
+    assert re.fullmatch(KILLED_AT_100M, out), out
+
+
+def test_empty_files_in_tmp_count_against_the_memory_limit(root: Path, mode: str) -> None:
+    """An empty file takes no block of /tmp's size, but about 1K of kernel memory: /tmp
+    holds millions of them."""
+    make = 'python3 -c \'for i in range(150_000): open(f"/tmp/{i}", "w").close()\''
+    out = run(root, mode, f"{make}; sleep 60", Limits(memory=100 * MB))
+    assert re.fullmatch(KILLED_AT_100M, out), out
+
+
+def test_dev_is_read_only_but_for_a_dev_shm_of_a_fixed_size(root: Path, mode: str) -> None:
+    """bwrap's /dev is a tmpfs of no size, which a runner that is not root owns."""
+    command = (
+        "echo x > /dev/null && touch /dev/x; head -c 100M /dev/zero > /dev/shm/x; du -m /dev/shm/x"
+    )
+    out = run(root, mode, command, Limits())
+    assert out == (
+        "exit code 0\n"
+        "touch: cannot touch '/dev/x': Read-only file system\n"
+        "head: error writing 'standard output': No space left on device\n"
+        "64\t/dev/shm/x"
+    )
+
+
+def test_a_disk_write_that_ends_before_a_check_is_still_stopped(root: Path, mode: str) -> None:
+    """fallocate takes the space at once, and the call ends before the first check: the
+    check made once it has ended still sees it, and says that what it wrote stays."""
+    out = run(root, mode, "fallocate -l 64M out/f; echo made", Limits(disk=16 * MB))
+    assert re.fullmatch(
+        r"killed: the write directories' filesystem lost \d+(\.\d)?M of free space during the "
+        r"call, more than limits\.disk \(16M\) \(the command had ended, exit code 0, before a "
+        r"check saw it; what it wrote stays\)\nmade",
+        out,
+    ), out
+    assert (root / "out/f").stat().st_blocks * 512 == 64 * MB
+
+
 RUN_AS_RUNNER = """
 import dataclasses, json, sys, time
 from pathlib import Path
@@ -114,9 +201,18 @@ print(TOOLS["bash"].invoke(ctx, json.dumps({"command": sys.argv[2], "timeout": 6
 """
 
 
+HOLD_IN_PROCESSES = "python3 -c 'x = b\"x\" * (40 << 20); import time; time.sleep(60)'"
+
+
 @pytest.mark.skipif(not ROOT, reason="runs the bash tool as another user: needs root")
-def test_a_runner_that_is_not_root_is_watched_too() -> None:
-    """Its claw reads the sandbox's /proc as the owner of the sandbox's user namespace."""
+@pytest.mark.parametrize(
+    "command",
+    [f"for i in 1 2 3 4; do {HOLD_IN_PROCESSES} & done; wait", HOLD_MEMFD],
+    ids=["processes", "memfd"],
+)
+def test_a_runner_that_is_not_root_is_watched_too(command: str) -> None:
+    """Its claw reads the sandbox's /proc (and the memory files its processes hold) as the
+    owner of the sandbox's user namespace."""
     proj = Path("/tmp") / f"claw-ceilings-{secrets.token_hex(8)}"
     proj.mkdir(mode=0o755)
     try:
@@ -125,8 +221,6 @@ def test_a_runner_that_is_not_root_is_watched_too() -> None:
         python = runner_python(env)
         if python is None:
             pytest.skip("no interpreter another user may start imports this claw")
-        hold = "python3 -c 'x = b\"x\" * (40 << 20); import time; time.sleep(60)'"
-        command = f"for i in 1 2 3 4; do {hold} & done; wait"
         ran = subprocess.run(
             [*AS_RUNNER, python, "-c", RUN_AS_RUNNER, str(proj), command],
             env=env,

@@ -73,11 +73,18 @@ def _headline(ran: Ran, limit: float, timeout: int) -> str:
             f"killed: the output passed {FLOOD_BYTES >> 20} MB "
             "(the command and its children were killed)"
         )
+    if ran.killed is not None and ran.late:
+        ended = f"the command had ended, {_ended(ran.code)}, before a check saw it"
+        return f"killed: {ran.killed} ({ended}; what it wrote stays)"
     if ran.killed is not None:  # a ceiling: it says which
         return f"killed: {ran.killed} (the command and its children were killed)"
-    if ran.code < 0:
-        return f"killed by signal {signal.Signals(-ran.code).name}"
-    return f"exit code {ran.code}"
+    return _ended(ran.code)
+
+
+def _ended(code: int) -> str:
+    if code < 0:
+        return f"killed by signal {signal.Signals(-code).name}"
+    return f"exit code {code}"
 
 
 def check_allowed(allow: tuple[str, ...] | bool, command: str) -> None:
@@ -108,6 +115,7 @@ class Ran:
     cut: int  # how many bytes of output were cut before the tail
     # TIMED_OUT, FLOODED, or why a ceiling stopped it: run killed it (and `code` says how)
     killed: str | None = None
+    late: bool = False  # the ceiling was passed by a command that had ended meanwhile
 
 
 def run(command: Command, *, cwd: Path, timeout: float) -> Ran:
@@ -148,6 +156,11 @@ def run(command: Command, *, cwd: Path, timeout: float) -> Ran:
             total = _drain(sel, fd, out, total)
         proc.stdout.close()
     text, cut = _tail(bytes(out), total)
+    if ended is None and watch is not None and (late := watch.over(None)) is not None:
+        # It ended between two checks, having passed a ceiling meanwhile (fallocate takes a
+        # file's space at once): the call is stopped all the same. The sandbox is gone, so
+        # only the disk is left to see.
+        return Ran(proc.returncode, text, cut, late, late=True)
     return Ran(proc.returncode, text, cut, ended)
 
 
