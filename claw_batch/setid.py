@@ -21,6 +21,12 @@ What the filter cannot read, it refuses with ENOSYS, which makes libc fall back 
 can read: openat2 and clone3 (their mode and flags are in a struct in memory), io_uring_setup
 (io_uring opens files without system calls).
 
+Two more calls would pass the ceilings (`ceilings`: memory and disk, watched every 0.1 s)
+faster than a watch can see: fallocate takes any amount of disk at once, in a file that may
+show 0 bytes (EOPNOTSUPP: `posix_fallocate` falls back to writing, at the disk's speed), and
+a SysV shared memory segment outlives the process that made it, where no count of the
+sandbox's processes finds it (shmget of more than `SHM_MOST` refused, ENOMEM).
+
 The rules are in the system-call numbers of x86_64 and aarch64; the filter checks the
 architecture of each call and kills the process for any other (i386 through `int 0x80`, x32,
 32-bit ARM), whose numbers mean other calls. On a machine of another architecture no filter
@@ -37,7 +43,7 @@ import struct
 
 # classic BPF (linux/filter.h, linux/bpf_common.h)
 _LD_W_ABS = 0x20
-_JEQ, _JGE, _JSET = 0x15, 0x35, 0x45
+_JEQ, _JGT, _JGE, _JSET = 0x15, 0x25, 0x35, 0x45
 _RET = 0x06
 # struct seccomp_data: int nr; u32 arch; u64 instruction_pointer; u64 args[6]
 _NR, _ARCH, _ARGS = 0, 4, 16
@@ -48,6 +54,7 @@ _X32 = 0x40000000  # __X32_SYSCALL_BIT: x32 calls come with x86_64's arch
 _SET_ID = 0o6000  # S_ISUID | S_ISGID
 _CREATES = 0o100 | 0o20000000  # O_CREAT | __O_TMPFILE
 _CLONE_NEWUSER = 0x10000000
+SHM_MOST = 16 << 20  # bytes of one SysV segment: PostgreSQL's is a few dozen
 KNOWN = ("x86_64", "aarch64")
 UNKNOWN = (
     "claw's filter against set-id programs knows the system calls of {known}, not of "
@@ -91,6 +98,19 @@ def _new_user(index: int) -> _Rule:
     return _refuse_if(index, _CLONE_NEWUSER)
 
 
+def _at_most(index: int, most: int, err: int) -> _Rule:
+    """`err` when the 64-bit argument `index` is more than `most`."""
+    return [
+        (_LD_W_ABS, 0, 0, _ARGS + 8 * index + 4),  # the high 32 bits: must be 0
+        (_JEQ, 1, 0, 0),
+        _ret(_ERRNO | err),
+        _arg(index),
+        (_JGT, 0, 1, most),
+        _ret(_ERRNO | err),
+        _ret(_ALLOW),
+    ]
+
+
 def _unreadable() -> _Rule:
     return [_ret(_ERRNO | errno.ENOSYS)]
 
@@ -111,6 +131,8 @@ RULES = {
     "clone3": _unreadable(),
     "clone": _new_user(0),  # clone(flags, ...)
     "unshare": _new_user(0),  # unshare(flags)
+    "fallocate": [_ret(_ERRNO | errno.EOPNOTSUPP)],
+    "shmget": _at_most(1, SHM_MOST, errno.ENOMEM),  # shmget(key, size, flags)
 }
 # The calls' numbers (arch/x86/entry/syscalls/syscall_64.tbl, include/uapi/asm-generic/unistd.h).
 X86_64 = {
@@ -128,6 +150,8 @@ X86_64 = {
     "clone3": 435,
     "clone": 56,
     "unshare": 272,
+    "fallocate": 285,
+    "shmget": 29,
 }
 AARCH64 = {  # asm-generic: no open, creat, mknod, chmod: only the *at calls
     "openat": 56,
@@ -140,6 +164,8 @@ AARCH64 = {  # asm-generic: no open, creat, mknod, chmod: only the *at calls
     "clone3": 435,
     "clone": 220,
     "unshare": 97,
+    "fallocate": 47,
+    "shmget": 194,
 }
 
 
