@@ -17,7 +17,9 @@ What the command sees, and nothing else (not the homes, not the host's /tmp, /ru
 
 It gets new PID, IPC, UTS, cgroup and network namespaces (the network stays only with
 `permissions.network: true`), a new session, and dies with its parent. It holds no
-capability at all, root or not: any mount mistake exposes only what its uid may read.
+capability at all, root or not: any mount mistake exposes only what its uid may read. A
+seccomp filter (`setid`) keeps it from leaving a set-id program on the host, from making a user
+namespace, and from taking disk or memory faster than the ceilings' watch sees.
 bwrap reports the PID 1 of the namespace (`Command.leader`): when it exits, after the command
 ended or was killed, the kernel has killed everything else in the namespace, `setsid` or
 not, and the bash tool waits for that. Per process: at most `Limits.processes` processes,
