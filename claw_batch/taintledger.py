@@ -158,28 +158,33 @@ class Outside:
     watched: set[str] = field(default_factory=set)  # watched folders: their listing too
     held: bool = False  # a watched folder holds a file: listing one shows outside names
     listed: set[str] = field(default_factory=set)  # other folders whose listing shows some
+    _tops: dict[str, str | None] = field(default_factory=dict)  # folder -> its write dir
 
     def shown(self) -> list[str]:
         """Everything it holds, as each is shown."""
         return sorted(set(self.files.values())) or sorted(self.watched)
 
-    def add(self, root: str, rel: str, shown: str, writable: tuple[str, ...]) -> None:
+    def add(self, root: str, rel: str, shown: str, writable: tuple[str, ...]) -> bool:
+        """Count `rel` in, when it is a regular file (whether it was)."""
         try:
-            st = os.lstat(os.path.join(root, rel))
+            st = os.lstat(f"{root}/{rel}")
         except OSError:
-            return
+            return False
         if not stat.S_ISREG(st.st_mode):
-            return
+            return False
         self.files[rel] = shown
         self.inodes[(st.st_dev, st.st_ino)] = rel
-        parent = os.path.dirname(rel)
+        parent = rel.rpartition("/")[0]
         self.dirs.add(parent)
-        if st.st_nlink > 1 or any(_under(rel, w) for w in writable):
+        if parent not in self._tops:
+            self._tops[parent] = next((w for w in writable if _under(parent, w)), None)
+        top = self._tops[parent]
+        if top is not None or st.st_nlink > 1:
             self.movable.add(rel)
-            top = next((w for w in writable if _under(rel, w)), None)
             while top is not None and parent and parent != top:  # renamed, it carries rel
                 self.dirs.add(parent)
-                parent = os.path.dirname(parent)
+                parent = parent.rpartition("/")[0]
+        return True
 
 
 def outside_now(root: str, files: TaintedFiles, writable: tuple[str, ...]) -> Outside | None:
@@ -211,9 +216,8 @@ def _folder(root: str, top: str, found: Outside, writable: tuple[str, ...]) -> N
         found.dirs.add(rel_dir)
         found.watched.add(rel_dir)
         for name in filenames:
-            before = len(found.files)
-            found.add(root, f"{rel_dir}/{name}", f"{rel_dir}/{name}", writable)
-            found.held = found.held or len(found.files) > before
+            rel = f"{rel_dir}/{name}"
+            found.held = found.add(root, rel, rel, writable) or found.held
 
 
 def _matches(root: str, glob: str, found: Outside, writable: tuple[str, ...]) -> None:

@@ -29,6 +29,7 @@ import functools
 import os
 import stat
 import struct
+import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -44,7 +45,7 @@ IN_MOVED_FROM, IN_MOVED_TO, IN_CREATE, IN_MOVE_SELF = 0x40, 0x80, 0x100, 0x800
 IN_Q_OVERFLOW, IN_IGNORED = 0x4000, 0x8000
 IN_ONLYDIR, IN_DONT_FOLLOW = 0x01000000, 0x02000000
 FILE_MASK = IN_OPEN | IN_ATTRIB | IN_MODIFY | IN_MOVE_SELF | IN_DONT_FOLLOW
-DIR_MASK = IN_OPEN | IN_MOVED_FROM | IN_MOVE_SELF | IN_ONLYDIR | IN_DONT_FOLLOW
+DIR_MASK = IN_OPEN | IN_MOVED_FROM | IN_MOVE_SELF | IN_ONLYDIR  # through a symlink too
 WATCHED_DIR_MASK = DIR_MASK | IN_CREATE | IN_MOVED_TO  # a watched folder: drops arriving
 MAX_WATCHES = 8192  # inotify's per-user default on older kernels, and ~25 ms to set up
 _EVENT = struct.Struct("iIII")
@@ -99,22 +100,23 @@ class Watch:
         wd = libc.inotify_add_watch(self.fd, os.fsencode(path), mask)
         if wd < 0:
             code = _errno()
-            if code in (errno.ENOENT, errno.ENOTDIR, errno.EACCES):
-                return  # gone, or not readable by the command either
+            if code in (errno.ENOENT, errno.ENOTDIR):
+                return  # gone meanwhile: nothing of it to read
             self.stop()
             raise Unwatchable(_why(code))
         self.names.setdefault(wd, []).append((rel, folder))
 
     def stop(self) -> Seen:
         """What the command did (the events queued since `start`); the watches end."""
-        seen = Seen()
-        if self.fd is None:
+        seen, fd, self.fd = Seen(), self.fd, None
+        if fd is None:
             return seen
         try:
-            events = list(_events(self.fd))
+            events = _events(fd)
         finally:
-            os.close(self.fd)
-            self.fd = None
+            # Closing an inotify instance waits for the kernel's grace period (~8 ms): not
+            # on the call's way.
+            threading.Thread(target=os.close, args=(fd,), name="inotify-close").start()
         arrived = any(mask & (IN_CREATE | IN_MOVED_TO) for _, mask, _ in events)
         for wd, mask, name in events:
             if mask & IN_Q_OVERFLOW:  # events were lost: count everything as read
