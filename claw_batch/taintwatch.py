@@ -20,6 +20,11 @@ one of its write directories, or with a second name already) is watched itself; 
 its folder is watched, which reports the name of each file opened in it. The kernel does not
 say who opened a file: an open by another process during the call counts too (the safe way
 to be wrong).
+
+Watching changes nothing the command sees. Hiding the outside content from it instead
+(a placeholder mounted over each such file) would hand an honest archiving task the
+placeholder to copy, leave the files unmovable (a mount point), and spend a mount per file
+of the sandbox's 128.
 """
 
 from __future__ import annotations
@@ -42,7 +47,7 @@ if TYPE_CHECKING:
 
 IN_MODIFY, IN_ATTRIB, IN_OPEN = 0x2, 0x4, 0x20
 IN_MOVED_FROM, IN_MOVED_TO, IN_CREATE, IN_MOVE_SELF = 0x40, 0x80, 0x100, 0x800
-IN_Q_OVERFLOW, IN_IGNORED = 0x4000, 0x8000
+IN_Q_OVERFLOW = 0x4000
 IN_ONLYDIR, IN_DONT_FOLLOW = 0x01000000, 0x02000000
 FILE_MASK = IN_OPEN | IN_ATTRIB | IN_MODIFY | IN_MOVE_SELF | IN_DONT_FOLLOW
 DIR_MASK = IN_OPEN | IN_MOVED_FROM | IN_MOVE_SELF | IN_ONLYDIR  # through a symlink too
