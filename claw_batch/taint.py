@@ -13,9 +13,13 @@ every fence taints. A tainted job
 - remembers facts marked with what it read, and its daily-note quote never enters a system
   prompt.
 
-An untainted job that changes a tainted file in place (edit, `sed -i`) leaves it tainted: what
-it kept of the file is still the outside content. Which files are tainted, and for which
-content, the ledger keeps across runs (claw_batch.taintledger).
+An untainted job's commands are watched (claw_batch.taintwatch): one that reads outside
+content (`cat` of a tainted file, a listing of a watched folder, `git diff --cached` while
+something is staged) gets its output fenced and taints the job, and so what that call wrote
+(a copy); one that renames or links such a file without reading it leaves the new name
+tainted. An untainted job that edits a tainted file in place leaves it tainted: what it kept
+of the file is still the outside content. Which files are tainted, and for which content,
+the ledger keeps across runs (claw_batch.taintledger).
 
 What a job reads before its model is called (its prompt, its inputs, its fan-out item) is
 known when it is prepared: it is offered only the tools it may use. What its tools read taints
@@ -26,14 +30,15 @@ error the model sees.
 from __future__ import annotations
 
 import hashlib
-import os
-import stat
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from claw_batch import taintwatch
+from claw_batch.errors import ToolError
+from claw_batch.taintledger import outside_now
 from claw_batch.tools import READ_ONLY_TOOLS
 from claw_batch.untrusted import fence
 
@@ -43,7 +48,12 @@ if TYPE_CHECKING:
     from claw_batch.taintledger import TaintedFiles, Writer
 
 READ_ONLY = frozenset(READ_ONLY_TOOLS)
-NEVER_WALKED = frozenset({".git", ".claw"})  # runner state, git's: no command writes there
+UNWATCHABLE = (
+    "refused: bash: the project holds outside content ({source}) and claw cannot watch "
+    "whether a command reads it ({why}), so this job counts as having read it and may use "
+    f"only read-only tools ({', '.join(READ_ONLY_TOOLS)}); its task can grant more with "
+    "untrusted: {{allow: [bash]}}"
+)
 
 
 def joined(sources: list[str]) -> str | None:
@@ -73,6 +83,7 @@ class JobTaint:
         self.bash_dirs = bash_dirs  # where its commands may write ("" is the project root)
         self._sources = list(dict.fromkeys(sources))
         self._lock = threading.Lock()
+        self._watch: taintwatch.Watch | None = None  # the command being run (`watching`)
 
     @property
     def source(self) -> str | None:
@@ -128,47 +139,101 @@ class JobTaint:
 
     def run(self, tool: str, root: str, invoke: Callable[[], str]) -> str:
         """Call a tool. Around bash: a tainted job's command taints every file it made or
-        changed in its write directories; an untainted job's keeps the taint of a tainted
-        file it changed in place (`sed -i` does not launder)."""
+        changed in its write directories; an untainted job's is watched (`_watched`)."""
         files, writer = self.files, self.writer
         if tool != "bash" or files is None or writer is None:
             return invoke()
         source = self.source
         if source is None:
-            return _keeping(files, writer, self.bash_dirs, invoke)
-        return _tainting(files, writer, source, root, self.bash_dirs, invoke)
+            return self._watched(files, writer, root, invoke)
+        before = taintwatch.walk(root, self.bash_dirs)
+        try:
+            return invoke()
+        finally:
+            _mark_changed(files, writer, source, root, self.bash_dirs, before)
+
+    def _watched(
+        self, files: TaintedFiles, writer: Writer, root: str, invoke: Callable[[], str]
+    ) -> str:
+        """An untainted job's command, watched (claw_batch.taintwatch): when it read outside
+        content, its output is fenced, the job is tainted and so is what the call wrote;
+        outside content it renamed, linked or changed without reading stays tainted."""
+        outside = outside_now(root, files, self.bash_dirs)
+        if outside is None:
+            return invoke()
+        before = taintwatch.walk(root, self.bash_dirs)
+        watch = self._watch = taintwatch.Watch(root, outside)
+        try:
+            output = invoke()
+        finally:
+            self._watch = None
+            read = self._settle(files, writer, root, before, watch)
+        return self.fenced(output, read) if read is not None else output
+
+    @contextmanager
+    def watching(self) -> Iterator[None]:
+        """Around the command itself, not what claw does to prepare its sandbox (the bash
+        tool's part of `_watched`). Where nothing can be watched, the job counts as having
+        read the project's outside content: bash is refused unless its task grants it."""
+        watch = self._watch
+        if watch is None:
+            yield
+            return
+        try:
+            watch.start()
+        except taintwatch.Unwatchable as e:
+            watch.seen, watch.blind = taintwatch.Seen(), True
+            source = joined(watch.outside.shown())
+            self.saw(source or "outside content")
+            if "bash" not in self.allow:
+                raise ToolError(UNWATCHABLE.format(source=source, why=e)) from None
+            yield
+            return
+        try:
+            yield
+        finally:
+            watch.seen = watch.stop()
+
+    def _settle(
+        self,
+        files: TaintedFiles,
+        writer: Writer,
+        root: str,
+        before: dict[str, tuple[int, int, int, int]],
+        watch: taintwatch.Watch,
+    ) -> str | None:
+        """After a watched command: what it read (None: nothing), with the taint it leaves."""
+        seen, outside, dirs = watch.seen, watch.outside, self.bash_dirs
+        if seen is None:
+            return None  # the command never started
+        if seen.read or watch.blind:
+            read = ", ".join(sorted(seen.read)) or joined(outside.shown()) or "outside content"
+            self.saw(read)
+            _mark_changed(files, writer, read, root, dirs, before)
+            return read
+        for rel in sorted(seen.changed):  # changed in place without being read: truncated
+            if not files.outside(rel):
+                files.mark_file(rel, outside.files[rel], writer)
+        if seen.moved:  # renamed or linked: found again by inode
+            for rel, key in sorted(taintwatch.walk(root, dirs).items()):
+                origin = outside.inodes.get((key[3], key[2]))
+                if origin is not None and not files.outside(rel):
+                    files.mark_file(rel, outside.files[origin], writer)
+        return None
 
 
-def _keeping(
-    files: TaintedFiles, writer: Writer, dirs: tuple[str, ...], invoke: Callable[[], str]
-) -> str:
-    """`invoke`, then the tainted files under `dirs` that it changed are tainted still."""
-    kept = files.tainted_under(dirs)
-    before = {rel: files.hash_file(rel) for rel in kept}
-    try:
-        return invoke()
-    finally:
-        for rel, origin in kept.items():
-            if files.hash_file(rel) not in (before[rel], None):
-                files.mark_file(rel, origin, writer)
-
-
-def _tainting(
+def _mark_changed(
     files: TaintedFiles,
     writer: Writer,
     source: str,
     root: str,
     dirs: tuple[str, ...],
-    invoke: Callable[[], str],
-) -> str:
-    """`invoke`, then every file under `dirs` that it made or changed is tainted."""
-    before = _stat_keys(root, dirs)
-    try:
-        return invoke()
-    finally:
-        after = _stat_keys(root, dirs)
-        for rel in sorted(rel for rel, key in after.items() if before.get(rel) != key):
-            files.mark_file(rel, source, writer)
+    before: dict[str, tuple[int, int, int, int]],
+) -> None:
+    """Every file under `dirs` that is new or changed since `before` is tainted."""
+    after = taintwatch.walk(root, dirs)
+    for rel in sorted(rel for rel, key in after.items() if before.get(rel) != key):
+        files.mark_file(rel, source, writer)
 
 
 def holds_marked(workspace: str, rel: str, lines: Iterable[str]) -> bool:
@@ -180,26 +245,6 @@ def holds_marked(workspace: str, rel: str, lines: Iterable[str]) -> bool:
     from claw_batch.notes import OUTSIDE
 
     return any(is_untrusted(line) or line.startswith(OUTSIDE) for line in lines)
-
-
-def _stat_keys(root: str, dirs: tuple[str, ...]) -> dict[str, tuple[int, int, int]]:
-    """Every regular file under the directories (symlinks not followed): its stat key."""
-    found: dict[str, tuple[int, int, int]] = {}
-    for top in dirs:
-        base = os.path.join(root, top) if top else root
-        for dirpath, dirnames, filenames in os.walk(base):
-            rel_dir = os.path.relpath(dirpath, root)
-            if rel_dir == ".":
-                dirnames[:] = [d for d in dirnames if d not in NEVER_WALKED]
-            for name in filenames:
-                try:
-                    st = os.lstat(os.path.join(dirpath, name))
-                except OSError:
-                    continue
-                if stat.S_ISREG(st.st_mode):
-                    rel = name if rel_dir == "." else f"{rel_dir}/{name}"
-                    found[rel] = (st.st_mtime_ns, st.st_size, st.st_ino)
-    return found
 
 
 # --- what a template sees -----------------------------------------------------------------------

@@ -13,16 +13,24 @@ A row is written before the file it is about (and durably: see `State.transactio
 run killed between the two leaves a row for content that never landed, never a tainted file
 without its row. The rows are loaded the first time a run asks about a file: a no-op whose
 jobs pass the quick check never does.
+
+`outside_now` lists, for a command about to run, every file that holds outside content:
+the tainted ones, everything in a watched folder, and while something is staged, the git
+index and the staged blobs (claw_batch.taintwatch watches what the command does with them).
 """
 
 from __future__ import annotations
 
+import os
+import stat
+import subprocess
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from claw_batch import globs
+from claw_batch.childenv import scrubbed_env
 
 if TYPE_CHECKING:
     from claw_batch.state import State
@@ -58,6 +66,7 @@ class TaintedFiles:
         self.hash_file = hash_file  # project-relative path -> sha256 (None: missing)
         self._rows: dict[str, Row] | None = None
         self._lock = threading.Lock()
+        self._staged: tuple[tuple[int, int, int], tuple[str, ...]] | None = None
 
     def outside(self, rel: str) -> bool:
         """Whether the project-relative file is outside content: watched, or tainted."""
@@ -72,14 +81,19 @@ class TaintedFiles:
         row = self.rows.get(rel)
         return row.source if row is not None and self.hash_file(rel) == row.sha256 else None
 
-    def tainted_under(self, dirs: tuple[str, ...]) -> dict[str, str]:
-        """The tainted files in these directories ("" is the project root), and their source."""
-        inside = [
-            rel
-            for rel in self.rows
-            if any(not d or rel == d or rel.startswith(d + "/") for d in dirs)
-        ]
-        return {rel: source for rel in inside if (source := self.source(rel)) is not None}
+    def staged(self, root: str) -> tuple[str, ...]:
+        """`staged(root)`, asked again only when the index has changed (git runs once)."""
+        try:
+            if not stat.S_ISDIR(os.lstat(os.path.join(root, ".git")).st_mode):
+                return ()  # a .git file names another directory: the sandbox mounts none
+            st = os.lstat(os.path.join(root, INDEX))
+        except OSError:
+            return ()
+        key = (st.st_mtime_ns, st.st_size, st.st_ino)
+        known = self._staged
+        if known is None or known[0] != key:
+            known = self._staged = (key, staged(root))
+        return known[1]
 
     @property
     def rows(self) -> dict[str, Row]:
@@ -123,3 +137,129 @@ class TaintedFiles:
                 self.state.db.execute("DELETE FROM tainted WHERE path = ?", (rel,))
         with self._lock:
             rows.pop(rel, None)
+
+
+# --- the outside content a command could reach ---------------------------------------------------
+
+STAGED = "git diff --cached"  # how the staged changes are named, as the template does
+INDEX = ".git/index"
+NEVER_WALKED = frozenset({".git", ".claw"})  # runner state, git's: no command writes there
+
+
+@dataclass
+class Outside:
+    """The outside content of a project as a command is about to run (what
+    claw_batch.taintwatch watches)."""
+
+    files: dict[str, str] = field(default_factory=dict)  # path -> what it is read as
+    inodes: dict[tuple[int, int], str] = field(default_factory=dict)  # (dev, ino) -> path
+    movable: set[str] = field(default_factory=set)  # files the command could rename or link
+    dirs: set[str] = field(default_factory=set)  # folders to watch ("" is the root)
+    watched: set[str] = field(default_factory=set)  # watched folders: their listing too
+    held: bool = False  # a watched folder holds a file: listing one shows outside names
+    listed: set[str] = field(default_factory=set)  # other folders whose listing shows some
+    _tops: dict[str, str | None] = field(default_factory=dict)  # folder -> its write dir
+
+    def shown(self) -> list[str]:
+        """Everything it holds, as each is shown."""
+        return sorted(set(self.files.values())) or sorted(self.watched)
+
+    def add(self, root: str, rel: str, shown: str, writable: tuple[str, ...]) -> bool:
+        """Count `rel` in, when it is a regular file (whether it was)."""
+        try:
+            st = os.lstat(f"{root}/{rel}")
+        except OSError:
+            return False
+        if not stat.S_ISREG(st.st_mode):
+            return False
+        self.files[rel] = shown
+        self.inodes[(st.st_dev, st.st_ino)] = rel
+        parent = rel.rpartition("/")[0]
+        self.dirs.add(parent)
+        if parent not in self._tops:
+            self._tops[parent] = next((w for w in writable if _under(parent, w)), None)
+        top = self._tops[parent]
+        if top is not None or st.st_nlink > 1:
+            self.movable.add(rel)
+            while top is not None and parent and parent != top:  # renamed, it carries rel
+                self.dirs.add(parent)
+                parent = parent.rpartition("/")[0]
+        return True
+
+
+def outside_now(root: str, files: TaintedFiles, writable: tuple[str, ...]) -> Outside | None:
+    """The project's outside content now, and which of it a command that may write
+    `writable` ("" is the root) could rename or link; None when it holds none."""
+    found = Outside()
+    for rel in list(files.rows):
+        if files.source(rel) is not None:
+            found.add(root, rel, rel, writable)
+    tops = dict.fromkeys(globs.fixed_dir(g) for g in files.untrusted)
+    for glob in files.untrusted:
+        if globs.fixed_dir(glob) == ".":
+            _matches(root, glob, found, writable)
+    for top in tops:
+        if top != ".":
+            _folder(root, top, found, writable)
+    for rel in files.staged(root):
+        found.add(root, rel, STAGED, writable)
+    return found if found.files or found.watched else None
+
+
+def _folder(root: str, top: str, found: Outside, writable: tuple[str, ...]) -> None:
+    """A watched folder: everything in it is outside content, its names included."""
+    path = os.path.join(root, top)
+    if not _under(os.path.realpath(path), root):
+        return  # through a symlink, out of the project: not what commands see there
+    for dirpath, _, filenames in os.walk(path):
+        rel_dir = os.path.relpath(dirpath, root)
+        found.dirs.add(rel_dir)
+        found.watched.add(rel_dir)
+        for name in filenames:
+            rel = f"{rel_dir}/{name}"
+            found.held = found.add(root, rel, rel, writable) or found.held
+
+
+def _matches(root: str, glob: str, found: Outside, writable: tuple[str, ...]) -> None:
+    """A watch glob at the root: only what it matches is outside content."""
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel_dir = os.path.relpath(dirpath, root)
+        rel_dir = "" if rel_dir == "." else rel_dir
+        if not rel_dir:
+            dirnames[:] = [d for d in dirnames if d not in NEVER_WALKED]
+        if "/" not in glob:
+            dirnames.clear()  # it matches root files only
+        for name in filenames:
+            rel = f"{rel_dir}/{name}" if rel_dir else name
+            if globs.match(glob, rel):
+                found.add(root, rel, rel, writable)
+                found.listed.add(rel_dir)
+
+
+def staged(root: str) -> tuple[str, ...]:
+    """While something is staged: the index and the loose objects of the staged blobs,
+    which hold the staged diff (outside content, as `git.staged_diff` shows it)."""
+    git = os.path.join(root, ".git")
+    args = ["git", f"--git-dir={git}", f"--work-tree={root}", "diff", "--cached", "--raw"]
+    try:
+        done = subprocess.run(
+            [*args, "-z", "--no-abbrev", "--no-renames", "--no-ext-diff"],
+            cwd=root,
+            capture_output=True,
+            timeout=30,
+            env={**scrubbed_env(), "GIT_OPTIONAL_LOCKS": "0"},
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return (INDEX,)  # cannot tell: the index counts
+    if done.returncode != 0:
+        return (INDEX,)
+    blobs = []
+    for meta in done.stdout.split(b"\0")[0::2]:
+        parts = meta.decode(errors="replace").split()
+        if len(parts) >= 4 and parts[1] != "160000" and parts[3].strip("0"):
+            blobs.append(f".git/objects/{parts[3][:2]}/{parts[3][2:]}")
+    return (INDEX, *blobs) if done.stdout else ()
+
+
+def _under(rel: str, top: str) -> bool:
+    return not top or rel == top or rel.startswith(top + "/")

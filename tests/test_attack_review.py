@@ -148,7 +148,6 @@ def obey_after(opener: dict[str, Any]) -> Any:
     return reply
 
 
-@pytest.mark.xfail(strict=True, reason="an open hole of the attack review")
 def test_bash_that_reads_a_tainted_file_gets_it_fenced_or_taints_the_job(
     tmp_path: Path, server: FakeOpenAI
 ) -> None:
@@ -186,7 +185,6 @@ def test_bash_that_reads_a_tainted_file_gets_it_fenced_or_taints_the_job(
     assert ORDER not in server.requests[since]["messages"][0]["content"]
 
 
-@pytest.mark.xfail(strict=True, reason="an open hole of the attack review")
 def test_a_copy_or_a_move_by_bash_keeps_the_taint(tmp_path: Path, server: FakeOpenAI) -> None:
     """An honest archiving task (it never reads the file: nothing to obey) copies and moves
     the tainted output with bash; the new paths have no taint row, so the next reader gets

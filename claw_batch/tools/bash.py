@@ -55,9 +55,13 @@ def bash(
     if ctx.sandbox is None:
         if ctx.on_event is not None:
             ctx.on_event("unsandboxed", command=command)
-        ran = run(plain, cwd=ctx.root, timeout=limit)
+        with ctx.taint.watching():  # what the command reads (claw_batch.taint)
+            ran = run(plain, cwd=ctx.root, timeout=limit)
     else:
-        with ctx.sandbox.wrap(plain, cwd=ctx.root, seconds=limit) as confined:
+        with (
+            ctx.sandbox.wrap(plain, cwd=ctx.root, seconds=limit) as confined,
+            ctx.taint.watching(),  # the command, not claw's preparing of its sandbox
+        ):
             ran = run(confined, cwd=ctx.root, timeout=limit)
     note = f"[... {ran.cut} bytes cut ...]\n" if ran.cut else ""
     return f"{_headline(ran, limit, timeout)}\n{note}{ran.output or '(no output)'}"
