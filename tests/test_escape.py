@@ -21,6 +21,7 @@ symlinks, hard links and `mv` of a parent folder too.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import json
 import os
@@ -780,3 +781,32 @@ def test_the_file_tools_keep_no_set_id_bit_on_a_file_they_change(
     TOOLS[tool].invoke(ctx, json.dumps({"path": "out/tool", **arguments}))
     assert "a payload" in made.read_text()
     assert oct(made.stat().st_mode) == "0o100755"
+
+
+# --- credentials git keeps: not for commands ------------------------------------------------
+
+CHECKOUT_TOKEN = "ghs_" + "Z9" * 18  # what actions/checkout writes, base64'd in a header
+
+
+def test_a_command_sees_git_config_without_its_credentials(tmp_path: Path, mode: str) -> None:
+    """actions/checkout leaves `AUTHORIZATION: basic <b64 of x-access-token:TOKEN>` in
+    .git/config. Tool results are redacted before the model sees them, but a command can
+    decode and reverse the token first: the sandbox shows git's config without it."""
+    root = tmp_path / "proj"
+    root.mkdir(mode=0o755)
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    header = (
+        "AUTHORIZATION: basic "
+        + base64.b64encode(f"x-access-token:{CHECKOUT_TOKEN}".encode()).decode()
+    )
+    git = ["git", "-C", str(root), "config"]
+    subprocess.run([*git, "http.https://github.com/.extraheader", header], check=True)
+    subprocess.run(
+        [*git, "remote.origin.url", f"https://u:{CHECKOUT_TOKEN}@example.org/r"], check=True
+    )
+    before = (root / ".git/config").read_bytes()
+    out = bash_in(root, mode, "cat .git/config; git config --get remote.origin.url | rev")
+    assert CHECKOUT_TOKEN not in out and CHECKOUT_TOKEN[::-1] not in out, out
+    assert header.split()[-1] not in out
+    assert "[REDACTED]" in out and "repositoryformatversion = 0" in out
+    assert (root / ".git/config").read_bytes() == before  # the host's copy is as it was
