@@ -134,7 +134,7 @@ class Bubblewrap:
             shown += [f"{self.root}/.git/config"] if shown else []
             argv = [
                 *enter,
-                shutil.which(self.executable) or self.executable,
+                _which(self.executable) or self.executable,
                 "--json-status-fd",
                 str(status),
                 "--seccomp",
@@ -297,7 +297,7 @@ def _until_magic(parts: list[str]) -> Iterator[str]:
 def unavailable(privileged: bool, bwrap: str = "bwrap") -> str | None:
     """Why no sandbox can be started here, for a runner that is root (`privileged`) or not;
     None when one can."""
-    return problem(privileged, shutil.which(bwrap), _helpers(privileged))
+    return problem(privileged, _which(bwrap), _helpers(privileged))
 
 
 @functools.cache
@@ -344,8 +344,18 @@ def _helpers(privileged: bool) -> tuple[tuple[str, str | None], ...]:
     """The programs the sandbox needs besides bwrap (as root: to enter the id-mapped mount
     namespace and to become nobody), and where they are."""
     names = ("prlimit", "setpriv", "nsenter", "unshare") if privileged else ("prlimit",)
-    return tuple((name, shutil.which(name)) for name in names)
+    return tuple((name, _which(name)) for name in names)
 
 
 def _helper(name: str) -> str:
-    return shutil.which(name) or name
+    return _which(name) or name
+
+
+def _which(name: str) -> str | None:
+    """shutil.which, once per PATH: each call looks in every PATH folder (~0.1 ms)."""
+    return _found(name, os.environ.get("PATH", os.defpath))
+
+
+@functools.lru_cache(maxsize=64)
+def _found(name: str, path: str) -> str | None:
+    return shutil.which(name, path=path)
