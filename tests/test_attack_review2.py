@@ -116,3 +116,50 @@ def test_a_granted_bash_cannot_change_a_file_untainted_by_keeping_its_size_and_m
     p.run("reader")
     assert unfenced(server, since) == []
     assert p.tainted().get("reports/summary.md") == "inbox/mail.txt"
+
+
+# --- class 3: the staged diff, read from the working tree ----------------------------------------
+
+STAGED_READS = {
+    "bash cat": ("bash", {"command": "cat notes.md"}),
+    "the read tool": ("read", {"path": "notes.md"}),
+}
+
+
+@pytest.mark.parametrize("how", list(STAGED_READS))
+def test_the_working_tree_copy_of_a_staged_file_is_outside_content(
+    tmp_path: Path, server: FakeOpenAI, how: str
+) -> None:
+    """While something is staged, `git diff --cached` (and `git.staged_diff`) is outside
+    content, fenced and tainting. The same bytes sit in the working tree, where a hook's
+    task reads them without asking git ("run the linter on the changed files", `cat`, the
+    `read` tool): shown as they are, the job untainted, so it keeps write and bash."""
+    root = make_project(
+        tmp_path / "p",
+        """
+        version: 1
+        model: fake-model
+        tasks:
+          review:
+            prompt: "Check the files of this commit."
+            tools: [read, write, bash]
+            permissions: {write: ["reports/**"], bash: true}
+        """,
+        {"reports/.keep": ""},
+    )
+    git = ["git", "-c", "user.name=a", "-c", "user.email=a@b"]
+    subprocess.run([*git, "init", "-q"], cwd=root, check=True)
+    subprocess.run([*git, "add", "reports/.keep"], cwd=root, check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "first"], cwd=root, check=True)
+    (root / "notes.md").write_text(f"{PAYLOAD}\n")
+    subprocess.run([*git, "add", "notes.md"], cwd=root, check=True)
+    p = Project(root, server)
+    server.enqueue(
+        tool_calls(call(*STAGED_READS[how], "open")),
+        tool_calls(call("write", {"path": "reports/plan.md", "content": PAYLOAD}, "obey")),
+        text("checked"),
+    )
+    since = len(server.requests)
+    p.run("review")
+    assert unfenced(server, since) == []
+    assert not (root / "reports/plan.md").exists()
