@@ -15,11 +15,23 @@ from pathlib import Path
 import pytest
 from fake_openai import FakeOpenAI, call, text, tool_calls
 from helpers import make_project
-from test_attack_review import ORDER, PAYLOAD, TRIAGE, Project, server, unfenced
+from test_attack_review import (
+    MB,
+    ORDER,
+    PAYLOAD,
+    TRIAGE,
+    Project,
+    bash_in,
+    mode,
+    proj,
+    server,
+    unfenced,
+)
 
 from claw_batch import sandbox
+from claw_batch.sandbox import Limits
 
-__all__ = ["server"]  # the fixture, shared with the first review
+__all__ = ["mode", "proj", "server"]  # the fixtures, shared with the first review
 
 ROOT = __import__("os").geteuid() == 0
 UNAVAILABLE = sandbox.unavailable(ROOT)
@@ -163,3 +175,55 @@ def test_the_working_tree_copy_of_a_staged_file_is_outside_content(
     p.run("review")
     assert unfenced(server, since) == []
     assert not (root / "reports/plan.md").exists()
+
+
+# --- class 1: the memory and disk ceilings ------------------------------------------------------
+
+SHM_SEGMENTS = """python3 - <<'EOF'
+import ctypes, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmget.argtypes = [ctypes.c_int, ctypes.c_size_t, ctypes.c_int]
+libc.shmat.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
+libc.shmat.restype = ctypes.c_void_p
+libc.shmdt.argtypes = [ctypes.c_void_p]
+for i in range(40):
+    addr = libc.shmat(libc.shmget(0, 16 << 20, 0o1600), None, 0)
+    ctypes.memset(addr, 1, 16 << 20)
+    libc.shmdt(addr)
+print("held 640M", flush=True)
+time.sleep(3)
+print("still alive")
+EOF"""
+
+
+def test_many_shared_memory_segments_count_against_the_memory_ceiling(
+    proj: Path, mode: str
+) -> None:
+    """The seccomp filter bounds one SysV segment (16M), not how many: forty of them,
+    filled and detached, are 640M that no process holds, under limits.memory 64M, for as
+    long as the call runs (its IPC namespace keeps them until it ends) -- with the default
+    of 4096 segments, 64G: the machine's memory, whatever the ceiling says."""
+    out = bash_in(proj, mode, SHM_SEGMENTS, Limits(memory=64 * MB))
+    assert out.startswith("killed: its processes held"), out
+
+
+INODES = """python3 -c '
+import os
+os.mkdir("out/n")
+for i in range(100000):
+    os.close(os.open("out/n/%x" % i, os.O_CREAT | os.O_WRONLY, 0o644))
+print("made 100000 files")
+'"""
+
+
+def test_files_made_count_against_the_disk_ceiling(proj: Path, mode: str) -> None:
+    """The disk ceiling counts free blocks lost, not inodes: an empty file takes none, only
+    ~21 bytes of its folder. 100,000 files (about 2M of folder) pass under limits.disk 64M;
+    at the default 4G, a call is bounded only by its time (~1.3M files in 120 s here), and a
+    few calls take every inode of the runner's filesystem (16.7M here), after which nothing
+    on the host, root included, can make a file."""
+    try:
+        out = bash_in(proj, mode, INODES, Limits(disk=64 * MB))
+        assert out.startswith("killed: the write directories' filesystem"), out
+    finally:
+        subprocess.run(["rm", "-rf", str(proj / "out" / "n")], check=False)
