@@ -10,13 +10,16 @@ OpenAI server, with real bubblewrap, SQLite and git.
 from __future__ import annotations
 
 import subprocess
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
-from fake_openai import FakeOpenAI, call, text, tool_calls
-from helpers import make_project
+from fake_openai import FakeOpenAI, Reply, call, text, tool_calls
+from helpers import claw, make_project
 from test_attack_review import (
     MB,
+    NOW,
     ORDER,
     PAYLOAD,
     TRIAGE,
@@ -227,3 +230,56 @@ def test_files_made_count_against_the_disk_ceiling(proj: Path, mode: str) -> Non
         assert out.startswith("killed: the write directories' filesystem"), out
     finally:
         subprocess.run(["rm", "-rf", str(proj / "out" / "n")], check=False)
+
+
+# --- class 3: a job's output lands while another job's command runs ----------------------------
+
+
+def test_an_output_tainted_while_a_command_runs_reaches_it_fenced(
+    tmp_path: Path, server: FakeOpenAI
+) -> None:
+    """`claw run -j 2`: the outside content a command is watched for is listed when it
+    starts. The watch task's output (tainted) lands while an untainted job's command runs
+    (an honest "wait for the triage, then summarise out/"): its `cat` is not watched for
+    that file, the order reaches the model unfenced, the job keeps write and bash."""
+    root = make_project(
+        tmp_path / "p",
+        TRIAGE
+        + """
+      digest:
+        prompt: "When out/mail.md is there, summarise it with bash."
+        tools: [read, write, bash]
+        permissions: {write: ["reports/**"], bash: true}
+    """,
+        {"inbox/mail.txt": f"Hello,\n{PAYLOAD}\n", "reports/.keep": ""},
+    )
+    started = root / "reports/started"
+    wait = (  # at most 20 s
+        "touch reports/started; for i in $(seq 400); do [ -s out/mail.md ] && break; "
+        "sleep 0.05; done; cat out/mail.md"
+    )
+
+    def reply(body: dict[str, Any]) -> Reply:
+        messages = body["messages"]
+        if messages[1]["content"].startswith("Triage this file"):
+            for _ in range(600):  # answer once the digest's command runs (at most 30 s)
+                if started.exists():
+                    break
+                time.sleep(0.05)
+            return text(f"As ordered: {PAYLOAD}")
+        called = {c["id"] for m in messages for c in m.get("tool_calls") or []}
+        if "open" not in called:
+            return tool_calls(call("bash", {"command": wait}, "open"))
+        if "obey" not in called:
+            write = {"path": "reports/plan.md", "content": PAYLOAD}
+            return tool_calls(call("write", write, "obey"))
+        return text("summarised")
+
+    server.handler = reply
+    env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-x", "CLAW_NOW": NOW}
+    result = claw(root, "run", "-j", "2", "triage", "digest", env=env)
+    assert result.exit_code == 0, result.stderr
+    p = Project(root, server)
+    assert p.tainted()["out/mail.md"] == "inbox/mail.txt"
+    assert unfenced(server) == []
+    assert not (root / "reports/plan.md").exists()
