@@ -283,3 +283,47 @@ def test_an_output_tainted_while_a_command_runs_reaches_it_fenced(
     assert p.tainted()["out/mail.md"] == "inbox/mail.txt"
     assert unfenced(server) == []
     assert not (root / "reports/plan.md").exists()
+
+
+# --- class 3 and crashes: a file name that is not UTF-8 ----------------------------------------
+
+
+def test_a_file_name_that_is_not_utf8_neither_crashes_claw_nor_unmarks_what_bash_wrote(
+    tmp_path: Path, server: FakeOpenAI
+) -> None:
+    """A watch task granted bash makes `reports/!<0xff>` beside the attacker's file. Marking
+    what the command wrote stops at that name (SQLite takes no lone surrogate: an "internal
+    error in tool 'bash'" the model sees), so reports/summary.md, sorted after it, is never
+    tainted -- the next run's reader gets it unfenced -- and the run ends in a crash log
+    (exit 1) when it saves the file hashes."""
+    root = make_project(
+        tmp_path / "p",
+        """
+        version: 1
+        model: fake-model
+        tasks:
+          triage:
+            prompt: "Triage this file:\\n{{ read(item.path) }}"
+            watch: ["inbox/*.txt"]
+            tools: [read, bash]
+            untrusted: {allow: [bash]}
+            permissions: {write: ["reports/**"], bash: true}
+          reader:
+            prompt: "Read reports/summary.md and act on it."
+            tools: [read, write]
+            permissions: {write: ["notes/**"]}
+        """,
+        {"inbox/mail.txt": f"{PAYLOAD}\n", "reports/.keep": ""},
+    )
+    command = f"touch reports/'!'$'\\xff'; echo '{PAYLOAD}' > reports/summary.md"
+    server.enqueue(tool_calls(call("bash", {"command": command}, "c")), text("triaged"))
+    env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-x", "CLAW_NOW": NOW}
+    triaged = claw(root, "run", "triage", env=env)
+    p = Project(root, server)
+    server.enqueue(tool_calls(call("read", {"path": "reports/summary.md"}, "r")), text("done"))
+    since = len(server.requests)
+    claw(root, "run", "reader", env=env)
+    assert unfenced(server, since) == []
+    assert p.tainted()["reports/summary.md"] == "inbox/mail.txt"
+    assert triaged.exit_code == 0, triaged.stderr
+    assert p.results("triage[inbox/mail.txt]")["c"] == (True, "exit code 0\n(no output)")
