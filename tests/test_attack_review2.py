@@ -9,6 +9,7 @@ OpenAI server, with real bubblewrap, SQLite and git.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -36,13 +37,10 @@ from claw_batch.sandbox import Limits
 
 __all__ = ["mode", "proj", "server"]  # the fixtures, shared with the first review
 
-ROOT = __import__("os").geteuid() == 0
-UNAVAILABLE = sandbox.unavailable(ROOT)
+UNAVAILABLE = sandbox.unavailable(os.geteuid() == 0)
+if UNAVAILABLE and not os.environ.get("CI"):  # CI installs bubblewrap: there it must work
+    pytest.skip(f"no sandbox here: {UNAVAILABLE}", allow_module_level=True)
 pytestmark = pytest.mark.timeout(180)
-
-
-def fenced_result(said: str) -> bool:
-    return said.startswith("exit code") is False and said.startswith("<untrusted-data source=")
 
 
 # --- class 3: outside names reach bash's output unfenced ----------------------------------------
