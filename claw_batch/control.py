@@ -1,7 +1,8 @@
 """What decides what a run does, and so what a job never writes (SPEC §8: a job is not the
 owner): the clawfile, the prompt templates and what they include, every skills folder, the
 workspace's AGENTS/SOUL/USER/IDENTITY.md and MEMORY.md, the daily notes, `.git/`, `.claw/`,
-and the ignore files at the root that decide what grep sees.
+the ignore files at the root that decide what grep sees, and the recorded replies a
+`--replay` run answers from.
 
 A task may name one of these explicitly (a literal path, no wildcard, in `permissions.write`
 or as an output) to have it written — `claw validate` warns of each. `.git/`, `.claw/`, the
@@ -22,6 +23,7 @@ from claw_batch.paths import CLAWFILE_NAMES, STATE_DIR
 PERSONA = ("AGENTS.md", "SOUL.md", "USER.md", "IDENTITY.md")
 IGNORE_FILES = (".gitignore", ".ignore", ".rgignore")  # ripgrep reads them: what grep sees
 PROMPTS_DIR = "prompts"
+CASSETTES_DIR = "cassettes"
 _MAGIC = re.compile(r"[*?[{]|\{\{|\{%")
 _INCLUDES = 20  # included templates followed, at most, per prompt
 
@@ -39,15 +41,18 @@ class Control:
         return next((c for c in (*self.never, *self.paths) if _is_under(rel, c)), None)
 
 
-def of(project: Project) -> Control:
-    """The control paths of a loaded project. Reads the prompt files (for what they include):
-    once per run."""
+def of(project: Project, cassettes: Path | None = None) -> Control:
+    """The control paths of a loaded project (and of a run that replays from `cassettes`).
+    Reads the prompt files (for what they include): once per run."""
     workspace = project.config.workspace
+    root = project.root.resolve()
+    replies = (root / (cassettes or CASSETTES_DIR)).resolve()  # what `claw run --replay` answers
     kept = (".git", STATE_DIR, f"{workspace}/memory", f"{workspace}/MEMORY.md")
     found = [
         *_clawfiles(project),
         *IGNORE_FILES,
         PROMPTS_DIR,
+        *([os.path.relpath(replies, root)] if replies.is_relative_to(root) else []),
         "skills",
         f"{workspace}/skills",
         *(f"{workspace}/{name}" for name in PERSONA),

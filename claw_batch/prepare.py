@@ -363,7 +363,8 @@ def policy_for(
     offered: tuple[skills.Skill, ...] = (),
 ) -> Policy:
     declared = tuple(p for p in [output, *outputs] if p)
-    ctl: control.Control = _once(run, "", "control", lambda: control.of(run.project))
+    cassettes = run.models.mode.cassettes
+    ctl: control.Control = _once(run, "", "control", lambda: control.of(run.project, cassettes))
     return Policy(
         run.project.root,
         write_globs=tuple(task.permissions.write),

@@ -60,6 +60,7 @@ ATTEMPTS = [  # (tool, path): each would make a later run the attacker's
     ("write", "workspace/memory/2026-11-24.md"),
     ("write", ".git/hooks/pre-commit"),
     ("write", ".claw/clawfile.json"),
+    ("write", "cassettes/digest.json"),  # the "model" of the next `claw run --replay`
     ("write", "notes/clawfile.yaml"),  # a clawfile anywhere: `claw run` in notes/ would obey it
 ]
 
@@ -75,7 +76,7 @@ def refusal(path: str) -> str:
             f"error: refused: {path} decides what later runs do: no job may write it unless "
             "its task names the file in permissions.write"
         )
-    tops = ("prompts", "skills", "workspace/skills")
+    tops = ("prompts", "skills", "workspace/skills", "cassettes")
     top = next((t for t in sorted(tops, key=len, reverse=True) if path.startswith(t + "/")), None)
     what = path if top is None else f"{path} is under {top}/, which"
     return (
@@ -162,6 +163,7 @@ def test_the_control_paths_of_a_project(tmp_path: Path) -> None:
             ".ignore",
             ".rgignore",
             "prompts",
+            "cassettes",
             "skills",
             "workspace/skills",
             "workspace/AGENTS.md",
