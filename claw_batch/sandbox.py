@@ -45,7 +45,6 @@ import math
 import os
 import re
 import shutil
-import stat
 import subprocess
 import tempfile
 from collections.abc import Iterator, Mapping
@@ -127,11 +126,6 @@ class Bubblewrap:
             fds.callback(os.close, leader)
             fds.callback(os.close, status)
             seccomp = _filter(fds)
-            git_config = _git_config(fds, plan.root_fd)
-            shown = (
-                [] if git_config is None else ["--perms", "0644", "--ro-bind-data", str(git_config)]
-            )
-            shown += [f"{self.root}/.git/config"] if shown else []
             argv = [
                 *enter,
                 _which(self.executable) or self.executable,
@@ -143,7 +137,6 @@ class Bubblewrap:
                 *host.system(self.network, self.limits.tmp_bytes),
                 *[a for path in self.outside for a in host.ro(path)],
                 *project,
-                *shown,
                 "--chdir",
                 str(cwd),
                 "--remount-ro",
@@ -151,8 +144,7 @@ class Bubblewrap:
                 *self._inside(seconds),
                 *command.argv,
             ]
-            extra = [fd for fd in (ns, git_config) if fd is not None]
-            passed = (*command.pass_fds, *kept, status, seccomp, *extra)
+            passed = (*command.pass_fds, *kept, status, seccomp, *([] if ns is None else [ns]))
             ceilings = Ceilings(self.limits.memory, self.limits.disk, plan.filesystems())
             yield Command(tuple(argv), self._env(command.env), passed, leader, ceilings)
 
@@ -231,31 +223,6 @@ def _filter(fds: contextlib.ExitStack) -> int:
         raise ToolError(str(e)) from None
     fds.callback(os.close, fd)
     return fd
-
-
-def _git_config(fds: contextlib.ExitStack, root_fd: int) -> int | None:
-    """A descriptor of `.git/config` without its credentials (the `AUTHORIZATION` header
-    actions/checkout leaves there, a URL's password), for the command to see instead: git in
-    the sandbox has no use for them, and a command could hand them to the model in a form
-    redaction would not know (decoded, reversed). None when the file holds none."""
-    from claw_batch.redact import Redactor
-
-    try:
-        fd = os.open(".git/config", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=root_fd)
-    except OSError:
-        return None  # no repository, or a symlink: nothing to show
-    with os.fdopen(fd, "rb") as file:
-        if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
-            return None
-        text = file.read(1 << 20).decode("utf-8", errors="replace")
-    clean = Redactor()(text)
-    if clean == text:
-        return None
-    data = os.memfd_create("claw-git-config", os.MFD_CLOEXEC)
-    fds.callback(os.close, data)
-    os.write(data, clean.encode())
-    os.lseek(data, 0, os.SEEK_SET)
-    return data
 
 
 def for_job(policy: Policy, *, network: bool, limits: Limits = Limits()) -> Bubblewrap:

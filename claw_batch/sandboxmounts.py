@@ -14,7 +14,7 @@ A's existing files and folders (never a symlink) bound again writable. In A's fo
 A's files everything may still change; directly in A, no entry can be made, removed or
 renamed. A protected path reached through a symlink is protected where it resolves to as
 well, and the symlink cannot change (the folder that holds it is sealed). `.claw/` is hidden:
-runner state is not for tools.
+runner state is not for tools; `.git/config` is shown without its credentials.
 """
 
 from __future__ import annotations
@@ -180,7 +180,34 @@ class Plan:
             assert mount.fd is not None
             args += ["--bind-fd" if mount.op == "rw" else "--ro-bind-fd", str(mount.fd), path]
             kept.append(mount.fd)
-        return args, kept
+        config, fds = self._git_config()
+        return [*args, *config], [*kept, *fds]
+
+    def _git_config(self) -> tuple[list[str], list[int]]:
+        """`.git/config` without its credentials (the `AUTHORIZATION` header actions/checkout
+        leaves there, a URL's password), bound over it: git in the sandbox has no use for them,
+        and a command could hand them to the model in a form redaction would not know
+        (decoded, reversed). Nothing when the file holds none."""
+        from claw_batch.redact import Redactor
+
+        try:
+            fd = os.open(
+                ".git/config", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=self.root_fd
+            )
+        except OSError:
+            return [], []  # no repository, or a symlink: nothing to show
+        with os.fdopen(fd, "rb") as file:
+            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+                return [], []
+            text = file.read(1 << 20).decode("utf-8", errors="replace")
+        clean = Redactor()(text)
+        if clean == text:
+            return [], []
+        data = self._keep(os.memfd_create("claw-git-config", os.MFD_CLOEXEC))
+        os.write(data, clean.encode())
+        os.lseek(data, 0, os.SEEK_SET)
+        path = _join(self.root, ".git/config")
+        return ["--perms", "0644", "--ro-bind-data", str(data), path], [data]
 
     def _keep(self, fd: int) -> int:
         self.fds.callback(os.close, fd)
