@@ -365,7 +365,7 @@ def test_a_fork_bomb_is_bounded(root: Path) -> None:
     bomb = f"{BOMB}; sleep 3"
     out = run(context(root, "privileged", limits=Limits(processes=32)), bomb, timeout=10)
     assert "fork: retry: Resource temporarily unavailable" in out  # fork failed: the limit
-    assert nobody_processes() == before
+    assert nobody_processes() <= before  # nothing of its own left (others may end meanwhile)
 
 
 @pytest.mark.slow
