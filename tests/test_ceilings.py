@@ -85,8 +85,8 @@ def test_writing_past_the_disk_limit_is_stopped(root: Path, mode: str) -> None:
     out = run(root, mode, command, Limits(disk=64 * MB))
     assert re.fullmatch(
         r"killed: the write directories' filesystem lost \d+(\.\d)?M of free space during the "
-        r"call, more than limits\.disk \(64M\) \(the command and its children were killed\)\n"
-        r"\(no output\)",
+        r"call(, counting \d+(\.\d)?K for each file it made \(\d+\))?, more than limits\.disk "
+        r"\(64M\) \(the command and its children were killed\)\n\(no output\)",
         out,
     ), out
 
@@ -177,10 +177,32 @@ def test_a_disk_write_that_ends_before_a_check_is_still_stopped(root: Path, mode
     out = run(root, mode, "head -c 64M /dev/zero > out/f; echo made", Limits(disk=16 * MB))
     assert re.fullmatch(
         r"killed: the write directories' filesystem lost \d+(\.\d)?M of free space during the "
-        r"call, more than limits\.disk \(16M\)( \(the command had ended, exit code 0, before a "
+        r"call(, counting \d+(\.\d)?K for each file it made \(\d+\))?, more than limits\.disk "
+        r"\(16M\)"
+        r"( \(the command had ended, exit code 0, before a "
         r"check saw it; what it wrote stays\)\nmade)?(\n.*)?",
         out,
         re.DOTALL,
+    ), out
+
+
+LINKS_AND_PIPES = """python3 -c '
+import os
+for i in range(20000):
+    os.symlink("x", f"out/l{i}")
+    os.mkfifo(f"out/p{i}")
+'; sleep 60"""
+
+
+def test_files_that_take_no_block_count_against_the_disk_limit(root: Path, mode: str) -> None:
+    """A symlink or a named pipe takes an inode and no block (nor does an empty file): each
+    counts as its share of the filesystem (at least 4K), so 40,000 pass 64M."""
+    out = run(root, mode, LINKS_AND_PIPES, Limits(disk=64 * MB))
+    assert re.fullmatch(
+        r"killed: the write directories' filesystem lost \d+(\.\d)?M of free space during the "
+        r"call, counting \d+(\.\d)?K for each file it made \(\d+\), more than limits\.disk \(64M\) "
+        r"\(the command and its children were killed\)\n\(no output\)",
+        out,
     ), out
 
 
