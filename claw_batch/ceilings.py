@@ -3,12 +3,12 @@ together, watched while it runs (the bash tool asks every `CHECK_SECONDS`, and o
 the command has ended).
 
 Memory: what the sandbox holds (`sandboxmemory`): its processes' memory, the memory files
-they hold open, and the files of its /tmp and /dev/shm. Each process also has RLIMIT_DATA at
-the same size (sandbox.py), which refuses at once a single allocation past it; /tmp and
-/dev/shm have sizes of their own (sandboxhost), which refuse at once a write past them.
-What no count here sees: SysV shared memory that no process has attached any more, a memory
-file in flight in a socket, kernel memory (pipes, socket buffers); only a cgroup's
-`memory.max` would bound those, and claw makes none.
+they hold open, the files of its /tmp and /dev/shm, and the SysV shared memory segments of its
+IPC namespace (`sysvshm`). Each process also has RLIMIT_DATA at the same size (sandbox.py),
+which refuses at once a single allocation past it; /tmp and /dev/shm have sizes of their own
+(sandboxhost), which refuse at once a write past them; a segment of more than 16M is refused
+(setid). What no count here sees: a memory file in flight in a socket, kernel memory (pipes,
+socket buffers); only a cgroup's `memory.max` would bound those, and claw makes none.
 
 Disk: the write directories are on the real filesystem, which has no per-call quota. The
 bound is the free space those filesystems lose while the call runs: past `disk` bytes, it is

@@ -141,6 +141,51 @@ def test_a_memory_file_counts_once_however_many_processes_hold_and_map_it(
     assert out == "exit code 0\ndone"
 
 
+SYSV = """python3 - <<'EOF'
+import ctypes, os, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmget.argtypes = [ctypes.c_int, ctypes.c_size_t, ctypes.c_int]
+libc.shmat.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
+libc.shmat.restype = ctypes.c_void_p
+libc.shmdt.argtypes = [ctypes.c_void_p]
+views = []
+for _ in range(SEGMENTS):
+    view = libc.shmat(libc.shmget(0, 16 << 20, 0o1600), None, 0)
+    ctypes.memset(view, 1, 16 << 20)
+    views.append(view)
+if DETACH:
+    for view in views:
+        libc.shmdt(view)
+child = os.fork()
+for view in [] if DETACH else views:  # each process touches every page of each segment
+    sum(ctypes.string_at(view + at, 1)[0] for at in range(0, 16 << 20, 4096))
+time.sleep(SLEEP)
+if child:
+    os.waitpid(child, 0)
+    print("done")
+EOF"""
+
+
+def sysv(segments: int, *, detach: bool, sleep: float) -> str:
+    """SysV segments of 16M (the most the sandbox may make), filled, kept attached by a
+    process and its child or detached, then a sleep."""
+    values = {"SEGMENTS": str(segments), "DETACH": str(detach), "SLEEP": str(sleep)}
+    return re.sub("|".join(values), lambda m: values[m[0]], SYSV)
+
+
+def test_detached_sysv_segments_count_against_the_memory_limit(root: Path, mode: str) -> None:
+    """No process holds them; they last as long as the sandbox's IPC namespace."""
+    out = run(root, mode, sysv(8, detach=True, sleep=60), Limits(memory=100 * MB))
+    assert re.fullmatch(KILLED_AT_100M, out), out
+
+
+def test_an_attached_sysv_segment_counts_once(root: Path, mode: str) -> None:
+    """48M of segments, mapped by two processes: 48M, not 96M (as a segment and as the
+    processes' mappings), which would pass the 100M limit with the processes themselves."""
+    out = run(root, mode, sysv(3, detach=False, sleep=1.5), Limits(memory=100 * MB))
+    assert out == "exit code 0\ndone"
+
+
 def test_files_in_tmp_and_dev_shm_count_against_the_memory_limit(root: Path, mode: str) -> None:
     """Both are memory, held by no process once written."""
     command = "head -c 60M /dev/zero > /tmp/a; head -c 50M /dev/zero > /dev/shm/b; sleep 60"
@@ -230,12 +275,16 @@ HOLD_IN_PROCESSES = "python3 -c 'x = b\"x\" * (40 << 20); import time; time.slee
 @pytest.mark.skipif(not ROOT, reason="runs the bash tool as another user: needs root")
 @pytest.mark.parametrize(
     "command",
-    [f"for i in 1 2 3 4; do {HOLD_IN_PROCESSES} & done; wait", HOLD_MEMFD],
-    ids=["processes", "memfd"],
+    [
+        f"for i in 1 2 3 4; do {HOLD_IN_PROCESSES} & done; wait",
+        HOLD_MEMFD,
+        sysv(8, detach=True, sleep=60),
+    ],
+    ids=["processes", "memfd", "sysv"],
 )
 def test_a_runner_that_is_not_root_is_watched_too(command: str) -> None:
     """Its claw reads the sandbox's /proc (and the memory files its processes hold) as the
-    owner of the sandbox's user namespace."""
+    owner of the sandbox's user namespace, and the SysV segments from inside it."""
     proj = Path("/tmp") / f"claw-ceilings-{secrets.token_hex(8)}"
     proj.mkdir(mode=0o755)
     try:
