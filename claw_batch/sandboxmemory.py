@@ -130,8 +130,10 @@ def _proportional(pid: str, files: Files) -> int:
                     counted = files.holds(int(major, 16), int(minor, 16), int(fields[3]))
                 elif key == b"Pss:" and not counted:
                     total += int(rest.split()[0]) * 1024
-    except (OSError, IndexError, ValueError):  # it exited meanwhile
-        return rollup.get(b"Pss:", 0)
+    except (OSError, IndexError, ValueError):
+        # It is exiting: what it shares goes with it, or is counted as a file (a segment
+        # outlives it), or by the processes left; what it alone holds, not yet.
+        return rollup.get(b"Pss:", 0) - rollup.get(b"Pss_Shmem:", 0)
     return total
 
 
