@@ -8,10 +8,16 @@
   unless mapped, nor in RLIMIT_DATA), each counted once, however many processes hold it;
 - its memory filesystems, `/tmp` and `/dev/shm` (sandboxhost): the bytes of their files,
   also of files deleted but still open, and `INODE_BYTES` for each of their inodes (an empty
-  file takes no block, but kernel memory).
+  file takes no block, but kernel memory);
+- the SysV shared memory segments of its IPC namespace, attached or not: the pages each
+  holds, in memory or swapped. A segment outlives the processes that made it, until the
+  namespace ends with the call. The kernel lists the segments of the namespace of whoever
+  reads /proc/sysvipc/shm, not of the /proc it is in: a thread of claw enters the namespace
+  to read it (as root); a runner that is not root may enter it only from the user namespace
+  that owns it, which a process of more than one thread may not enter, so `nsenter` does.
 
-A memory file or a file of those filesystems that a process has mapped is counted once, as a
-file: the proportional count leaves out the mappings of what is counted as a file.
+A memory file, a file of those filesystems or a segment that a process has mapped is counted
+once, as a file: the proportional count leaves out the mappings of what is counted as a file.
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+from claw_batch import sysvshm
 
 MOUNTS = ("tmp", "dev/shm")  # the sandbox's memory filesystems, under its root
 # Measured here (Linux 6.18): 200,000 empty files in a tmpfs took 203 MB of kernel slab.
@@ -34,14 +42,17 @@ class Files:
 
     memfds: dict[tuple[int, int], int]
     mounts: dict[int, int]
+    segments: dict[int, int]  # SysV segments by id (a segment's inode is its id)
 
     def total(self) -> int:
-        return sum(self.memfds.values()) + sum(self.mounts.values())
+        return sum(self.memfds.values()) + sum(self.mounts.values()) + sum(self.segments.values())
 
     def holds(self, major: int, minor: int, inode: int) -> bool:
         """Whether a mapping of this file is already counted as a file."""
         dev = os.makedev(major, minor)
-        return dev in self.mounts or (dev, inode) in self.memfds
+        if dev in self.mounts or (dev, inode) in self.memfds:
+            return True
+        return inode in self.segments and dev == sysvshm.device()
 
 
 def held(leader: int, limit: int) -> int:
@@ -55,7 +66,7 @@ def held(leader: int, limit: int) -> int:
         pids = [f"{proc}/{n}" for n in os.listdir(proc) if n.isdigit()]
     except OSError:  # the sandbox is gone, or not yet made
         return 0
-    files = Files(_memfds(pids), _mounts(root))
+    files = Files(_memfds(pids), _mounts(root), sysvshm.segments(leader))
     total = files.total() + sum(_resident(pid) for pid in pids)
     if total <= limit:
         return total
@@ -119,8 +130,10 @@ def _proportional(pid: str, files: Files) -> int:
                     counted = files.holds(int(major, 16), int(minor, 16), int(fields[3]))
                 elif key == b"Pss:" and not counted:
                     total += int(rest.split()[0]) * 1024
-    except (OSError, IndexError, ValueError):  # it exited meanwhile
-        return rollup.get(b"Pss:", 0)
+    except (OSError, IndexError, ValueError):
+        # It is exiting: what it shares goes with it, or is counted as a file (a segment
+        # outlives it), or by the processes left; what it alone holds, not yet.
+        return rollup.get(b"Pss:", 0) - rollup.get(b"Pss_Shmem:", 0)
     return total
 
 

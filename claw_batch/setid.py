@@ -24,8 +24,9 @@ can read: openat2 and clone3 (their mode and flags are in a struct in memory), i
 Two more calls would pass the ceilings (`ceilings`: memory and disk, watched every 0.1 s)
 faster than a watch can see: fallocate takes any amount of disk at once, in a file that may
 show 0 bytes (EOPNOTSUPP: `posix_fallocate` falls back to writing, at the disk's speed), and
-a SysV shared memory segment outlives the process that made it, where no count of the
-sandbox's processes finds it (shmget of more than `SHM_MOST` refused, ENOMEM).
+a SysV shared memory segment, which RLIMIT_DATA does not bound, could be of any size, filled
+between two checks (shmget of more than `SHM_MOST` refused, ENOMEM; all segments together,
+the memory ceiling counts: `sysvshm`).
 
 The rules are in the system-call numbers of x86_64 and aarch64; the filter checks the
 architecture of each call and kills the process for any other (i386 through `int 0x80`, x32,

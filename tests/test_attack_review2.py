@@ -200,7 +200,6 @@ print("still alive")
 EOF"""
 
 
-@pytest.mark.xfail(strict=True, reason="an open hole of the second attack review")
 def test_many_shared_memory_segments_count_against_the_memory_ceiling(
     proj: Path, mode: str
 ) -> None:
@@ -221,7 +220,6 @@ print("made 100000 files")
 '"""
 
 
-@pytest.mark.xfail(strict=True, reason="an open hole of the second attack review")
 def test_files_made_count_against_the_disk_ceiling(proj: Path, mode: str) -> None:
     """The disk ceiling counts free blocks lost, not inodes: an empty file takes none, only
     ~21 bytes of its folder. 100,000 files (about 2M of folder) pass under limits.disk 64M;

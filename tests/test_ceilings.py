@@ -85,8 +85,8 @@ def test_writing_past_the_disk_limit_is_stopped(root: Path, mode: str) -> None:
     out = run(root, mode, command, Limits(disk=64 * MB))
     assert re.fullmatch(
         r"killed: the write directories' filesystem lost \d+(\.\d)?M of free space during the "
-        r"call, more than limits\.disk \(64M\) \(the command and its children were killed\)\n"
-        r"\(no output\)",
+        r"call(, counting \d+(\.\d)?K for each file it made \(\d+\))?, more than limits\.disk "
+        r"\(64M\) \(the command and its children were killed\)\n\(no output\)",
         out,
     ), out
 
@@ -141,6 +141,51 @@ def test_a_memory_file_counts_once_however_many_processes_hold_and_map_it(
     assert out == "exit code 0\ndone"
 
 
+SYSV = """python3 - <<'EOF'
+import ctypes, os, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmget.argtypes = [ctypes.c_int, ctypes.c_size_t, ctypes.c_int]
+libc.shmat.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
+libc.shmat.restype = ctypes.c_void_p
+libc.shmdt.argtypes = [ctypes.c_void_p]
+views = []
+for _ in range(SEGMENTS):
+    view = libc.shmat(libc.shmget(0, 16 << 20, 0o1600), None, 0)
+    ctypes.memset(view, 1, 16 << 20)
+    views.append(view)
+if DETACH:
+    for view in views:
+        libc.shmdt(view)
+child = os.fork()
+for view in [] if DETACH else views:  # each process touches every page of each segment
+    sum(ctypes.string_at(view + at, 1)[0] for at in range(0, 16 << 20, 4096))
+time.sleep(SLEEP)
+if child:
+    os.waitpid(child, 0)
+    print("done")
+EOF"""
+
+
+def sysv(segments: int, *, detach: bool, sleep: float) -> str:
+    """SysV segments of 16M (the most the sandbox may make), filled, kept attached by a
+    process and its child or detached, then a sleep."""
+    values = {"SEGMENTS": str(segments), "DETACH": str(detach), "SLEEP": str(sleep)}
+    return re.sub("|".join(values), lambda m: values[m[0]], SYSV)
+
+
+def test_detached_sysv_segments_count_against_the_memory_limit(root: Path, mode: str) -> None:
+    """No process holds them; they last as long as the sandbox's IPC namespace."""
+    out = run(root, mode, sysv(8, detach=True, sleep=60), Limits(memory=100 * MB))
+    assert re.fullmatch(KILLED_AT_100M, out), out
+
+
+def test_an_attached_sysv_segment_counts_once(root: Path, mode: str) -> None:
+    """48M of segments, mapped by two processes: 48M, not 96M (as a segment and as the
+    processes' mappings), which would pass the 100M limit with the processes themselves."""
+    out = run(root, mode, sysv(3, detach=False, sleep=1.5), Limits(memory=100 * MB))
+    assert out == "exit code 0\ndone"
+
+
 def test_files_in_tmp_and_dev_shm_count_against_the_memory_limit(root: Path, mode: str) -> None:
     """Both are memory, held by no process once written."""
     command = "head -c 60M /dev/zero > /tmp/a; head -c 50M /dev/zero > /dev/shm/b; sleep 60"
@@ -171,16 +216,39 @@ def test_dev_is_read_only_but_for_a_dev_shm_of_a_fixed_size(root: Path, mode: st
 
 
 def test_a_disk_write_that_ends_before_a_check_is_still_stopped(root: Path, mode: str) -> None:
-    """A write of 64M is over in a few hundredths of a second, often before the first check:
+    """A write of 64M is over in a few hundredths of a second, often before the first check
+    (on a loaded machine a check may see it in flight):
     the check made once the call has ended still sees it, and says that what it wrote stays.
     (fallocate, which takes any amount at once, is refused in the sandbox: see setid.)"""
     out = run(root, mode, "head -c 64M /dev/zero > out/f; echo made", Limits(disk=16 * MB))
     assert re.fullmatch(
         r"killed: the write directories' filesystem lost \d+(\.\d)?M of free space during the "
-        r"call, more than limits\.disk \(16M\)( \(the command had ended, exit code 0, before a "
-        r"check saw it; what it wrote stays\)\nmade)?(\n.*)?",
+        r"call(, counting \d+(\.\d)?K for each file it made \(\d+\))?, more than limits\.disk "
+        r"\(16M\)"
+        r"( \(the command had ended, exit code 0, before a check saw it; what it wrote stays\)"
+        r"\nmade| \(the command and its children were killed\)\n\(no output\))(\n.*)?",
         out,
         re.DOTALL,
+    ), out
+
+
+LINKS_AND_PIPES = """python3 -c '
+import os
+for i in range(20000):
+    os.symlink("x", f"out/l{i}")
+    os.mkfifo(f"out/p{i}")
+'; sleep 60"""
+
+
+def test_files_that_take_no_block_count_against_the_disk_limit(root: Path, mode: str) -> None:
+    """A symlink or a named pipe takes an inode and no block (nor does an empty file): each
+    counts as its share of the filesystem (at least 4K), so 40,000 pass 64M."""
+    out = run(root, mode, LINKS_AND_PIPES, Limits(disk=64 * MB))
+    assert re.fullmatch(
+        r"killed: the write directories' filesystem lost \d+(\.\d)?M of free space during the "
+        r"call, counting \d+(\.\d)?K for each file it made \(\d+\), more than limits\.disk \(64M\) "
+        r"\(the command and its children were killed\)\n\(no output\)",
+        out,
     ), out
 
 
@@ -208,12 +276,16 @@ HOLD_IN_PROCESSES = "python3 -c 'x = b\"x\" * (40 << 20); import time; time.slee
 @pytest.mark.skipif(not ROOT, reason="runs the bash tool as another user: needs root")
 @pytest.mark.parametrize(
     "command",
-    [f"for i in 1 2 3 4; do {HOLD_IN_PROCESSES} & done; wait", HOLD_MEMFD],
-    ids=["processes", "memfd"],
+    [
+        f"for i in 1 2 3 4; do {HOLD_IN_PROCESSES} & done; wait",
+        HOLD_MEMFD,
+        sysv(8, detach=True, sleep=60),
+    ],
+    ids=["processes", "memfd", "sysv"],
 )
 def test_a_runner_that_is_not_root_is_watched_too(command: str) -> None:
     """Its claw reads the sandbox's /proc (and the memory files its processes hold) as the
-    owner of the sandbox's user namespace."""
+    owner of the sandbox's user namespace, and the SysV segments from inside it."""
     proj = Path("/tmp") / f"claw-ceilings-{secrets.token_hex(8)}"
     proj.mkdir(mode=0o755)
     try:
