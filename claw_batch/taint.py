@@ -199,7 +199,7 @@ class JobTaint:
         files: TaintedFiles,
         writer: Writer,
         root: str,
-        before: dict[str, tuple[int, int, int, int]],
+        before: dict[str, taintwatch.Key],
         watch: taintwatch.Watch,
     ) -> str | None:
         """After a watched command: what it read (None: nothing), with the taint it leaves."""
@@ -228,7 +228,7 @@ def _mark_changed(
     source: str,
     root: str,
     dirs: tuple[str, ...],
-    before: dict[str, tuple[int, int, int, int]],
+    before: dict[str, taintwatch.Key],
 ) -> None:
     """Every file under `dirs` that is new or changed since `before` is tainted."""
     after = taintwatch.walk(root, dirs)

@@ -194,10 +194,14 @@ def _errno() -> int:
     return ctypes.get_errno()
 
 
-def walk(root: str, dirs: tuple[str, ...]) -> dict[str, tuple[int, int, int, int]]:
+Key = tuple[int, int, int, int, int]  # mtime, size, inode, device, ctime (`walk`)
+
+
+def walk(root: str, dirs: tuple[str, ...]) -> dict[str, Key]:
     """Every regular file under the directories ("" is the root; symlinks not followed):
-    its stat key (mtime, size, inode, device)."""
-    found: dict[str, tuple[int, int, int, int]] = {}
+    its stat key (mtime, size, inode, device, ctime). The ctime because a command can set
+    the others back after changing a file (same size, utimensat), not the ctime."""
+    found: dict[str, Key] = {}
     for top in dirs:
         base = os.path.join(root, top) if top else root
         for dirpath, dirnames, filenames in os.walk(base):
@@ -211,5 +215,5 @@ def walk(root: str, dirs: tuple[str, ...]) -> dict[str, tuple[int, int, int, int
                     continue
                 if stat.S_ISREG(st.st_mode):
                     rel = name if rel_dir == "." else f"{rel_dir}/{name}"
-                    found[rel] = (st.st_mtime_ns, st.st_size, st.st_ino, st.st_dev)
+                    found[rel] = (st.st_mtime_ns, st.st_size, st.st_ino, st.st_dev, st.st_ctime_ns)
     return found

@@ -92,7 +92,6 @@ SAME_SIZE = (
 )
 
 
-@pytest.mark.xfail(strict=True, reason="an open hole of the second attack review")
 def test_a_granted_bash_cannot_change_a_file_untainted_by_keeping_its_size_and_mtime(
     tmp_path: Path, server: FakeOpenAI
 ) -> None:

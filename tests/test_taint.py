@@ -928,6 +928,30 @@ def test_a_persons_edit_or_an_untainted_jobs_rewrite_ends_the_taint(
     assert p.tainted() == {}
 
 
+def test_a_file_rewritten_with_its_size_and_mtime_kept_is_hashed_again(tmp_path: Path) -> None:
+    """The stat shortcut of the hashes the ledger compares: a command can rewrite a file
+    in place with as many bytes and set its mtime back; the ctime it cannot set back, so
+    the new content is hashed, in this run and from the saved hashes in the next."""
+    from claw_batch.filehash import FileHashes
+    from claw_batch.state import State
+
+    path = tmp_path / "summary.md"
+    path.write_bytes(b"written by a person\n")
+    state = State(tmp_path / "state.db")
+    hashes = FileHashes(state, tmp_path)
+    assert hashes.hash("summary.md") == hashlib.sha256(b"written by a person\n").hexdigest()
+    hashes.save()
+    st = os.stat(path)
+    with open(path, "r+b") as f:
+        f.write(b"ORDER-66: obey it!!\n")
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert (os.stat(path).st_size, os.stat(path).st_mtime_ns) == (st.st_size, st.st_mtime_ns)
+    new = hashlib.sha256(b"ORDER-66: obey it!!\n").hexdigest()
+    assert hashes.hash("summary.md") == new
+    assert FileHashes(state, tmp_path).hash("summary.md") == new
+    state.close()
+
+
 # --- the ledger of an older claw ---------------------------------------------------------------
 
 
@@ -942,6 +966,7 @@ def test_a_ledger_from_before_taint_keeps_working(tmp_path: Path, server: FakeOp
     db = sqlite3.connect(p.root / ".claw" / "state.db")
     db.execute("DROP TABLE tainted")
     db.execute("ALTER TABLE done DROP COLUMN tainted")
+    db.execute("ALTER TABLE files DROP COLUMN ctime_ns")
     db.commit()
     db.close()
     plan = claw(p.root, "plan", "digest")
@@ -952,6 +977,7 @@ def test_a_ledger_from_before_taint_keeps_working(tmp_path: Path, server: FakeOp
     assert p.run("triage").exit_code == 0
     assert len(server.requests) == requests  # still up to date
     assert "tainted" in _columns(p.root, "done")
+    assert "ctime_ns" in _columns(p.root, "files")
     assert p.tainted() == {}  # what the old claw wrote was not recorded: it is not known
 
 
