@@ -158,6 +158,7 @@ class Outside:
     watched: set[str] = field(default_factory=set)  # watched folders: their listing too
     held: bool = False  # a watched folder holds a file: listing one shows outside names
     listed: set[str] = field(default_factory=set)  # other folders whose listing shows some
+    # (the folder of every outside file: a tainted job may have chosen its name)
     _tops: dict[str, str | None] = field(default_factory=dict)  # folder -> its write dir
 
     def shown(self) -> list[str]:
@@ -176,6 +177,7 @@ class Outside:
         self.inodes[(st.st_dev, st.st_ino)] = rel
         parent = rel.rpartition("/")[0]
         self.dirs.add(parent)
+        self.listed.add(parent)  # its name is outside content too: `ls` shows it
         if parent not in self._tops:
             self._tops[parent] = next((w for w in writable if _under(parent, w)), None)
         top = self._tops[parent]

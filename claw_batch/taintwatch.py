@@ -7,8 +7,9 @@ still matches, every file in a watched folder (and the root files a watch glob m
 and, while something is staged, the git index and the staged blobs:
 
 - it *read* outside content when it opened one of those files, or listed a watched folder
-  (dropped names are outside content too): its output reaches the model fenced, and the job
-  is tainted, so what the call wrote is tainted as well;
+  or the folder of one of them (dropped names, and the names a tainted job gave its files,
+  are outside content too): its output reaches the model fenced, and the job is tainted,
+  so what the call wrote is tainted as well;
 - it *moved* some when it renamed or linked such a file, or a folder holding one, without
   opening it: the new names are found by inode and tainted (a copy needs an open, so no
   content hash is needed to follow one);

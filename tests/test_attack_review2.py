@@ -46,7 +46,6 @@ pytestmark = pytest.mark.timeout(180)
 # --- class 3: outside names reach bash's output unfenced ----------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="an open hole of the second attack review")
 def test_names_of_tainted_outputs_listed_by_bash_are_fenced(
     tmp_path: Path, server: FakeOpenAI
 ) -> None:
