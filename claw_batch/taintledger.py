@@ -25,12 +25,15 @@ import os
 import stat
 import subprocess
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from claw_batch import globs
 from claw_batch.childenv import scrubbed_env
+from claw_batch.render import printable
+from claw_batch.state import loaded_path, stored_path
 
 if TYPE_CHECKING:
     from claw_batch.state import State
@@ -46,10 +49,20 @@ class Writer:
     run_id: str
 
 
+UNREADABLE = "unreadable"  # a row's sha256 when the file could not be hashed (`mark_file`)
+
+
 @dataclass(frozen=True)
 class Row:
     sha256: str
     source: str
+
+
+@dataclass(frozen=True)
+class Moment:
+    events: int
+    marked: int
+    busy: bool  # a tainted job's command was running
 
 
 class TaintedFiles:
@@ -66,6 +79,11 @@ class TaintedFiles:
         self.hash_file = hash_file  # project-relative path -> sha256 (None: missing)
         self._rows: dict[str, Row] | None = None
         self._lock = threading.Lock()
+        # What commands running meanwhile must learn of (`moment`, `since`): each mark, and
+        # each tainted job's command, whose files are outside content before they are marked.
+        self._marked: list[str] = []  # every path marked in this run, in order
+        self._events = 0  # marks, and tainted commands starting and ending
+        self._busy = 0  # tainted commands running
         self._staged: tuple[tuple[int, int, int], tuple[str, ...]] | None = None
 
     def outside(self, rel: str) -> bool:
@@ -79,7 +97,14 @@ class TaintedFiles:
     def source(self, rel: str) -> str | None:
         """What outside content the file holds as it is now (None: it is not tainted)."""
         row = self.rows.get(rel)
-        return row.source if row is not None and self.hash_file(rel) == row.sha256 else None
+        if row is None:
+            return None
+        if row.sha256 == UNREADABLE:  # what it held is not known: until a job rewrites it
+            return row.source
+        try:
+            return row.source if self.hash_file(rel) == row.sha256 else None
+        except OSError:  # unreadable now (its mode): what it holds may still be that
+            return row.source
 
     def staged(self, root: str) -> tuple[str, ...]:
         """`staged(root)`, asked again only when the index has changed (git runs once)."""
@@ -107,7 +132,7 @@ class TaintedFiles:
         if state is None or (state.readonly and not state.has_table("tainted")):
             return {}
         found = state.select("SELECT path, sha256, source FROM tainted")
-        return {r[0]: Row(r[1], r[2]) for r in found}
+        return {loaded_path(r[0]): Row(r[1], r[2]) for r in found}
 
     def mark(self, rel: str, sha256: str, source: str, writer: Writer) -> None:
         """Record that `rel` will hold outside content with this hash: before it is written."""
@@ -116,14 +141,47 @@ class TaintedFiles:
             with self.state.transaction(durable=True):
                 self.state.db.execute(
                     "INSERT OR REPLACE INTO tainted VALUES (?, ?, ?, ?, ?, ?)",
-                    (rel, sha256, source, writer.task, writer.item, writer.run_id),
+                    (stored_path(rel), sha256, source, writer.task, writer.item, writer.run_id),
                 )
         with self._lock:
             rows[rel] = Row(sha256, source)
+            self._marked.append(rel)
+            self._events += 1
+
+    def moment(self) -> Moment:
+        """Now, for `since`: taken before a command starts."""
+        with self._lock:
+            return Moment(self._events, len(self._marked), self._busy > 0)
+
+    def since(self, moment: Moment) -> list[str] | None:
+        """The paths marked since `moment` (by other jobs: under -j), or [] when a tainted
+        job's command was writing files not yet marked; None: nothing of the kind."""
+        with self._lock:
+            if self._events == moment.events and not moment.busy and not self._busy:
+                return None
+            return list(dict.fromkeys(self._marked[moment.marked :]))
+
+    @contextmanager
+    def unmarked(self) -> Iterator[None]:
+        """Around a tainted job's command: what it writes is outside content before it is
+        marked after it, so a command that runs meanwhile counts as having read some."""
+        with self._lock:
+            self._busy += 1
+            self._events += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._busy -= 1
+                self._events += 1
 
     def mark_file(self, rel: str, source: str, writer: Writer) -> None:
-        """Record that the file as it is now holds outside content (what bash wrote)."""
-        sha256 = self.hash_file(rel)
+        """Record that the file as it is now holds outside content (what bash wrote); one
+        claw cannot read (a command took its read permission) is tainted whatever it holds."""
+        try:
+            sha256 = self.hash_file(rel)
+        except OSError:
+            sha256 = UNREADABLE
         if sha256 is not None:
             self.mark(rel, sha256, source, writer)
 
@@ -134,7 +192,7 @@ class TaintedFiles:
             return
         if self.state is not None:
             with self.state.transaction():
-                self.state.db.execute("DELETE FROM tainted WHERE path = ?", (rel,))
+                self.state.db.execute("DELETE FROM tainted WHERE path = ?", (stored_path(rel),))
         with self._lock:
             rows.pop(rel, None)
 
@@ -173,7 +231,7 @@ class Outside:
             return False
         if not stat.S_ISREG(st.st_mode):
             return False
-        self.files[rel] = shown
+        self.files[rel] = printable(shown)  # what the fence and the ledger say it read
         self.inodes[(st.st_dev, st.st_ino)] = rel
         parent = rel.rpartition("/")[0]
         self.dirs.add(parent)

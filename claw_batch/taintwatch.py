@@ -39,6 +39,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from claw_batch.render import printable
 from claw_batch.taintledger import NEVER_WALKED
 
 if TYPE_CHECKING:
@@ -153,9 +154,9 @@ class Watch:
             return
         if not name:  # the folder itself was opened: listed
             if (watched and (out.held or arrived)) or rel in out.listed:
-                seen.read.add(rel or ".")
+                seen.read.add(printable(rel or "."))
         elif watched or child in out.files:
-            seen.read.add(out.files.get(child, child))
+            seen.read.add(out.files.get(child) or printable(child))
 
 
 def _events(fd: int) -> list[tuple[int, int, str]]:

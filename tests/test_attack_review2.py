@@ -236,7 +236,6 @@ def test_files_made_count_against_the_disk_ceiling(proj: Path, mode: str) -> Non
 # --- class 3: a job's output lands while another job's command runs ----------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="an open hole of the second attack review")
 def test_an_output_tainted_while_a_command_runs_reaches_it_fenced(
     tmp_path: Path, server: FakeOpenAI
 ) -> None:
@@ -290,7 +289,6 @@ def test_an_output_tainted_while_a_command_runs_reaches_it_fenced(
 # --- class 3 and crashes: a file name that is not UTF-8 ----------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="an open hole of the second attack review")
 def test_a_file_name_that_is_not_utf8_neither_crashes_claw_nor_unmarks_what_bash_wrote(
     tmp_path: Path, server: FakeOpenAI
 ) -> None:
