@@ -74,7 +74,7 @@ class RunSession:
         self.outside: set[Job] = set()  # jobs that read content from outside the project
         # Which files are outside content: watched, or written by a tainted job (the ledger).
         untrusted = runner.project.config.untrusted
-        self.tainted = TaintedFiles(state, untrusted, self.hashes.hash)
+        self.tainted = TaintedFiles(state, untrusted, self.hashes.hash, str(root))
         self.keys: dict[str, TaskKey | None] = {}  # per task, for the quick check
         self.quick_updates: list[tuple[str, str, str]] = []  # (quick, task, item)
         self._verdicts: Verdicts | None = None  # opened by the first check task

@@ -16,14 +16,14 @@ jobs pass the quick check never does.
 
 `outside_now` lists, for a command about to run, every file that holds outside content:
 the tainted ones, everything in a watched folder, and while something is staged, the git
-index and the staged blobs (claw_batch.taintwatch watches what the command does with them).
+index, the staged blobs and the working-tree copies that are what is staged
+(claw_batch.taintstaged); claw_batch.taintwatch watches what the command does with them.
 """
 
 from __future__ import annotations
 
 import os
 import stat
-import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from claw_batch import globs
-from claw_batch.childenv import scrubbed_env
 from claw_batch.render import printable
 from claw_batch.state import loaded_path, stored_path
+from claw_batch.taintstaged import Copy, Staged, StagedFiles
 
 if TYPE_CHECKING:
     from claw_batch.state import State
@@ -73,8 +73,10 @@ class TaintedFiles:
         state: State | None,
         untrusted: tuple[str, ...],
         hash_file: Callable[[str], str | None],
+        root: str | None = None,
     ) -> None:
         self.state = state  # None: a dry run of a new project, nothing recorded yet
+        self.root = root  # for the staged copies (None: `outside` does not ask git)
         self.untrusted = untrusted  # the watch globs and the folders around them
         self.hash_file = hash_file  # project-relative path -> sha256 (None: missing)
         self._rows: dict[str, Row] | None = None
@@ -84,11 +86,14 @@ class TaintedFiles:
         self._marked: list[str] = []  # every path marked in this run, in order
         self._events = 0  # marks, and tainted commands starting and ending
         self._busy = 0  # tainted commands running
-        self._staged: tuple[tuple[int, int, int], tuple[str, ...]] | None = None
+        self._git = StagedFiles()
 
     def outside(self, rel: str) -> bool:
-        """Whether the project-relative file is outside content: watched, or tainted."""
-        return any(globs.match(g, rel) for g in self.untrusted) or self.tainted(rel)
+        """Whether the project-relative file is outside content: watched, tainted, or the
+        working-tree copy of a staged file."""
+        if any(globs.match(g, rel) for g in self.untrusted) or self.tainted(rel):
+            return True
+        return self.root is not None and self._git.is_copy(self.root, rel)
 
     def tainted(self, rel: str) -> bool:
         """Whether a tainted job wrote the file as it is now (it is hashed only if one did)."""
@@ -106,19 +111,13 @@ class TaintedFiles:
         except OSError:  # unreadable now (its mode): what it holds may still be that
             return row.source
 
-    def staged(self, root: str) -> tuple[str, ...]:
-        """`staged(root)`, asked again only when the index has changed (git runs once)."""
-        try:
-            if not stat.S_ISDIR(os.lstat(os.path.join(root, ".git")).st_mode):
-                return ()  # a .git file names another directory: the sandbox mounts none
-            st = os.lstat(os.path.join(root, INDEX))
-        except OSError:
-            return ()
-        key = (st.st_mtime_ns, st.st_size, st.st_ino)
-        known = self._staged
-        if known is None or known[0] != key:
-            known = self._staged = (key, staged(root))
-        return known[1]
+    def staged(self, root: str) -> Staged:
+        """What is staged now (claw_batch.taintstaged; git runs once per index)."""
+        return self._git.now(root)
+
+    def copies(self, root: str, staged: Staged) -> list[tuple[str, Copy]]:
+        """The staged files whose working-tree copy is what is staged."""
+        return self._git.copies(root, staged)
 
     @property
     def rows(self) -> dict[str, Row]:
@@ -200,7 +199,6 @@ class TaintedFiles:
 # --- the outside content a command could reach ---------------------------------------------------
 
 STAGED = "git diff --cached"  # how the staged changes are named, as the template does
-INDEX = ".git/index"
 NEVER_WALKED = frozenset({".git", ".claw"})  # runner state, git's: no command writes there
 
 
@@ -223,8 +221,11 @@ class Outside:
         """Everything it holds, as each is shown."""
         return sorted(set(self.files.values())) or sorted(self.watched)
 
-    def add(self, root: str, rel: str, shown: str, writable: tuple[str, ...]) -> bool:
-        """Count `rel` in, when it is a regular file (whether it was)."""
+    def add(
+        self, root: str, rel: str, shown: str, writable: tuple[str, ...], *, named: bool = True
+    ) -> bool:
+        """Count `rel` in, when it is a regular file (whether it was). `named`: its name may
+        be outside content too (not git's index, nor a blob named by its hash)."""
         try:
             st = os.lstat(f"{root}/{rel}")
         except OSError:
@@ -235,7 +236,8 @@ class Outside:
         self.inodes[(st.st_dev, st.st_ino)] = rel
         parent = rel.rpartition("/")[0]
         self.dirs.add(parent)
-        self.listed.add(parent)  # its name is outside content too: `ls` shows it
+        if named:  # its name is outside content too: a listing of its folder shows it
+            self.listed.add(parent)
         if parent not in self._tops:
             self._tops[parent] = next((w for w in writable if _under(parent, w)), None)
         top = self._tops[parent]
@@ -261,8 +263,11 @@ def outside_now(root: str, files: TaintedFiles, writable: tuple[str, ...]) -> Ou
     for top in tops:
         if top != ".":
             _folder(root, top, found, writable)
-    for rel in files.staged(root):
-        found.add(root, rel, STAGED, writable)
+    staged = files.staged(root)
+    for rel in staged.objects:
+        found.add(root, rel, STAGED, writable, named=False)
+    for rel, copy in files.copies(root, staged):
+        found.add(root, rel, rel, writable, named=copy.added)
     return found if found.files or found.watched else None
 
 
@@ -294,31 +299,6 @@ def _matches(root: str, glob: str, found: Outside, writable: tuple[str, ...]) ->
             if globs.match(glob, rel):
                 found.add(root, rel, rel, writable)
                 found.listed.add(rel_dir)
-
-
-def staged(root: str) -> tuple[str, ...]:
-    """While something is staged: the index and the loose objects of the staged blobs,
-    which hold the staged diff (outside content, as `git.staged_diff` shows it)."""
-    git = os.path.join(root, ".git")
-    args = ["git", f"--git-dir={git}", f"--work-tree={root}", "diff", "--cached", "--raw"]
-    try:
-        done = subprocess.run(
-            [*args, "-z", "--no-abbrev", "--no-renames", "--no-ext-diff"],
-            cwd=root,
-            capture_output=True,
-            timeout=30,
-            env={**scrubbed_env(), "GIT_OPTIONAL_LOCKS": "0"},
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return (INDEX,)  # cannot tell: the index counts
-    if done.returncode != 0:
-        return (INDEX,)
-    blobs = []
-    for meta in done.stdout.split(b"\0")[0::2]:
-        parts = meta.decode(errors="replace").split()
-        if len(parts) >= 4 and parts[1] != "160000" and parts[3].strip("0"):
-            blobs.append(f".git/objects/{parts[3][:2]}/{parts[3][2:]}")
-    return (INDEX, *blobs) if done.stdout else ()
 
 
 def _under(rel: str, top: str) -> bool:

@@ -140,7 +140,6 @@ STAGED_READS = {
 
 
 @pytest.mark.parametrize("how", list(STAGED_READS))
-@pytest.mark.xfail(strict=True, reason="an open hole of the second attack review")
 def test_the_working_tree_copy_of_a_staged_file_is_outside_content(
     tmp_path: Path, server: FakeOpenAI, how: str
 ) -> None:

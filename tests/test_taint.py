@@ -767,6 +767,52 @@ def test_the_staged_changes_read_by_bash_are_fenced_and_taint(
     assert results["c3"] == (False, refusal("write", "git diff --cached"))
 
 
+def test_a_staged_copy_is_outside_content_until_the_person_changes_it(
+    tmp_path: Path, server: FakeOpenAI
+) -> None:
+    """The working-tree copy of a staged file is the staged diff's content while it is the
+    very blob staged: the read tool fences it and the job loses write. Once the person
+    changes the copy it is theirs: shown as it is, as a tainted file a person edited."""
+    root = make_project(
+        tmp_path / "p",
+        """
+        version: 1
+        model: fake-model
+        tasks:
+          review:
+            prompt: "Check the files of this commit."
+            tools: [read, write]
+            permissions: {write: ["reports/**"]}
+        """,
+        {"reports/.keep": "", "notes.md": "first\n"},
+    )
+    git = ["git", "-c", "user.name=a", "-c", "user.email=a@b"]
+    subprocess.run([*git, "init", "-q"], cwd=root, check=True)
+    subprocess.run([*git, "add", "."], cwd=root, check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "first"], cwd=root, check=True)
+    (root / "notes.md").write_text(f"{PAYLOAD}\n")
+    subprocess.run([*git, "add", "notes.md"], cwd=root, check=True)
+    p = Project(root, server)
+    for n in (1, 2):
+        server.enqueue(
+            tool_calls(call("read", {"path": "notes.md"}, "r")),
+            tool_calls(call("write", {"path": "reports/ok.md", "content": "ok\n"}, "w")),
+            text("checked"),
+        )
+        assert p.run("-B", "review").exit_code == 0
+        last = server.requests[-1]["messages"]
+        results = {m["tool_call_id"]: m["content"] for m in last if m["role"] == "tool"}
+        if n == 1:
+            assert results["r"].startswith('<untrusted-data source="notes.md" id="')
+            assert results["w"] == refusal("write", "notes.md")
+            (root / "notes.md").write_text("Ana's own notes.\n")
+        else:
+            assert results == {
+                "r": "Ana's own notes.",
+                "w": "wrote 1 line (3 bytes) to reports/ok.md",
+            }
+
+
 MANY = """
       archive:
         prompt: "Archive the inbox."
