@@ -1170,3 +1170,133 @@ def test_a_grant_has_no_default(tmp_path: Path) -> None:
         "claw: clawfile.yaml:3: defaults: 'untrusted' cannot have a default: "
         "each task that may read outside content grants itself what it needs\n",
     )
+
+
+# --- outside content that lands while a command runs (claw run -j) ------------------------------
+
+WAIT_AND_READ = (
+    "touch reports/started; for i in $(seq 400); do [ -s out/mail.md ] && break; "
+    "sleep 0.05; done; cat out/mail.md; touch reports/done"
+)
+
+
+@pytest.mark.parametrize("outside_before", [False, True])
+@pytest.mark.parametrize("how", ["a tainted job's output", "a tainted job's command"])
+def test_outside_content_that_lands_while_a_command_runs_counts_as_read(
+    tmp_path: Path, how: str, outside_before: bool
+) -> None:
+    """Another job (a thread, as under -j) writes outside content while an untainted job's
+    command runs: with its write tool or output (marked before it lands) or with a granted
+    command (marked after it ends, so unmarked meanwhile). Whether the project held outside
+    content when the command started or not, the command counts as having read it: its
+    output is fenced, the job is tainted and so is what the command wrote."""
+    import threading
+    import time
+
+    from claw_batch.filehash import FileHashes
+    from claw_batch.paths import Policy
+    from claw_batch.taint import JobTaint
+    from claw_batch.taintledger import TaintedFiles, Writer
+    from claw_batch.tools.base import ToolContext
+    from claw_batch.tools.registry import TOOLS
+
+    root = tmp_path / "p"
+    for folder in ("out", "reports", "inbox"):
+        (root / folder).mkdir(parents=True)
+    if outside_before:
+        (root / "inbox/mail.txt").write_text(f"{PAYLOAD}\n")
+    files = TaintedFiles(None, ("inbox/**",), FileHashes(None, root).hash, str(root))
+    writer = Writer("t", "", "r")
+    other = JobTaint(sources=("inbox/mail.txt",), files=files, writer=writer)
+    data = f"As ordered: {PAYLOAD}\n".encode()
+
+    def lands() -> None:
+        for _ in range(400):  # once the command runs (at most 20 s)
+            if (root / "reports/started").exists():
+                break
+            time.sleep(0.05)
+        if how == "a tainted job's output":
+            with other.writing("out/mail.md", data):
+                (root / "out/mail.md").write_bytes(data)
+            return
+        with files.unmarked():
+            (root / "out/mail.md").write_bytes(data)
+            for _ in range(400):  # marked once the reader's command is over
+                if (root / "reports/done").exists():
+                    break
+                time.sleep(0.05)
+            files.mark_file("out/mail.md", "inbox/mail.txt", writer)
+
+    policy = Policy(root, write_globs=("reports/**",))
+    reader = JobTaint(
+        files=files, writer=Writer("digest", "", "r"), tools=("bash",), bash_dirs=("",)
+    )
+    ctx = ToolContext(root, policy, os.environ, time.monotonic() + 90, True, None, taint=reader)
+    thread = threading.Thread(target=lands)
+    thread.start()
+    args = json.dumps({"command": WAIT_AND_READ})
+    out = reader.run("bash", str(root), lambda: TOOLS["bash"].invoke(ctx, args))
+    thread.join()
+    assert out.startswith('<untrusted-data source="'), out
+    assert ORDER not in FENCED.sub("", out)
+    assert reader.source is not None
+    assert files.tainted("reports/started") and files.tainted("reports/done")
+
+
+# --- file names that are not UTF-8 ---------------------------------------------------------------
+
+
+def test_a_dropped_file_named_in_bytes_that_are_not_utf8_fails_only_its_own_job(
+    tmp_path: Path, server: FakeOpenAI
+) -> None:
+    """A stranger's file name is not the clawfile's fault: its job fails with the reason,
+    the other dropped files are triaged (after it too), and the run says so (exit 1)."""
+    p = project(tmp_path, server, "", **{"inbox/zz.txt": "hello\n"})
+    os.close(os.open(os.path.join(os.fsencode(p.root), b"inbox/b\xff.txt"), os.O_CREAT))
+    server.handler = lambda body: text("triaged")
+    result = p.run("triage")
+    assert result.exit_code == 1, result.stderr
+    assert (
+        "failed triage[inbox/b\\xff.txt] (0.0 s, 0 tokens): inbox/b\\xff.txt: the file's name "
+        "is not UTF-8, and claw records only names that are; rename the file to run this job"
+    ) in result.stderr.splitlines()
+    assert sorted(os.listdir(p.root / "out")) == ["mail.md", "zz.md"]
+
+
+def test_a_file_that_cannot_be_hashed_is_tainted_and_the_rest_are_marked(tmp_path: Path) -> None:
+    """A granted command can take claw's read permission from a file it wrote (as a runner
+    that is not root): that file is tainted whatever it holds, and the files after it are
+    marked all the same."""
+    from claw_batch.filehash import FileHashes
+    from claw_batch.taint import JobTaint
+    from claw_batch.taintledger import UNREADABLE, TaintedFiles, Writer
+
+    root = tmp_path / "p"
+    (root / "reports").mkdir(parents=True)
+    hashes = FileHashes(None, root)
+
+    def hash_file(rel: str) -> str | None:
+        if rel == "reports/b.md":  # what a file of mode 000 does to a runner that is not root
+            raise PermissionError(13, "Permission denied")
+        return hashes.hash(rel)
+
+    files = TaintedFiles(None, (), hash_file, str(root))
+    taint = JobTaint(
+        sources=("inbox/mail.txt",),
+        files=files,
+        writer=Writer("t", "", "r"),
+        bash_dirs=("reports",),
+    )
+
+    def command() -> str:
+        for name in ("a", "b", "c"):
+            (root / f"reports/{name}.md").write_text(f"{PAYLOAD}\n")
+        return "exit code 0"
+
+    assert taint.run("bash", str(root), command) == "exit code 0"
+    assert {rel: row.sha256 == UNREADABLE for rel, row in files.rows.items()} == {
+        "reports/a.md": False,
+        "reports/b.md": True,
+        "reports/c.md": False,
+    }
+    assert all(files.tainted(f"reports/{name}.md") for name in "abc")
