@@ -17,7 +17,9 @@ An untainted job's commands are watched (claw_batch.taintwatch): one that reads 
 content (`cat` of a tainted file, a listing of a watched folder, `git diff --cached` while
 something is staged) gets its output fenced and taints the job, and so what that call wrote
 (a copy); one that renames or links such a file without reading it leaves the new name
-tainted. An untainted job that edits a tainted file in place leaves it tainted: what it kept
+tainted. Outside content that lands while the command runs (another job's, under -j: an
+output, or the files of a tainted job's command, unmarked until it ends) was not watched:
+the command counts as having read it. An untainted job that edits a tainted file in place leaves it tainted: what it kept
 of the file is still the outside content. Which files are tainted, and for which content,
 the ledger keeps across runs (claw_batch.taintledger).
 
