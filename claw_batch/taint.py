@@ -19,9 +19,9 @@ something is staged) gets its output fenced and taints the job, and so what that
 (a copy); one that renames or links such a file without reading it leaves the new name
 tainted. Outside content that lands while the command runs (another job's, under -j: an
 output, or the files of a tainted job's command, unmarked until it ends) was not watched:
-the command counts as having read it. An untainted job that edits a tainted file in place leaves it tainted: what it kept
-of the file is still the outside content. Which files are tainted, and for which content,
-the ledger keeps across runs (claw_batch.taintledger).
+the command counts as having read it. An untainted job that edits a tainted file in place
+leaves it tainted: what it kept of the file is still the outside content. Which files are
+tainted, and for which content, the ledger keeps across runs (claw_batch.taintledger).
 
 What a job reads before its model is called (its prompt, its inputs, its fan-out item) is
 known when it is prepared: it is offered only the tools it may use. What its tools read taints
