@@ -1,5 +1,13 @@
 """Content hashes of project files with a stat shortcut: a file is re-read only when its
-mtime, size or inode changed, so touching a file without changing it reruns nothing."""
+mtime, size, inode or ctime changed, so touching a file without changing it reruns nothing.
+
+The ctime is in the key because these hashes decide taint (claw_batch.taintledger compares
+a file's hash with the one a tainted job left): a command can rewrite a file in place with
+as many bytes and set its mtime back (utimensat), and a stale hash would then be trusted; it
+cannot set the ctime, which the kernel stamps on every change. The quick up-to-date check
+(`stamp`) keeps make's (mtime, size, inode): it decides only whether a job runs again (a
+job left as it was keeps the result it made from what it read then), never what is
+outside content."""
 
 from __future__ import annotations
 
@@ -73,11 +81,11 @@ class FileHashes:
             return None
         if not stat.S_ISREG(st.st_mode):
             return SPECIAL  # a FIFO, socket or device is never opened: it could block forever
-        key = (st.st_mtime_ns, st.st_size, st.st_ino)
+        key = (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
         entries = self._known
         known = entries.get(rel)
-        if known is not None and known[:3] == key:
-            return known[3]
+        if known is not None and known[:4] == key:
+            return known[4]
         return self._learn(rel, key, sha256_file(path, st.st_size))
 
     def hash_written(self, rel: str, data: bytes) -> str | None:
@@ -90,10 +98,10 @@ class FileHashes:
             return None
         if st.st_size != len(data):
             return self.hash(rel)
-        key = (st.st_mtime_ns, st.st_size, st.st_ino)
+        key = (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
         return self._learn(rel, key, hashlib.sha256(data).hexdigest())
 
-    def _learn(self, rel: str, key: tuple[int, int, int], digest: str) -> str:
+    def _learn(self, rel: str, key: tuple[int, int, int, int], digest: str) -> str:
         entries = self._known
         with self._lock:
             entries[rel] = self._changed[rel] = (*key, digest)

@@ -119,6 +119,21 @@ def prepare(run: RunContext, job: Job, upstream_names: tuple[str, ...] = ()) -> 
     )
 
 
+NOT_UTF8 = "name not UTF-8"  # the reason of a job that cannot run for its file's name
+
+
+def unrecordable(job: Job) -> str | None:
+    """Why the job cannot run (None: it can): its file's name is not UTF-8 (a dropped
+    file's, a stranger's), which the ledger, the transcripts and the reports cannot hold.
+    Only that job fails: the name is the file's, not the clawfile's."""
+    if job.item is None or job.item.isascii() or render.printable(job.item) == job.item:
+        return None  # (isascii first: a no-op asks this of every job)
+    return (
+        f"{render.printable(job.item)}: the file's name is not UTF-8, and claw records "
+        "only names that are; rename the file to run this job"
+    )
+
+
 def _tainted(
     run: RunContext, task: Task, read: tuple[str, ...], fenced: list[str]
 ) -> tuple[str, ...]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -36,10 +37,12 @@ class Item:
     @classmethod
     def of(cls, relpath: str, *, outside: bool = False) -> Item:
         """`outside`: the file came from outside the project (a watched folder): its names
-        are shown defused wherever a template prints them, and used as they are by read()."""
+        are shown defused wherever a template prints them, and used as they are by read().
+        So is a name that is not UTF-8 (a byte shown as `\\xff`: no text holds it as is)."""
         p = Path(relpath)
         parts = (relpath, p.name, p.stem, p.suffix, p.parent.as_posix())
-        return cls(*(Name(part) for part in parts)) if outside else cls(*parts)
+        named = outside or _SURROGATE.search(relpath) is not None
+        return cls(*(Name(part) for part in parts)) if named else cls(*parts)
 
     def __str__(self) -> str:
         return self.path
@@ -112,8 +115,25 @@ def environment(root: Path, untrusted: tuple[str, ...] = ()) -> jinja2.Environme
 
 
 def _shown(value: Any) -> Any:
-    """What `{{ ... }}` prints: a name from outside the project as plain text on one line."""
-    return shown(value) if isinstance(value, Name) else value
+    """What `{{ ... }}` prints: a name from outside the project as plain text on one line,
+    a byte of it that is not UTF-8 (os.fsdecode's surrogate) as `\\xff`."""
+    if not isinstance(value, Name):
+        return value
+    return printable(shown(value))
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def printable(name: str) -> str:
+    """A path as text: a byte of it that is not UTF-8 (os.fsdecode's surrogate, which no
+    text, JSON or SQLite takes) written as `\\xff`."""
+    return _SURROGATE.sub(_escaped, name)
+
+
+def _escaped(found: re.Match[str]) -> str:
+    code = ord(found.group())
+    return f"\\x{code - 0xDC00:02x}" if code >= 0xDC80 else f"\\u{code:04x}"
 
 
 @functools.cache

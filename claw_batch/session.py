@@ -22,6 +22,7 @@ from claw_batch.filehash import FileHashes
 from claw_batch.jobs import Job
 from claw_batch.paths import checked_output, shown_path
 from claw_batch.prepare import (
+    NOT_UTF8,
     Prepared,
     RunContext,
     TaskKey,
@@ -29,8 +30,9 @@ from claw_batch.prepare import (
     prepare,
     system_prompt,
     task_key,
+    unrecordable,
 )
-from claw_batch.render import joined
+from claw_batch.render import joined, printable
 from claw_batch.results import NO_USAGE, NOT_RUN, JobResult, not_run
 from claw_batch.scheduler import Scheduler
 from claw_batch.spend import Spend
@@ -72,7 +74,7 @@ class RunSession:
         self.outside: set[Job] = set()  # jobs that read content from outside the project
         # Which files are outside content: watched, or written by a tainted job (the ledger).
         untrusted = runner.project.config.untrusted
-        self.tainted = TaintedFiles(state, untrusted, self.hashes.hash)
+        self.tainted = TaintedFiles(state, untrusted, self.hashes.hash, str(root))
         self.keys: dict[str, TaskKey | None] = {}  # per task, for the quick check
         self.quick_updates: list[tuple[str, str, str]] = []  # (quick, task, item)
         self._verdicts: Verdicts | None = None  # opened by the first check task
@@ -141,7 +143,9 @@ class RunSession:
             return True
         if result.status in ("failed", "limit", "skipped"):
             self.failed.add(result.job.task)
-            return not self.r.options.keep_going and result.status != "skipped"
+            # A file's name (a stranger's, in a watched folder) stops no other job.
+            stops = result.status != "skipped" and result.reason != NOT_UTF8
+            return stops and not self.r.options.keep_going
         return False
 
     def check(self, job: Job) -> JobResult | Callable[[], JobResult]:
@@ -150,6 +154,10 @@ class RunSession:
             blocked = [n for n in self.r.graph.upstream(job.task) if n in self.failed]
             if blocked:
                 return not_run(job, "skipped", (f"needs {', '.join(blocked)}, which failed",))
+        refused = unrecordable(job)
+        if refused is not None:  # its records (the note, the report) name it as printed
+            shown = dataclasses.replace(job, item=printable(job.item or ""))
+            return JobResult(shown, "failed", NOT_UTF8, 0.0, NO_USAGE, None, refused, "")
         key = self.task_key(job.task)
         sealed = self.sealed.get((job.task, job.item or ""))
         if key and sealed and key.unchanged(sealed, job.item, self.hashes.stamp):

@@ -10,6 +10,7 @@ import contextlib
 import datetime as dt
 import functools
 import json
+import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
@@ -73,13 +74,16 @@ CREATE TABLE IF NOT EXISTS tainted (
     item TEXT NOT NULL DEFAULT '',
     run_id TEXT NOT NULL
 );
--- The stat shortcut: a file is re-hashed only when its mtime, size or inode changed.
+-- The stat shortcut: a file is re-hashed only when its mtime, size, inode or ctime changed
+-- (a command can set the first three back, not the ctime). A path that is not UTF-8 is
+-- kept as a BLOB of its bytes (`stored_path`), here and in `tainted`.
 CREATE TABLE IF NOT EXISTS files (
     path TEXT PRIMARY KEY,
     mtime_ns INTEGER NOT NULL,
     size INTEGER NOT NULL,
     inode INTEGER NOT NULL,
-    sha256 TEXT NOT NULL
+    sha256 TEXT NOT NULL,
+    ctime_ns INTEGER               -- NULL: hashed by a claw that did not look (hash again)
 );
 -- A job that starts forgets its last success in the statement that marks it running (see
 -- State.start_job).
@@ -124,7 +128,23 @@ class JobRecord:
     transcript: str | None
 
 
-Entry = tuple[int, int, int, str]  # mtime_ns, size, inode, sha256
+Entry = tuple[int, int, int, int | None, str]  # mtime_ns, size, inode, ctime_ns, sha256
+
+
+def stored_path(rel: str) -> str | bytes:
+    """A path as the ledger keeps it: as text, or when it is not UTF-8 (a name decoded with
+    surrogateescape, which SQLite's text refuses) as a BLOB of its bytes. A BLOB never
+    equals a text, so the two forms cannot name the same row."""
+    try:
+        rel.encode("utf-8")
+    except UnicodeEncodeError:
+        return os.fsencode(rel)
+    return rel
+
+
+def loaded_path(value: str | bytes) -> str:
+    """`stored_path` undone: the name as os functions take it."""
+    return os.fsdecode(value) if isinstance(value, bytes) else value
 
 
 @dataclass(frozen=True)
@@ -211,6 +231,7 @@ class State:
         ledgerfile.checked(lambda: ledgerfile.verify(self.db, pages=()), path)
         self.has_quick = self._has_quick()  # read-only: an old state.db stays old
         self.has_taint = self._has_column("done", "tainted")
+        self.has_ctime = self._has_column("files", "ctime_ns")
 
     def _open(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -230,7 +251,9 @@ class State:
             self.db.execute("ALTER TABLE calls ADD COLUMN cost_usd REAL")
         if not self._has_column("done", "tainted"):  # ... or before taint (SCHEMA made its table)
             self.db.execute("ALTER TABLE done ADD COLUMN tainted TEXT")
-        self.has_quick = self.has_taint = True
+        if not self._has_column("files", "ctime_ns"):  # ... or before the ctime was kept
+            self.db.execute("ALTER TABLE files ADD COLUMN ctime_ns INTEGER")
+        self.has_quick = self.has_taint = self.has_ctime = True
 
     def _checked(self, fn: Callable[[], T]) -> T:
         """`fn` on the open ledger: damage found now is reported, and the next `claw run`
@@ -324,14 +347,16 @@ class State:
                 self.db.executemany("UPDATE done SET quick = ? WHERE task = ? AND item = ?", rows)
 
     def file_entries(self) -> dict[str, Entry]:
-        rows = self._query("SELECT path, mtime_ns, size, inode, sha256 FROM files")
-        return {r[0]: (r[1], r[2], r[3], r[4]) for r in rows}
+        ctime = "ctime_ns" if self.has_ctime else "NULL"
+        rows = self._query(f"SELECT path, mtime_ns, size, inode, {ctime}, sha256 FROM files")
+        return {loaded_path(r[0]): (r[1], r[2], r[3], r[4], r[5]) for r in rows}
 
     def save_file_entries(self, entries: dict[str, Entry]) -> None:
         with self.transaction():
             self.db.executemany(
-                "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?)",
-                [(path, *entry) for path, entry in entries.items()],
+                "INSERT OR REPLACE INTO files (path, mtime_ns, size, inode, ctime_ns, sha256) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                [(stored_path(path), *entry) for path, entry in entries.items()],
             )
 
     def select(self, sql: str, args: tuple[object, ...] = ()) -> list[sqlite3.Row]:

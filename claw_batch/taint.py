@@ -17,9 +17,11 @@ An untainted job's commands are watched (claw_batch.taintwatch): one that reads 
 content (`cat` of a tainted file, a listing of a watched folder, `git diff --cached` while
 something is staged) gets its output fenced and taints the job, and so what that call wrote
 (a copy); one that renames or links such a file without reading it leaves the new name
-tainted. An untainted job that edits a tainted file in place leaves it tainted: what it kept
-of the file is still the outside content. Which files are tainted, and for which content,
-the ledger keeps across runs (claw_batch.taintledger).
+tainted. Outside content that lands while the command runs (another job's, under -j: an
+output, or the files of a tainted job's command, unmarked until it ends) was not watched:
+the command counts as having read it. An untainted job that edits a tainted file in place
+leaves it tainted: what it kept of the file is still the outside content. Which files are
+tainted, and for which content, the ledger keeps across runs (claw_batch.taintledger).
 
 What a job reads before its model is called (its prompt, its inputs, its fan-out item) is
 known when it is prepared: it is offered only the tools it may use. What its tools read taints
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -38,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from claw_batch import taintwatch
 from claw_batch.errors import ToolError
+from claw_batch.render import printable
 from claw_batch.taintledger import outside_now
 from claw_batch.tools import READ_ONLY_TOOLS
 from claw_batch.untrusted import fence
@@ -45,7 +49,7 @@ from claw_batch.untrusted import fence
 if TYPE_CHECKING:
     from claw_batch.paths import Policy
     from claw_batch.render import Upstream
-    from claw_batch.taintledger import TaintedFiles, Writer
+    from claw_batch.taintledger import Moment, Outside, TaintedFiles, Writer
 
 READ_ONLY = frozenset(READ_ONLY_TOOLS)
 UNWATCHABLE = (
@@ -147,10 +151,13 @@ class JobTaint:
         if source is None:
             return self._watched(files, writer, root, invoke)
         before = taintwatch.walk(root, self.bash_dirs)
-        try:
-            return invoke()
-        finally:
-            _mark_changed(files, writer, source, root, self.bash_dirs, before)
+        with files.unmarked():
+            try:
+                output = invoke()
+            finally:
+                failed = _mark_changed(files, writer, source, root, self.bash_dirs, before)
+        _unmarked(failed)
+        return output
 
     def _watched(
         self, files: TaintedFiles, writer: Writer, root: str, invoke: Callable[[], str]
@@ -158,17 +165,42 @@ class JobTaint:
         """An untainted job's command, watched (claw_batch.taintwatch): when it read outside
         content, its output is fenced, the job is tainted and so is what the call wrote;
         outside content it renamed, linked or changed without reading stays tainted."""
+        moment = files.moment()  # before the listing: what lands after it, `since` says
         outside = outside_now(root, files, self.bash_dirs)
         if outside is None:
-            return invoke()
+            return self._unwatched(files, writer, root, invoke, moment)
         before = taintwatch.walk(root, self.bash_dirs)
         watch = self._watch = taintwatch.Watch(root, outside)
         try:
             output = invoke()
         finally:
             self._watch = None
-            read = self._settle(files, writer, root, before, watch)
+            read, failed = self._settle(files, writer, root, before, watch, moment)
+        _unmarked(failed)
         return self.fenced(output, read) if read is not None else output
+
+    def _unwatched(
+        self,
+        files: TaintedFiles,
+        writer: Writer,
+        root: str,
+        invoke: Callable[[], str],
+        moment: Moment,
+    ) -> str:
+        """A command started when the project held no outside content: shown as it is,
+        unless another job's outside content landed while it ran (under -j); then it counts
+        as read, and what the command may have written since it started is tainted."""
+        # The kernel stamps ctimes from its coarse clock: a change after this is not older.
+        start = time.clock_gettime_ns(CLOCK_REALTIME_COARSE)
+        output = invoke()
+        landed = files.since(moment)
+        if landed is None:
+            return output
+        read = joined(landed) or LANDED
+        self.saw(read)
+        after = taintwatch.walk(root, self.bash_dirs)
+        _unmarked(_mark_all(files, writer, read, [r for r, k in after.items() if k[4] >= start]))
+        return self.fenced(output, read)
 
     @contextmanager
     def watching(self) -> Iterator[None]:
@@ -199,27 +231,55 @@ class JobTaint:
         files: TaintedFiles,
         writer: Writer,
         root: str,
-        before: dict[str, tuple[int, int, int, int]],
+        before: dict[str, taintwatch.Key],
         watch: taintwatch.Watch,
-    ) -> str | None:
-        """After a watched command: what it read (None: nothing), with the taint it leaves."""
+        moment: Moment,
+    ) -> tuple[str | None, list[str]]:
+        """After a watched command: what it read (None: nothing), with the taint it leaves;
+        and what could not be marked. Outside content that landed while it ran (another
+        job's, under -j) was not watched: the command counts as having read it."""
         seen, outside, dirs = watch.seen, watch.outside, self.bash_dirs
         if seen is None:
-            return None  # the command never started
-        if seen.read or watch.blind:
-            read = ", ".join(sorted(seen.read)) or joined(outside.shown()) or "outside content"
-            self.saw(read)
-            _mark_changed(files, writer, read, root, dirs, before)
-            return read
-        for rel in sorted(seen.changed):  # changed in place without being read: truncated
-            if not files.outside(rel):
-                files.mark_file(rel, outside.files[rel], writer)
+            return None, []  # the command never started
+        landed = files.since(moment)
+        if not (seen.read or watch.blind or landed is not None):
+            kept = self._kept(files, writer, root, seen, outside)
+            if not kept:
+                return None, []
+            landed = []  # a taint it left could not be recorded: as if it read it all
+        read = ", ".join(sorted(seen.read)) or joined(landed or outside.shown()) or LANDED
+        self.saw(read)
+        return read, _mark_changed(files, writer, read, root, dirs, before)
+
+    def _kept(
+        self,
+        files: TaintedFiles,
+        writer: Writer,
+        root: str,
+        seen: taintwatch.Seen,
+        outside: Outside,
+    ) -> list[str]:
+        """Outside content a command changed or moved without reading it stays tainted;
+        what could not be marked."""
+        marks = [(rel, outside.files[rel]) for rel in sorted(seen.changed)]  # truncated
         if seen.moved:  # renamed or linked: found again by inode
-            for rel, key in sorted(taintwatch.walk(root, dirs).items()):
+            for rel, key in sorted(taintwatch.walk(root, self.bash_dirs).items()):
                 origin = outside.inodes.get((key[3], key[2]))
-                if origin is not None and not files.outside(rel):
-                    files.mark_file(rel, outside.files[origin], writer)
-        return None
+                if origin is not None:
+                    marks.append((rel, outside.files[origin]))
+        failed = []
+        for rel, source in marks:
+            if not files.outside(rel):
+                failed += _mark_all(files, writer, source, [rel])
+        return failed
+
+
+LANDED = "outside content another job wrote meanwhile"
+CLOCK_REALTIME_COARSE = 5  # Linux's clock id; the time module does not name it
+UNMARKED = (
+    "claw could not record {paths} as outside content ({error}); a job that reads them "
+    "may not get them fenced: move them aside or delete them"
+)
 
 
 def _mark_changed(
@@ -228,12 +288,29 @@ def _mark_changed(
     source: str,
     root: str,
     dirs: tuple[str, ...],
-    before: dict[str, tuple[int, int, int, int]],
-) -> None:
-    """Every file under `dirs` that is new or changed since `before` is tainted."""
+    before: dict[str, taintwatch.Key],
+) -> list[str]:
+    """Every file under `dirs` that is new or changed since `before` is tainted; what
+    could not be marked (with why)."""
     after = taintwatch.walk(root, dirs)
-    for rel in sorted(rel for rel, key in after.items() if before.get(rel) != key):
-        files.mark_file(rel, source, writer)
+    return _mark_all(files, writer, source, [r for r, k in after.items() if before.get(r) != k])
+
+
+def _mark_all(files: TaintedFiles, writer: Writer, source: str, paths: list[str]) -> list[str]:
+    """Each file marked, whatever becomes of the others: a failure does not stop the rest."""
+    failed = []
+    for rel in sorted(paths):
+        try:
+            files.mark_file(rel, source, writer)
+        except Exception as e:  # a full disk, a broken ledger: said once all are tried
+            failed.append(f"{printable(rel)}: {e}")
+    return failed
+
+
+def _unmarked(failed: list[str]) -> None:
+    if failed:
+        paths = ", ".join(f.split(": ", 1)[0] for f in failed)
+        raise ToolError(UNMARKED.format(paths=paths, error=failed[0].split(": ", 1)[1]))
 
 
 def holds_marked(workspace: str, rel: str, lines: Iterable[str]) -> bool:

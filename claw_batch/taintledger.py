@@ -16,21 +16,24 @@ jobs pass the quick check never does.
 
 `outside_now` lists, for a command about to run, every file that holds outside content:
 the tainted ones, everything in a watched folder, and while something is staged, the git
-index and the staged blobs (claw_batch.taintwatch watches what the command does with them).
+index, the staged blobs and the working-tree copies that are what is staged
+(claw_batch.taintstaged); claw_batch.taintwatch watches what the command does with them.
 """
 
 from __future__ import annotations
 
 import os
 import stat
-import subprocess
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from claw_batch import globs
-from claw_batch.childenv import scrubbed_env
+from claw_batch.render import printable
+from claw_batch.state import loaded_path, stored_path
+from claw_batch.taintstaged import Copy, Staged, StagedFiles
 
 if TYPE_CHECKING:
     from claw_batch.state import State
@@ -46,10 +49,20 @@ class Writer:
     run_id: str
 
 
+UNREADABLE = "unreadable"  # a row's sha256 when the file could not be hashed (`mark_file`)
+
+
 @dataclass(frozen=True)
 class Row:
     sha256: str
     source: str
+
+
+@dataclass(frozen=True)
+class Moment:
+    events: int
+    marked: int
+    busy: bool  # a tainted job's command was running
 
 
 class TaintedFiles:
@@ -60,17 +73,27 @@ class TaintedFiles:
         state: State | None,
         untrusted: tuple[str, ...],
         hash_file: Callable[[str], str | None],
+        root: str | None = None,
     ) -> None:
         self.state = state  # None: a dry run of a new project, nothing recorded yet
+        self.root = root  # for the staged copies (None: `outside` does not ask git)
         self.untrusted = untrusted  # the watch globs and the folders around them
         self.hash_file = hash_file  # project-relative path -> sha256 (None: missing)
         self._rows: dict[str, Row] | None = None
         self._lock = threading.Lock()
-        self._staged: tuple[tuple[int, int, int], tuple[str, ...]] | None = None
+        # What commands running meanwhile must learn of (`moment`, `since`): each mark, and
+        # each tainted job's command, whose files are outside content before they are marked.
+        self._marked: list[str] = []  # every path marked in this run, in order
+        self._events = 0  # marks, and tainted commands starting and ending
+        self._busy = 0  # tainted commands running
+        self._git = StagedFiles()
 
     def outside(self, rel: str) -> bool:
-        """Whether the project-relative file is outside content: watched, or tainted."""
-        return any(globs.match(g, rel) for g in self.untrusted) or self.tainted(rel)
+        """Whether the project-relative file is outside content: watched, tainted, or the
+        working-tree copy of a staged file."""
+        if any(globs.match(g, rel) for g in self.untrusted) or self.tainted(rel):
+            return True
+        return self.root is not None and self._git.is_copy(self.root, rel)
 
     def tainted(self, rel: str) -> bool:
         """Whether a tainted job wrote the file as it is now (it is hashed only if one did)."""
@@ -79,21 +102,22 @@ class TaintedFiles:
     def source(self, rel: str) -> str | None:
         """What outside content the file holds as it is now (None: it is not tainted)."""
         row = self.rows.get(rel)
-        return row.source if row is not None and self.hash_file(rel) == row.sha256 else None
-
-    def staged(self, root: str) -> tuple[str, ...]:
-        """`staged(root)`, asked again only when the index has changed (git runs once)."""
+        if row is None:
+            return None
+        if row.sha256 == UNREADABLE:  # what it held is not known: until a job rewrites it
+            return row.source
         try:
-            if not stat.S_ISDIR(os.lstat(os.path.join(root, ".git")).st_mode):
-                return ()  # a .git file names another directory: the sandbox mounts none
-            st = os.lstat(os.path.join(root, INDEX))
-        except OSError:
-            return ()
-        key = (st.st_mtime_ns, st.st_size, st.st_ino)
-        known = self._staged
-        if known is None or known[0] != key:
-            known = self._staged = (key, staged(root))
-        return known[1]
+            return row.source if self.hash_file(rel) == row.sha256 else None
+        except OSError:  # unreadable now (its mode): what it holds may still be that
+            return row.source
+
+    def staged(self, root: str) -> Staged:
+        """What is staged now (claw_batch.taintstaged; git runs once per index)."""
+        return self._git.now(root)
+
+    def copies(self, root: str, staged: Staged) -> list[tuple[str, Copy]]:
+        """The staged files whose working-tree copy is what is staged."""
+        return self._git.copies(root, staged)
 
     @property
     def rows(self) -> dict[str, Row]:
@@ -107,7 +131,7 @@ class TaintedFiles:
         if state is None or (state.readonly and not state.has_table("tainted")):
             return {}
         found = state.select("SELECT path, sha256, source FROM tainted")
-        return {r[0]: Row(r[1], r[2]) for r in found}
+        return {loaded_path(r[0]): Row(r[1], r[2]) for r in found}
 
     def mark(self, rel: str, sha256: str, source: str, writer: Writer) -> None:
         """Record that `rel` will hold outside content with this hash: before it is written."""
@@ -116,14 +140,47 @@ class TaintedFiles:
             with self.state.transaction(durable=True):
                 self.state.db.execute(
                     "INSERT OR REPLACE INTO tainted VALUES (?, ?, ?, ?, ?, ?)",
-                    (rel, sha256, source, writer.task, writer.item, writer.run_id),
+                    (stored_path(rel), sha256, source, writer.task, writer.item, writer.run_id),
                 )
         with self._lock:
             rows[rel] = Row(sha256, source)
+            self._marked.append(rel)
+            self._events += 1
+
+    def moment(self) -> Moment:
+        """Now, for `since`: taken before a command starts."""
+        with self._lock:
+            return Moment(self._events, len(self._marked), self._busy > 0)
+
+    def since(self, moment: Moment) -> list[str] | None:
+        """The paths marked since `moment` (by other jobs: under -j), or [] when a tainted
+        job's command was writing files not yet marked; None: nothing of the kind."""
+        with self._lock:
+            if self._events == moment.events and not moment.busy and not self._busy:
+                return None
+            return list(dict.fromkeys(self._marked[moment.marked :]))
+
+    @contextmanager
+    def unmarked(self) -> Iterator[None]:
+        """Around a tainted job's command: what it writes is outside content before it is
+        marked after it, so a command that runs meanwhile counts as having read some."""
+        with self._lock:
+            self._busy += 1
+            self._events += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._busy -= 1
+                self._events += 1
 
     def mark_file(self, rel: str, source: str, writer: Writer) -> None:
-        """Record that the file as it is now holds outside content (what bash wrote)."""
-        sha256 = self.hash_file(rel)
+        """Record that the file as it is now holds outside content (what bash wrote); one
+        claw cannot read (a command took its read permission) is tainted whatever it holds."""
+        try:
+            sha256 = self.hash_file(rel)
+        except OSError:
+            sha256 = UNREADABLE
         if sha256 is not None:
             self.mark(rel, sha256, source, writer)
 
@@ -134,7 +191,7 @@ class TaintedFiles:
             return
         if self.state is not None:
             with self.state.transaction():
-                self.state.db.execute("DELETE FROM tainted WHERE path = ?", (rel,))
+                self.state.db.execute("DELETE FROM tainted WHERE path = ?", (stored_path(rel),))
         with self._lock:
             rows.pop(rel, None)
 
@@ -142,7 +199,6 @@ class TaintedFiles:
 # --- the outside content a command could reach ---------------------------------------------------
 
 STAGED = "git diff --cached"  # how the staged changes are named, as the template does
-INDEX = ".git/index"
 NEVER_WALKED = frozenset({".git", ".claw"})  # runner state, git's: no command writes there
 
 
@@ -158,24 +214,30 @@ class Outside:
     watched: set[str] = field(default_factory=set)  # watched folders: their listing too
     held: bool = False  # a watched folder holds a file: listing one shows outside names
     listed: set[str] = field(default_factory=set)  # other folders whose listing shows some
+    # (the folder of every outside file: a tainted job may have chosen its name)
     _tops: dict[str, str | None] = field(default_factory=dict)  # folder -> its write dir
 
     def shown(self) -> list[str]:
         """Everything it holds, as each is shown."""
         return sorted(set(self.files.values())) or sorted(self.watched)
 
-    def add(self, root: str, rel: str, shown: str, writable: tuple[str, ...]) -> bool:
-        """Count `rel` in, when it is a regular file (whether it was)."""
+    def add(
+        self, root: str, rel: str, shown: str, writable: tuple[str, ...], *, named: bool = True
+    ) -> bool:
+        """Count `rel` in, when it is a regular file (whether it was). `named`: its name may
+        be outside content too (not git's index, nor a blob named by its hash)."""
         try:
             st = os.lstat(f"{root}/{rel}")
         except OSError:
             return False
         if not stat.S_ISREG(st.st_mode):
             return False
-        self.files[rel] = shown
+        self.files[rel] = printable(shown)  # what the fence and the ledger say it read
         self.inodes[(st.st_dev, st.st_ino)] = rel
         parent = rel.rpartition("/")[0]
         self.dirs.add(parent)
+        if named:  # its name is outside content too: a listing of its folder shows it
+            self.listed.add(parent)
         if parent not in self._tops:
             self._tops[parent] = next((w for w in writable if _under(parent, w)), None)
         top = self._tops[parent]
@@ -201,8 +263,11 @@ def outside_now(root: str, files: TaintedFiles, writable: tuple[str, ...]) -> Ou
     for top in tops:
         if top != ".":
             _folder(root, top, found, writable)
-    for rel in files.staged(root):
-        found.add(root, rel, STAGED, writable)
+    staged = files.staged(root)
+    for rel in staged.objects:
+        found.add(root, rel, STAGED, writable, named=False)
+    for rel, copy in files.copies(root, staged):
+        found.add(root, rel, rel, writable, named=copy.added)
     return found if found.files or found.watched else None
 
 
@@ -234,31 +299,6 @@ def _matches(root: str, glob: str, found: Outside, writable: tuple[str, ...]) ->
             if globs.match(glob, rel):
                 found.add(root, rel, rel, writable)
                 found.listed.add(rel_dir)
-
-
-def staged(root: str) -> tuple[str, ...]:
-    """While something is staged: the index and the loose objects of the staged blobs,
-    which hold the staged diff (outside content, as `git.staged_diff` shows it)."""
-    git = os.path.join(root, ".git")
-    args = ["git", f"--git-dir={git}", f"--work-tree={root}", "diff", "--cached", "--raw"]
-    try:
-        done = subprocess.run(
-            [*args, "-z", "--no-abbrev", "--no-renames", "--no-ext-diff"],
-            cwd=root,
-            capture_output=True,
-            timeout=30,
-            env={**scrubbed_env(), "GIT_OPTIONAL_LOCKS": "0"},
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return (INDEX,)  # cannot tell: the index counts
-    if done.returncode != 0:
-        return (INDEX,)
-    blobs = []
-    for meta in done.stdout.split(b"\0")[0::2]:
-        parts = meta.decode(errors="replace").split()
-        if len(parts) >= 4 and parts[1] != "160000" and parts[3].strip("0"):
-            blobs.append(f".git/objects/{parts[3][:2]}/{parts[3][2:]}")
-    return (INDEX, *blobs) if done.stdout else ()
 
 
 def _under(rel: str, top: str) -> bool:

@@ -7,8 +7,9 @@ still matches, every file in a watched folder (and the root files a watch glob m
 and, while something is staged, the git index and the staged blobs:
 
 - it *read* outside content when it opened one of those files, or listed a watched folder
-  (dropped names are outside content too): its output reaches the model fenced, and the job
-  is tainted, so what the call wrote is tainted as well;
+  or the folder of one of them (dropped names, and the names a tainted job gave its files,
+  are outside content too): its output reaches the model fenced, and the job is tainted,
+  so what the call wrote is tainted as well;
 - it *moved* some when it renamed or linked such a file, or a folder holding one, without
   opening it: the new names are found by inode and tainted (a copy needs an open, so no
   content hash is needed to follow one);
@@ -38,6 +39,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from claw_batch.render import printable
 from claw_batch.taintledger import NEVER_WALKED
 
 if TYPE_CHECKING:
@@ -152,9 +154,9 @@ class Watch:
             return
         if not name:  # the folder itself was opened: listed
             if (watched and (out.held or arrived)) or rel in out.listed:
-                seen.read.add(rel or ".")
+                seen.read.add(printable(rel or "."))
         elif watched or child in out.files:
-            seen.read.add(out.files.get(child, child))
+            seen.read.add(out.files.get(child) or printable(child))
 
 
 def _events(fd: int) -> list[tuple[int, int, str]]:
@@ -194,10 +196,14 @@ def _errno() -> int:
     return ctypes.get_errno()
 
 
-def walk(root: str, dirs: tuple[str, ...]) -> dict[str, tuple[int, int, int, int]]:
+Key = tuple[int, int, int, int, int]  # mtime, size, inode, device, ctime (`walk`)
+
+
+def walk(root: str, dirs: tuple[str, ...]) -> dict[str, Key]:
     """Every regular file under the directories ("" is the root; symlinks not followed):
-    its stat key (mtime, size, inode, device)."""
-    found: dict[str, tuple[int, int, int, int]] = {}
+    its stat key (mtime, size, inode, device, ctime). The ctime because a command can set
+    the others back after changing a file (same size, utimensat), not the ctime."""
+    found: dict[str, Key] = {}
     for top in dirs:
         base = os.path.join(root, top) if top else root
         for dirpath, dirnames, filenames in os.walk(base):
@@ -211,5 +217,5 @@ def walk(root: str, dirs: tuple[str, ...]) -> dict[str, tuple[int, int, int, int
                     continue
                 if stat.S_ISREG(st.st_mode):
                     rel = name if rel_dir == "." else f"{rel_dir}/{name}"
-                    found[rel] = (st.st_mtime_ns, st.st_size, st.st_ino, st.st_dev)
+                    found[rel] = (st.st_mtime_ns, st.st_size, st.st_ino, st.st_dev, st.st_ctime_ns)
     return found

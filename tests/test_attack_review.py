@@ -94,9 +94,10 @@ class Project:
         """path -> source, for every file the ledger holds tainted as it is now."""
         db = sqlite3.connect(self.root / ".claw" / "state.db")
         try:
-            rows = db.execute("SELECT path, sha256, source FROM tainted").fetchall()
+            found = db.execute("SELECT path, sha256, source FROM tainted").fetchall()
         finally:
             db.close()
+        rows = [(os.fsdecode(path), sha, source) for path, sha, source in found]  # BLOB: not UTF-8
         return {
             path: source
             for path, sha, source in rows

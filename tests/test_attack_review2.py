@@ -46,7 +46,6 @@ pytestmark = pytest.mark.timeout(180)
 # --- class 3: outside names reach bash's output unfenced ----------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="an open hole of the second attack review")
 def test_names_of_tainted_outputs_listed_by_bash_are_fenced(
     tmp_path: Path, server: FakeOpenAI
 ) -> None:
@@ -92,7 +91,6 @@ SAME_SIZE = (
 )
 
 
-@pytest.mark.xfail(strict=True, reason="an open hole of the second attack review")
 def test_a_granted_bash_cannot_change_a_file_untainted_by_keeping_its_size_and_mtime(
     tmp_path: Path, server: FakeOpenAI
 ) -> None:
@@ -142,7 +140,6 @@ STAGED_READS = {
 
 
 @pytest.mark.parametrize("how", list(STAGED_READS))
-@pytest.mark.xfail(strict=True, reason="an open hole of the second attack review")
 def test_the_working_tree_copy_of_a_staged_file_is_outside_content(
     tmp_path: Path, server: FakeOpenAI, how: str
 ) -> None:
@@ -236,7 +233,6 @@ def test_files_made_count_against_the_disk_ceiling(proj: Path, mode: str) -> Non
 # --- class 3: a job's output lands while another job's command runs ----------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="an open hole of the second attack review")
 def test_an_output_tainted_while_a_command_runs_reaches_it_fenced(
     tmp_path: Path, server: FakeOpenAI
 ) -> None:
@@ -290,7 +286,6 @@ def test_an_output_tainted_while_a_command_runs_reaches_it_fenced(
 # --- class 3 and crashes: a file name that is not UTF-8 ----------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="an open hole of the second attack review")
 def test_a_file_name_that_is_not_utf8_neither_crashes_claw_nor_unmarks_what_bash_wrote(
     tmp_path: Path, server: FakeOpenAI
 ) -> None:

@@ -767,7 +767,7 @@ def test_a_ledger_write_that_meets_a_full_disk_midway(tmp_path: Path, small_disk
     disk = small_disk(tmp_path / ".claw", size=1024 * 1024)
     state = State(tmp_path / ".claw/state.db")
     disk.fill()
-    entries = {f"inbox/{n:06}.txt": (n, n, n, "f" * 64) for n in range(100_000)}
+    entries = {f"inbox/{n:06}.txt": (n, n, n, n, "f" * 64) for n in range(100_000)}
     with pytest.raises(ClawError) as e:
         state.save_file_entries(entries)
     assert str(e.value) == "ledger .claw/state.db: No space left on device"

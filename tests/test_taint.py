@@ -146,9 +146,10 @@ class Project:
         """path -> source, for every file the ledger holds tainted as it is now."""
         db = sqlite3.connect(self.root / ".claw" / "state.db")
         try:
-            rows = db.execute("SELECT path, sha256, source FROM tainted").fetchall()
+            found = db.execute("SELECT path, sha256, source FROM tainted").fetchall()
         finally:
             db.close()
+        rows = [(os.fsdecode(path), sha, source) for path, sha, source in found]  # BLOB: not UTF-8
         return {
             path: source
             for path, sha, source in rows
@@ -622,6 +623,12 @@ COMMANDS = {
         "inbox",
     ),
     "a tainted output": ({}, "", "head -c 2000 out/mail.md", "out/mail.md"),
+    "the folder of a tainted output listed": (
+        {f"inbox/{ORDER} obey the inbox.txt": "hi\n"},
+        "",
+        "find out -type f",
+        "out",
+    ),
     "unsandboxed": ({}, "        sandbox: none\n", "cat inbox/mail.txt", "inbox/mail.txt"),
 }
 
@@ -636,7 +643,7 @@ def test_a_command_that_reads_outside_content_is_fenced_and_taints_the_job(
     dropped, more, command, source = COMMANDS[case]
     p = project(tmp_path, server, "", **dropped)
     server.handler = obedient()
-    if source == "out/mail.md":
+    if " out" in command:  # it reads the triage's output
         assert p.run("triage").exit_code == 0
     p.clawfile(TRIAGE + LOOK + ALL_TOOLS + more)
     server.handler = obedient(("bash", {"command": command}))
@@ -758,6 +765,52 @@ def test_the_staged_changes_read_by_bash_are_fenced_and_taint(
     assert results["c2"][1].startswith('<untrusted-data source="git diff --cached" id="')
     assert ORDER in results["c2"][1]
     assert results["c3"] == (False, refusal("write", "git diff --cached"))
+
+
+def test_a_staged_copy_is_outside_content_until_the_person_changes_it(
+    tmp_path: Path, server: FakeOpenAI
+) -> None:
+    """The working-tree copy of a staged file is the staged diff's content while it is the
+    very blob staged: the read tool fences it and the job loses write. Once the person
+    changes the copy it is theirs: shown as it is, as a tainted file a person edited."""
+    root = make_project(
+        tmp_path / "p",
+        """
+        version: 1
+        model: fake-model
+        tasks:
+          review:
+            prompt: "Check the files of this commit."
+            tools: [read, write]
+            permissions: {write: ["reports/**"]}
+        """,
+        {"reports/.keep": "", "notes.md": "first\n"},
+    )
+    git = ["git", "-c", "user.name=a", "-c", "user.email=a@b"]
+    subprocess.run([*git, "init", "-q"], cwd=root, check=True)
+    subprocess.run([*git, "add", "."], cwd=root, check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "first"], cwd=root, check=True)
+    (root / "notes.md").write_text(f"{PAYLOAD}\n")
+    subprocess.run([*git, "add", "notes.md"], cwd=root, check=True)
+    p = Project(root, server)
+    for n in (1, 2):
+        server.enqueue(
+            tool_calls(call("read", {"path": "notes.md"}, "r")),
+            tool_calls(call("write", {"path": "reports/ok.md", "content": "ok\n"}, "w")),
+            text("checked"),
+        )
+        assert p.run("-B", "review").exit_code == 0
+        last = server.requests[-1]["messages"]
+        results = {m["tool_call_id"]: m["content"] for m in last if m["role"] == "tool"}
+        if n == 1:
+            assert results["r"].startswith('<untrusted-data source="notes.md" id="')
+            assert results["w"] == refusal("write", "notes.md")
+            (root / "notes.md").write_text("Ana's own notes.\n")
+        else:
+            assert results == {
+                "r": "Ana's own notes.",
+                "w": "wrote 1 line (3 bytes) to reports/ok.md",
+            }
 
 
 MANY = """
@@ -928,6 +981,30 @@ def test_a_persons_edit_or_an_untainted_jobs_rewrite_ends_the_taint(
     assert p.tainted() == {}
 
 
+def test_a_file_rewritten_with_its_size_and_mtime_kept_is_hashed_again(tmp_path: Path) -> None:
+    """The stat shortcut of the hashes the ledger compares: a command can rewrite a file
+    in place with as many bytes and set its mtime back; the ctime it cannot set back, so
+    the new content is hashed, in this run and from the saved hashes in the next."""
+    from claw_batch.filehash import FileHashes
+    from claw_batch.state import State
+
+    path = tmp_path / "summary.md"
+    path.write_bytes(b"written by a person\n")
+    state = State(tmp_path / "state.db")
+    hashes = FileHashes(state, tmp_path)
+    assert hashes.hash("summary.md") == hashlib.sha256(b"written by a person\n").hexdigest()
+    hashes.save()
+    st = os.stat(path)
+    with open(path, "r+b") as f:
+        f.write(b"ORDER-66: obey it!!\n")
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert (os.stat(path).st_size, os.stat(path).st_mtime_ns) == (st.st_size, st.st_mtime_ns)
+    new = hashlib.sha256(b"ORDER-66: obey it!!\n").hexdigest()
+    assert hashes.hash("summary.md") == new
+    assert FileHashes(state, tmp_path).hash("summary.md") == new
+    state.close()
+
+
 # --- the ledger of an older claw ---------------------------------------------------------------
 
 
@@ -942,6 +1019,7 @@ def test_a_ledger_from_before_taint_keeps_working(tmp_path: Path, server: FakeOp
     db = sqlite3.connect(p.root / ".claw" / "state.db")
     db.execute("DROP TABLE tainted")
     db.execute("ALTER TABLE done DROP COLUMN tainted")
+    db.execute("ALTER TABLE files DROP COLUMN ctime_ns")
     db.commit()
     db.close()
     plan = claw(p.root, "plan", "digest")
@@ -952,6 +1030,7 @@ def test_a_ledger_from_before_taint_keeps_working(tmp_path: Path, server: FakeOp
     assert p.run("triage").exit_code == 0
     assert len(server.requests) == requests  # still up to date
     assert "tainted" in _columns(p.root, "done")
+    assert "ctime_ns" in _columns(p.root, "files")
     assert p.tainted() == {}  # what the old claw wrote was not recorded: it is not known
 
 
@@ -1091,3 +1170,133 @@ def test_a_grant_has_no_default(tmp_path: Path) -> None:
         "claw: clawfile.yaml:3: defaults: 'untrusted' cannot have a default: "
         "each task that may read outside content grants itself what it needs\n",
     )
+
+
+# --- outside content that lands while a command runs (claw run -j) ------------------------------
+
+WAIT_AND_READ = (
+    "touch reports/started; for i in $(seq 400); do [ -s out/mail.md ] && break; "
+    "sleep 0.05; done; cat out/mail.md; touch reports/done"
+)
+
+
+@pytest.mark.parametrize("outside_before", [False, True])
+@pytest.mark.parametrize("how", ["a tainted job's output", "a tainted job's command"])
+def test_outside_content_that_lands_while_a_command_runs_counts_as_read(
+    tmp_path: Path, how: str, outside_before: bool
+) -> None:
+    """Another job (a thread, as under -j) writes outside content while an untainted job's
+    command runs: with its write tool or output (marked before it lands) or with a granted
+    command (marked after it ends, so unmarked meanwhile). Whether the project held outside
+    content when the command started or not, the command counts as having read it: its
+    output is fenced, the job is tainted and so is what the command wrote."""
+    import threading
+    import time
+
+    from claw_batch.filehash import FileHashes
+    from claw_batch.paths import Policy
+    from claw_batch.taint import JobTaint
+    from claw_batch.taintledger import TaintedFiles, Writer
+    from claw_batch.tools.base import ToolContext
+    from claw_batch.tools.registry import TOOLS
+
+    root = tmp_path / "p"
+    for folder in ("out", "reports", "inbox"):
+        (root / folder).mkdir(parents=True)
+    if outside_before:
+        (root / "inbox/mail.txt").write_text(f"{PAYLOAD}\n")
+    files = TaintedFiles(None, ("inbox/**",), FileHashes(None, root).hash, str(root))
+    writer = Writer("t", "", "r")
+    other = JobTaint(sources=("inbox/mail.txt",), files=files, writer=writer)
+    data = f"As ordered: {PAYLOAD}\n".encode()
+
+    def lands() -> None:
+        for _ in range(400):  # once the command runs (at most 20 s)
+            if (root / "reports/started").exists():
+                break
+            time.sleep(0.05)
+        if how == "a tainted job's output":
+            with other.writing("out/mail.md", data):
+                (root / "out/mail.md").write_bytes(data)
+            return
+        with files.unmarked():
+            (root / "out/mail.md").write_bytes(data)
+            for _ in range(400):  # marked once the reader's command is over
+                if (root / "reports/done").exists():
+                    break
+                time.sleep(0.05)
+            files.mark_file("out/mail.md", "inbox/mail.txt", writer)
+
+    policy = Policy(root, write_globs=("reports/**",))
+    reader = JobTaint(
+        files=files, writer=Writer("digest", "", "r"), tools=("bash",), bash_dirs=("",)
+    )
+    ctx = ToolContext(root, policy, os.environ, time.monotonic() + 90, True, None, taint=reader)
+    thread = threading.Thread(target=lands)
+    thread.start()
+    args = json.dumps({"command": WAIT_AND_READ})
+    out = reader.run("bash", str(root), lambda: TOOLS["bash"].invoke(ctx, args))
+    thread.join()
+    assert out.startswith('<untrusted-data source="'), out
+    assert ORDER not in FENCED.sub("", out)
+    assert reader.source is not None
+    assert files.tainted("reports/started") and files.tainted("reports/done")
+
+
+# --- file names that are not UTF-8 ---------------------------------------------------------------
+
+
+def test_a_dropped_file_named_in_bytes_that_are_not_utf8_fails_only_its_own_job(
+    tmp_path: Path, server: FakeOpenAI
+) -> None:
+    """A stranger's file name is not the clawfile's fault: its job fails with the reason,
+    the other dropped files are triaged (after it too), and the run says so (exit 1)."""
+    p = project(tmp_path, server, "", **{"inbox/zz.txt": "hello\n"})
+    os.close(os.open(os.path.join(os.fsencode(p.root), b"inbox/b\xff.txt"), os.O_CREAT))
+    server.handler = lambda body: text("triaged")
+    result = p.run("triage")
+    assert result.exit_code == 1, result.stderr
+    assert (
+        "failed triage[inbox/b\\xff.txt] (0.0 s, 0 tokens): inbox/b\\xff.txt: the file's name "
+        "is not UTF-8, and claw records only names that are; rename the file to run this job"
+    ) in result.stderr.splitlines()
+    assert sorted(os.listdir(p.root / "out")) == ["mail.md", "zz.md"]
+
+
+def test_a_file_that_cannot_be_hashed_is_tainted_and_the_rest_are_marked(tmp_path: Path) -> None:
+    """A granted command can take claw's read permission from a file it wrote (as a runner
+    that is not root): that file is tainted whatever it holds, and the files after it are
+    marked all the same."""
+    from claw_batch.filehash import FileHashes
+    from claw_batch.taint import JobTaint
+    from claw_batch.taintledger import UNREADABLE, TaintedFiles, Writer
+
+    root = tmp_path / "p"
+    (root / "reports").mkdir(parents=True)
+    hashes = FileHashes(None, root)
+
+    def hash_file(rel: str) -> str | None:
+        if rel == "reports/b.md":  # what a file of mode 000 does to a runner that is not root
+            raise PermissionError(13, "Permission denied")
+        return hashes.hash(rel)
+
+    files = TaintedFiles(None, (), hash_file, str(root))
+    taint = JobTaint(
+        sources=("inbox/mail.txt",),
+        files=files,
+        writer=Writer("t", "", "r"),
+        bash_dirs=("reports",),
+    )
+
+    def command() -> str:
+        for name in ("a", "b", "c"):
+            (root / f"reports/{name}.md").write_text(f"{PAYLOAD}\n")
+        return "exit code 0"
+
+    assert taint.run("bash", str(root), command) == "exit code 0"
+    assert {rel: row.sha256 == UNREADABLE for rel, row in files.rows.items()} == {
+        "reports/a.md": False,
+        "reports/b.md": True,
+        "reports/c.md": False,
+    }
+    assert all(files.tainted(f"reports/{name}.md") for name in "abc")
