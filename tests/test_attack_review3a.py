@@ -300,3 +300,36 @@ def test_no_service_of_the_host_is_reached_without_the_network(
     said = bash_in(proj, mode, REACH_SOCKET, Limits())
     assert listener.close() == []
     assert "+OK host service" not in said
+
+
+# --- class 2 through a command: an ignore file below the root hides files from grep -----------
+
+HIDE = """
+version: 1
+model: fake-model
+tasks:
+  probe:
+    prompt: Look around.
+    permissions: {bash: true, write: ["out/**"]}
+  review:
+    prompt: Find every password left in the project.
+    tools: [grep]
+"""
+
+
+def test_no_command_decides_what_a_later_grep_sees(tmp_path: Path, server: FakeOpenAI) -> None:
+    """The ignore files are control paths because ripgrep obeys them ("an ignore file hiding
+    files from grep", SECURITY.md §6), but only those at the root are: ripgrep obeys an
+    `.ignore` (or `.rgignore`, or a `.gitignore` in a repository) in every folder it walks.
+    A command in a write directory (as the write tool can) writes `out/.ignore`, and every
+    later grep of any run skips what it names: the reviewing task finds no password."""
+    root = make_project(tmp_path / "p", HIDE, {"out/creds.md": "password=hunter2\n"})
+    root.chmod(0o755)
+    tmp_path.chmod(0o755)
+    p = Project(root, server)
+    server.enqueue(tool_calls(call("bash", {"command": "echo '*' > out/.ignore"})), text("ok"))
+    p.run("probe")
+    server.enqueue(tool_calls(call("grep", {"pattern": "password"})), text("done"))
+    p.run("review")
+    (found,) = tool_results(root, "review")
+    assert "out/creds.md:1:password=hunter2" in found.splitlines()
