@@ -18,10 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from claw_batch.config import Project, Task, prompt_file
-from claw_batch.paths import CLAWFILE_NAMES, STATE_DIR
+from claw_batch.paths import CLAWFILE_NAMES, IGNORE_FILES, STATE_DIR
 
 PERSONA = ("AGENTS.md", "SOUL.md", "USER.md", "IDENTITY.md")
-IGNORE_FILES = (".gitignore", ".ignore", ".rgignore")  # ripgrep reads them: what grep sees
 PROMPTS_DIR = "prompts"
 CASSETTES_DIR = "cassettes"
 _MAGIC = re.compile(r"[*?[{]|\{\{|\{%")

@@ -21,6 +21,8 @@ STATE_DIR = ".claw"
 # A file of these names is a clawfile wherever it is (`claw run` looks for one upwards from
 # where it starts): no tool writes one anywhere.
 CLAWFILE_NAMES = ("clawfile.yaml", "clawfile.yml")
+# Nor a file ripgrep obeys in every folder it walks: it would hide files from later greps.
+IGNORE_FILES = (".gitignore", ".ignore", ".rgignore")
 NEVER_SEARCHED = (".git", STATE_DIR)  # not matched by globs, inputs or fan-out
 # Outside the project anyway, but named in the refusal: /proc/self/environ holds the runner's
 # keys, /dev/zero never ends, a FIFO or a device can block or act when opened.
@@ -78,8 +80,8 @@ class Policy:
             )
             raise ToolError(f"refused: writing {shown} is not permitted; {why}")
         ctl = next((c for c in self.control for n in named if _is_under(n, c)), None)
-        if ctl is None and posixpath.basename(rel) in CLAWFILE_NAMES:
-            ctl = rel  # a clawfile anywhere: `claw run` started in its folder would obey it
+        if ctl is None and posixpath.basename(rel) in (*CLAWFILE_NAMES, *IGNORE_FILES):
+            ctl = rel  # `claw run` started in its folder would obey it; grep obeys it anywhere
         if ctl is not None and not set(named) <= set(self.granted):
             what = shown if ctl in named else f"{shown} is under {ctl}/, which"
             raise ToolError(

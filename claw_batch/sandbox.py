@@ -116,7 +116,7 @@ class Bubblewrap:
         starts in the project's id-mapped mount namespace, unless not `idmapped` (the
         probe: the command then cannot write the project)."""
         with contextlib.ExitStack() as fds:
-            enter, ns = self._enter() if self.privileged and idmapped else ([], None)
+            enter = self._enter() if self.privileged and idmapped else []
             try:
                 plan = Plan(str(self.root), fds, self._owner())
                 project, kept = plan.arguments(self.writable, self.protected)
@@ -125,7 +125,7 @@ class Bubblewrap:
             leader, status = os.pipe()
             fds.callback(os.close, leader)
             fds.callback(os.close, status)
-            seccomp = _filter(fds)
+            seccomp = _filter(fds, self.network)
             argv = [
                 *enter,
                 _which(self.executable) or self.executable,
@@ -144,18 +144,20 @@ class Bubblewrap:
                 *self._inside(seconds),
                 *command.argv,
             ]
-            passed = (*command.pass_fds, *kept, status, seccomp, *([] if ns is None else [ns]))
+            passed = (*command.pass_fds, *kept, status, seccomp)
             ceilings = Ceilings(self.limits.memory, self.limits.disk, plan.filesystems())
             yield Command(tuple(argv), self._env(command.env), passed, leader, ceilings)
 
-    def _enter(self) -> tuple[list[str], int]:
-        """How to start in the mount namespace where the project is id-mapped, and the
-        descriptor of that namespace (kept for the life of the process)."""
+    def _enter(self) -> list[str]:
+        """How to start in the mount namespace where the project is id-mapped (its
+        descriptor is kept for the life of the process)."""
         try:
             ns = idmap.namespace(str(self.root))
         except (idmap.Unsupported, OSError) as e:
             raise ToolError(NO_IDMAP.format(why=e)) from None
-        return [_helper("nsenter"), f"--mount=/proc/self/fd/{ns}", "--"], ns
+        # By claw's own /proc entry, not an inherited descriptor, which the command would
+        # hold too (nsenter closes what it opened itself).
+        return [_helper("nsenter"), f"--mount=/proc/{os.getpid()}/fd/{ns}", "--"]
 
     def _owner(self) -> tuple[int, int] | None:
         """Who write directories claw makes belong to: as root, the project's owner (the
@@ -214,11 +216,10 @@ class Bubblewrap:
         return {**env, "HOME": "/tmp", "TMPDIR": "/tmp", "GIT_CEILING_DIRECTORIES": ceiling}
 
 
-def _filter(fds: contextlib.ExitStack) -> int:
-    """A descriptor of the seccomp filter that keeps the command from leaving a set-id or
-    capability-bearing program on the host (`setid`), closed with `fds`."""
+def _filter(fds: contextlib.ExitStack, network: bool) -> int:
+    """A descriptor of the seccomp filter (`setid`), closed with `fds`."""
     try:
-        fd = setid.descriptor()
+        fd = setid.descriptor(network=network)
     except setid.Unsupported as e:
         raise ToolError(str(e)) from None
     fds.callback(os.close, fd)

@@ -14,7 +14,7 @@ A's existing files and folders (never a symlink) bound again writable. In A's fo
 A's files everything may still change; directly in A, no entry can be made, removed or
 renamed. A protected path reached through a symlink is protected where it resolves to as
 well, and the symlink cannot change (the folder that holds it is sealed). `.claw/` is hidden:
-runner state is not for tools; `.git/config` is shown without its credentials.
+runner state is not for tools; git's config files are shown without their credentials.
 """
 
 from __future__ import annotations
@@ -29,6 +29,9 @@ from claw_batch import sandboxhost as host
 from claw_batch.errors import ToolError
 from claw_batch.paths import STATE_DIR
 
+# Git's config files, and the folders of .git that hold none (walked past, not into).
+_GIT_CONFIGS = frozenset({"config", "config.worktree"})
+_GIT_DATA = frozenset({"objects", "refs", "logs", "hooks", "info", "lfs", "rr-cache"})
 MAX_MOUNTS = 128  # each holds a descriptor until bwrap starts, and costs bwrap more than the last
 _RANK = {"rw": 0, "seal": 1, "ro": 2, "hide": 2}  # what wins when a path is planned twice
 
@@ -180,34 +183,50 @@ class Plan:
             assert mount.fd is not None
             args += ["--bind-fd" if mount.op == "rw" else "--ro-bind-fd", str(mount.fd), path]
             kept.append(mount.fd)
-        config, fds = self._git_config()
+        config, fds = self._git_configs()
         return [*args, *config], [*kept, *fds]
 
-    def _git_config(self) -> tuple[list[str], list[int]]:
-        """`.git/config` without its credentials (the `AUTHORIZATION` header actions/checkout
-        leaves there, a URL's password), bound over it: git in the sandbox has no use for them,
-        and a command could hand them to the model in a form redaction would not know
-        (decoded, reversed). Nothing when the file holds none."""
+    def _git_configs(self) -> tuple[list[str], list[int]]:
+        """Each git config file of the project's repository (`.git/config`, a submodule's,
+        a worktree's) that holds credentials — the `AUTHORIZATION` header actions/checkout
+        leaves there, a URL's password — shown without them, bound over it: git in the
+        sandbox has no use for them, and a command could hand them to the model in a form
+        redaction would not know (decoded, reversed)."""
+        git = _join(self.root, ".git")
+        if os.path.islink(git) or not os.path.isdir(git):
+            return [], []
+        args: list[str] = []
+        kept: list[int] = []
+        for top, dirs, files in os.walk(git):  # symlinks are not followed
+            dirs[:] = [d for d in dirs if d not in _GIT_DATA]
+            for name in sorted(set(files) & _GIT_CONFIGS):
+                path = os.path.join(top, name)
+                data = self._cleaned(path)
+                if data is not None:
+                    args += ["--perms", "0644", "--ro-bind-data", str(data), path]
+                    kept.append(data)
+        return args, kept
+
+    def _cleaned(self, path: str) -> int | None:
+        """A descriptor of `path`'s text with its credentials redacted; None when it holds
+        none (or is not a regular file)."""
         from claw_batch.redact import Redactor
 
         try:
-            fd = os.open(
-                ".git/config", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=self.root_fd
-            )
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         except OSError:
-            return [], []  # no repository, or a symlink: nothing to show
+            return None
         with os.fdopen(fd, "rb") as file:
             if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
-                return [], []
+                return None
             text = file.read(1 << 20).decode("utf-8", errors="replace")
         clean = Redactor()(text)
         if clean == text:
-            return [], []
+            return None
         data = self._keep(os.memfd_create("claw-git-config", os.MFD_CLOEXEC))
         os.write(data, clean.encode())
         os.lseek(data, 0, os.SEEK_SET)
-        path = _join(self.root, ".git/config")
-        return ["--perms", "0644", "--ro-bind-data", str(data), path], [data]
+        return data
 
     def _keep(self, fd: int) -> int:
         self.fds.callback(os.close, fd)

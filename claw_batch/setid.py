@@ -28,6 +28,13 @@ a SysV shared memory segment, which RLIMIT_DATA does not bound, could be of any 
 between two checks (shmget of more than `SHM_MOST` refused, ENOMEM; all segments together,
 the memory ceiling counts: `sysvshm`).
 
+The kernel's keyrings are not namespaced: a command would read the runner's session keyring
+(Kerberos tickets, fscrypt keys, tokens) and, as root, share nobody's user keyring with every
+later call; add_key, keyctl and request_key (whose upcall runs a helper on the host, as root)
+answer ENOSYS. And without `permissions.network`, a command makes no Unix socket (socketpair
+still works): a socket file of the host's in the project (a database's, Docker's, an ssh
+master's) is a service the network namespace does not hide.
+
 The rules are in the system-call numbers of x86_64 and aarch64; the filter checks the
 architecture of each call and kills the process for any other (i386 through `int 0x80`, x32,
 32-bit ARM), whose numbers mean other calls. On a machine of another architecture no filter
@@ -95,6 +102,11 @@ def _creating(flags: int, mode: int) -> _Rule:
     return [_arg(flags), (_JSET, 0, len(check) - 1, _CREATES), *check]
 
 
+def _refuse_equal(index: int, value: int, err: int) -> _Rule:
+    """`err` when argument `index` is `value`."""
+    return [_arg(index), (_JEQ, 0, 1, value), _ret(_ERRNO | err), _ret(_ALLOW)]
+
+
 def _new_user(index: int) -> _Rule:
     return _refuse_if(index, _CLONE_NEWUSER)
 
@@ -133,8 +145,13 @@ RULES = {
     "clone": _new_user(0),  # clone(flags, ...)
     "unshare": _new_user(0),  # unshare(flags)
     "fallocate": [_ret(_ERRNO | errno.EOPNOTSUPP)],
+    "add_key": _unreadable(),
+    "keyctl": _unreadable(),
+    "request_key": _unreadable(),
     "shmget": _at_most(1, SHM_MOST, errno.ENOMEM),  # shmget(key, size, flags)
 }
+# Only without the network: a Unix socket (socket(AF_UNIX, ...)) reaches the host's services.
+OFFLINE = {"socket": _refuse_equal(0, 1, errno.EACCES)}  # AF_UNIX
 # The calls' numbers (arch/x86/entry/syscalls/syscall_64.tbl, include/uapi/asm-generic/unistd.h).
 X86_64 = {
     "open": 2,
@@ -153,6 +170,10 @@ X86_64 = {
     "unshare": 272,
     "fallocate": 285,
     "shmget": 29,
+    "add_key": 248,
+    "request_key": 249,
+    "keyctl": 250,
+    "socket": 41,
 }
 AARCH64 = {  # asm-generic: no open, creat, mknod, chmod: only the *at calls
     "openat": 56,
@@ -167,16 +188,22 @@ AARCH64 = {  # asm-generic: no open, creat, mknod, chmod: only the *at calls
     "unshare": 97,
     "fallocate": 47,
     "shmget": 194,
+    "add_key": 217,
+    "request_key": 218,
+    "keyctl": 219,
+    "socket": 198,
 }
 
 
-def _dispatch(numbers: dict[str, int]) -> _Rule:
-    """For each call of `numbers` (A holds the call's number) its rule; any other call
-    passes. Every rule ends in a return, so a number that does not match jumps over it."""
+def _dispatch(numbers: dict[str, int], rules: dict[str, _Rule]) -> _Rule:
+    """For each call of `numbers` that has one of `rules` (A holds the call's number) its
+    rule; any other call passes. Every rule ends in a return, so a number that does not
+    match jumps over it."""
     block: _Rule = []
     for name, number in numbers.items():
-        rule = RULES[name]
-        block += [(_JEQ, 0, len(rule), number), *rule]
+        rule = rules.get(name)
+        if rule is not None:
+            block += [(_JEQ, 0, len(rule), number), *rule]
     return [*block, _ret(_ALLOW)]
 
 
@@ -185,34 +212,36 @@ def _architecture(arch: int, block: _Rule) -> _Rule:
     return [(_JEQ, 0, len(block), arch), *block]
 
 
-def _instructions() -> _Rule:
+def _instructions(network: bool) -> _Rule:
+    rules = RULES if network else {**RULES, **OFFLINE}
     number = (_LD_W_ABS, 0, 0, _NR)
     x32 = [(_JGE, 0, 1, _X32), _ret(_KILL_PROCESS)]
     return [
         (_LD_W_ABS, 0, 0, _ARCH),
-        *_architecture(_X86_64, [number, *x32, *_dispatch(X86_64)]),
-        *_architecture(_AARCH64, [number, *_dispatch(AARCH64)]),
+        *_architecture(_X86_64, [number, *x32, *_dispatch(X86_64, rules)]),
+        *_architecture(_AARCH64, [number, *_dispatch(AARCH64, rules)]),
         _ret(_KILL_PROCESS),
     ]
 
 
 @functools.cache
-def program(machine: str = os.uname().machine) -> bytes:
+def program(machine: str = os.uname().machine, *, network: bool = False) -> bytes:
     """The compiled filter (an array of `struct sock_filter`) for a machine of `machine`'s
-    architecture; Unsupported for one whose system calls it does not know."""
+    architecture, for a command with or without the network; Unsupported for one whose system
+    calls it does not know."""
     if machine not in KNOWN:
         raise Unsupported(UNKNOWN.format(known=" and ".join(KNOWN), machine=machine))
-    code = _instructions()
+    code = _instructions(network)
     assert all(jt < 256 and jf < 256 for _, jt, jf, _ in code), "a jump too long for BPF"
     return b"".join(struct.pack("=HBBI", *instruction) for instruction in code)
 
 
-def descriptor() -> int:
+def descriptor(*, network: bool = False) -> int:
     """A new descriptor that reads the filter from its start, for `bwrap --seccomp FD` (which
     reads it to its end): the caller closes it."""
     fd = os.memfd_create("claw-setid", os.MFD_CLOEXEC)
     try:
-        os.write(fd, program())
+        os.write(fd, program(network=network))
         os.lseek(fd, 0, os.SEEK_SET)
     except BaseException:
         os.close(fd)

@@ -191,13 +191,14 @@ def test_nothing_a_command_puts_in_a_keyring_reaches_a_later_call(
         plant = keyring_command(f'add("@u", "{name}", "{PAYLOAD}"); print("kept")')
         server.enqueue(tool_calls(call("bash", {"command": plant})), text("done"))
         p.run("probe")
-        assert tool_results(root) == ["exit code 0\nkept"], "the first call made no key"
+        # The filter answers ENOSYS: no command has a keyring at all.
+        assert tool_results(root) == ["exit code 1\nadd_key: errno 38"]
         since = len(server.requests)
         fetch = keyring_command(f'print(read("@u", "{name}"))')
         server.enqueue(tool_calls(call("bash", {"command": fetch})), text("done"))
         p.run("-B", "probe")  # a later run of the job, asked again
         assert unfenced(server, since) == []
-        assert tool_results(root) == ["exit code 0\nNone"]
+        assert PAYLOAD not in tool_results(root)[0]
     finally:  # never leave the payload in the machine's keyring of nobody
         clear = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
         subprocess.run([*clear, sys.executable, "-c", CLEAR_NOBODYS_KEYRING], check=False)
@@ -317,6 +318,11 @@ tasks:
 """
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="a known limit (SECURITY.md §6): python-ripgrep cannot be told to obey only the "
+    "root's ignore files, and a command can make one in its write directories",
+)
 def test_no_command_decides_what_a_later_grep_sees(tmp_path: Path, server: FakeOpenAI) -> None:
     """The ignore files are control paths because ripgrep obeys them ("an ignore file hiding
     files from grep", SECURITY.md §6), but only those at the root are: ripgrep obeys an

@@ -62,6 +62,7 @@ ATTEMPTS = [  # (tool, path): each would make a later run the attacker's
     ("write", ".claw/clawfile.json"),
     ("write", "cassettes/digest.json"),  # the "model" of the next `claw run --replay`
     ("write", "notes/clawfile.yaml"),  # a clawfile anywhere: `claw run` in notes/ would obey it
+    ("write", "notes/.ignore"),  # ripgrep obeys one in every folder: it would hide notes/ from grep
 ]
 
 
@@ -71,7 +72,7 @@ def refusal(path: str) -> str:
         return f"error: refused: {path} is under {top}/, which tools may never write"
     if path == "workspace/MEMORY.md":
         return f"error: refused: tools may never write {path}"
-    if path == "notes/clawfile.yaml":
+    if path in ("notes/clawfile.yaml", "notes/.ignore"):
         return (
             f"error: refused: {path} decides what later runs do: no job may write it unless "
             "its task names the file in permissions.write"
