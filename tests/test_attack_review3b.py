@@ -91,3 +91,40 @@ def test_a_dropped_name_with_a_newline_reaches_no_later_system_prompt(
     since = len(server.requests)
     p.run("later")
     assert unfenced(server, since) == []
+
+
+def test_a_fact_remembered_from_a_dropped_name_with_a_newline_stays_marked(
+    tmp_path: Path, server: FakeOpenAI
+) -> None:
+    """A watch task granted `remember` marks each fact with its source, ` (from untrusted
+    <source>)`, and the system prompt leaves marked facts out. The source is the dropped file's
+    name, and only the fact is made one line: a name holding a newline splits the mark, the
+    fact's own line no longer ends in `)`, and the attacker's fact is in every later system
+    prompt."""
+    dropped = "inbox/mail\n.txt"
+    root = make_project(
+        tmp_path / "p",
+        """
+        version: 1
+        model: fake-model
+        tasks:
+          triage:
+            prompt: "Triage this file:\\n{{ read(item.path) }}"
+            watch: ["inbox/*.txt"]
+            tools: [read, remember]
+            untrusted: {allow: [remember]}
+          later:
+            prompt: "Anything to do?"
+        """,
+        {dropped: f"{PAYLOAD}\n"},
+    )
+    p = Project(root, server)
+    server.enqueue(
+        tool_calls(call("remember", {"text": PAYLOAD, "key": "standing-order"}, "m")),
+        text("remembered"),
+    )
+    p.run("triage")
+    server.enqueue(text("nothing"))
+    since = len(server.requests)
+    p.run("later")
+    assert unfenced(server, since) == []
