@@ -9,14 +9,21 @@ fake OpenAI server.
 
 from __future__ import annotations
 
-import os
-import textwrap
+import subprocess
 from pathlib import Path
 
 import pytest
 from fake_openai import FakeOpenAI, text, tool_calls, call
 from helpers import claw, make_project
-from test_attack_review import ORDER, PAYLOAD, Project, server, tainted_project, unfenced
+from test_attack_review import (
+    ORDER,
+    PAYLOAD,
+    Project,
+    obey_after,
+    server,
+    tainted_project,
+    unfenced,
+)
 
 __all__ = ["server"]  # the fixture, shared with the first review
 
@@ -128,3 +135,47 @@ def test_a_fact_remembered_from_a_dropped_name_with_a_newline_stays_marked(
     since = len(server.requests)
     p.run("later")
     assert unfenced(server, since) == []
+
+
+# --- class 3: bash reads a tainted file's committed copy --------------------------------------
+
+
+def git(root: Path, *args: str) -> None:
+    subprocess.run(
+        ["git", "-c", "user.name=p", "-c", "user.email=p@x", *args],
+        cwd=root,
+        check=True,
+        capture_output=True,
+    )
+
+
+def test_a_command_that_shows_a_committed_tainted_file_is_fenced_or_taints_the_job(
+    tmp_path: Path, server: FakeOpenAI
+) -> None:
+    """The person commits the project, the watch task's tainted output out/mail.md with it
+    (an everyday `git add -A && git commit`). The bash watch follows tainted files by path and
+    the *staged* blobs' loose objects; a committed blob is neither. An untainted review task's
+    `git show HEAD:out/mail.md` (or `git log -p`) gets the attacker's text unfenced, keeps
+    write and bash, and writes the attacker's file untainted."""
+    p = tainted_project(tmp_path, server)
+    git(p.root, "init", "-q")
+    git(p.root, "add", "-A")
+    git(p.root, "commit", "-qm", "triage")
+    p.clawfile(
+        """
+        version: 1
+        model: fake-model
+        tasks:
+          review:
+            prompt: "Review the last commit (git show)."
+            tools: [read, write, bash]
+            permissions: {write: ["reports/**"], bash: true}
+        """
+    )
+    server.handler = obey_after({"command": "git show HEAD:out/mail.md"})
+    since = len(server.requests)
+    p.run("review")
+    assert ORDER in str(p.results("review")["open"])  # the command did read it
+    assert unfenced(server, since) == []
+    ok, said = p.results("review")["obey"]
+    assert not ok and said.startswith("error: refused: write: this job read outside content")
