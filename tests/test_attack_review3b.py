@@ -214,3 +214,31 @@ def test_a_key_in_a_prompt_never_reaches_the_model(tmp_path: Path, server: FakeO
     p.run("review")
     assert not any(TOKEN in str(r["messages"]) for r in server.requests)
     assert TOKEN[::-1] not in (root / "review.md").read_text()
+
+
+# --- clawfile crashes -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", [["validate"], ["run", "-n"]])
+def test_a_number_too_long_for_python_is_a_clawfile_error(
+    tmp_path: Path, command: list[str]
+) -> None:
+    """An integer of more than 4,300 digits: PyYAML's int() raises ValueError (Python's
+    limit on converting long digit strings), which load_yaml does not catch: `claw validate`
+    and `claw run -n` exit 1 with "unexpected error" and a saved traceback, not exit 2 naming
+    the line and key."""
+    root = make_project(
+        tmp_path / "p",
+        f"""
+        version: 1
+        model: fake-model
+        tasks:
+          a:
+            prompt: hi
+            max_steps: {"9" * 5000}
+        """,
+    )
+    result = claw(root, *command)
+    assert result.exit_code == 2, result.stderr
+    assert "unexpected error" not in result.stderr
+    assert result.stderr.startswith("claw: clawfile.yaml:6:") or "clawfile.yaml:6" in result.stderr
