@@ -9,12 +9,13 @@ fake OpenAI server.
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
 import pytest
 from fake_openai import FakeOpenAI, text, tool_calls, call
-from helpers import claw, make_project
+from helpers import claw, claw_process, make_project
 from test_attack_review import (
     ORDER,
     PAYLOAD,
@@ -242,3 +243,29 @@ def test_a_number_too_long_for_python_is_a_clawfile_error(
     assert result.exit_code == 2, result.stderr
     assert "unexpected error" not in result.stderr
     assert result.stderr.startswith("claw: clawfile.yaml:6:") or "clawfile.yaml:6" in result.stderr
+
+
+def test_a_fifo_at_an_included_template_hangs_nothing(tmp_path: Path) -> None:
+    """To know which templates are control paths, control.py reads each literally included
+    one with `Path.read_text` (control.py `_read`): it follows a symlink, has no size cap, and
+    opens a FIFO, blocking for ever. `claw validate` (and every `claw run`) hangs on
+    `prompts/part.md` being a FIFO — which the file tools, read() and the hashing all refuse
+    without opening (SECURITY.md §3); a symlink to /dev/zero there reads until memory ends."""
+    root = make_project(
+        tmp_path / "p",
+        """
+        version: 1
+        model: fake-model
+        tasks:
+          a:
+            prompt: "{% include 'prompts/part.md' %}"
+        """,
+    )
+    (root / "prompts").mkdir()
+    os.mkfifo(root / "prompts/part.md")
+    try:
+        done = claw_process(root, "validate", timeout=30)
+    except subprocess.TimeoutExpired:
+        pytest.fail("claw validate hung opening the FIFO prompts/part.md")
+    assert done.returncode == 2, done.stderr
+    assert "prompts/part.md" in done.stderr
