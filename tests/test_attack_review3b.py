@@ -14,7 +14,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from fake_openai import FakeOpenAI, text, tool_calls, call
+from fake_openai import FakeOpenAI, call, text, tool_calls
 from helpers import claw, claw_process, make_project
 from test_attack_review import (
     ORDER,
@@ -242,7 +242,7 @@ def test_a_number_too_long_for_python_is_a_clawfile_error(
     result = claw(root, *command)
     assert result.exit_code == 2, result.stderr
     assert "unexpected error" not in result.stderr
-    assert result.stderr.startswith("claw: clawfile.yaml:6:") or "clawfile.yaml:6" in result.stderr
+    assert "clawfile.yaml:6" in result.stderr and "max_steps" in result.stderr
 
 
 def test_a_fifo_at_an_included_template_hangs_nothing(tmp_path: Path) -> None:
