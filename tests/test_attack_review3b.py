@@ -39,6 +39,7 @@ def offered(request: dict[str, object]) -> list[str]:
 # --- class 3/4: an include of a tainted file -------------------------------------------------
 
 
+@pytest.mark.xfail(strict=True, reason="an open hole of the third attack review")
 def test_an_include_of_a_tainted_file_is_fenced_or_refused(
     tmp_path: Path, server: FakeOpenAI
 ) -> None:
@@ -69,6 +70,7 @@ def test_an_include_of_a_tainted_file_is_fenced_or_refused(
 # --- class 3: a dropped name breaks the daily note's outside mark --------------------------
 
 
+@pytest.mark.xfail(strict=True, reason="an open hole of the third attack review")
 def test_a_dropped_name_with_a_newline_reaches_no_later_system_prompt(
     tmp_path: Path, server: FakeOpenAI
 ) -> None:
@@ -101,6 +103,7 @@ def test_a_dropped_name_with_a_newline_reaches_no_later_system_prompt(
     assert unfenced(server, since) == []
 
 
+@pytest.mark.xfail(strict=True, reason="an open hole of the third attack review")
 def test_a_fact_remembered_from_a_dropped_name_with_a_newline_stays_marked(
     tmp_path: Path, server: FakeOpenAI
 ) -> None:
@@ -150,6 +153,7 @@ def git(root: Path, *args: str) -> None:
     )
 
 
+@pytest.mark.xfail(strict=True, reason="an open hole of the third attack review")
 def test_a_command_that_shows_a_committed_tainted_file_is_fenced_or_taints_the_job(
     tmp_path: Path, server: FakeOpenAI
 ) -> None:
@@ -187,6 +191,7 @@ def test_a_command_that_shows_a_committed_tainted_file_is_fenced_or_taints_the_j
 TOKEN = "ghp_" + "Zq7" * 12  # a GitHub token's shape: redacted in every tool result
 
 
+@pytest.mark.xfail(strict=True, reason="an open hole of the third attack review")
 def test_a_key_in_a_prompt_never_reaches_the_model(tmp_path: Path, server: FakeOpenAI) -> None:
     """Tool results are redacted before the model sees them, so it cannot pass a key on in a
     form redaction would not know. The prompt is not: a pre-commit review of the staged diff
@@ -221,6 +226,7 @@ def test_a_key_in_a_prompt_never_reaches_the_model(tmp_path: Path, server: FakeO
 
 
 @pytest.mark.parametrize("command", [["validate"], ["run", "-n"]])
+@pytest.mark.xfail(strict=True, reason="an open hole of the third attack review")
 def test_a_number_too_long_for_python_is_a_clawfile_error(
     tmp_path: Path, command: list[str]
 ) -> None:
@@ -245,6 +251,7 @@ def test_a_number_too_long_for_python_is_a_clawfile_error(
     assert "clawfile.yaml:6" in result.stderr and "max_steps" in result.stderr
 
 
+@pytest.mark.xfail(strict=True, reason="an open hole of the third attack review")
 def test_a_fifo_at_an_included_template_hangs_nothing(tmp_path: Path) -> None:
     """To know which templates are control paths, control.py reads each literally included
     one with `Path.read_text` (control.py `_read`): it follows a symlink, has no size cap, and
@@ -274,6 +281,7 @@ def test_a_fifo_at_an_included_template_hangs_nothing(tmp_path: Path) -> None:
 # --- class 3: the name of a tainted upstream's output ---------------------------------------
 
 
+@pytest.mark.xfail(strict=True, reason="an open hole of the third attack review")
 def test_the_output_name_of_a_tainted_upstream_reaches_a_prompt_fenced_or_taints(
     tmp_path: Path, server: FakeOpenAI
 ) -> None:
@@ -310,6 +318,7 @@ def test_the_output_name_of_a_tainted_upstream_reaches_a_prompt_fenced_or_taints
     assert {"write", "bash"}.isdisjoint(offered(digest[0]))
 
 
+@pytest.mark.xfail(strict=True, reason="an open hole of the third attack review")
 def test_the_names_of_staged_files_reach_a_prompt_fenced_or_taint(
     tmp_path: Path, server: FakeOpenAI
 ) -> None:
@@ -343,6 +352,7 @@ def test_the_names_of_staged_files_reach_a_prompt_fenced_or_taint(
     assert {"write", "bash"}.isdisjoint(offered(server.requests[0]))
 
 
+@pytest.mark.xfail(strict=True, reason="an open hole of the third attack review")
 def test_names_of_dropped_files_listed_by_glob_in_a_prompt_are_fenced_or_taint(
     tmp_path: Path, server: FakeOpenAI
 ) -> None:
