@@ -66,8 +66,15 @@ def is_heading(line: str) -> bool:
 
 
 def marked(fact: str, untrusted: str | None) -> str:
-    """The fact as a job that reads untrusted content (`untrusted` names it) remembers it."""
-    return f"{fact} (from untrusted {untrusted})" if untrusted else fact
+    """The fact as a job that reads untrusted content (`untrusted` names it) remembers it;
+    the source on one line (a dropped file's name is the sender's: a line break in it would
+    leave the mark on a line of its own and the fact unmarked)."""
+    if not untrusted:
+        return fact
+    from claw_batch.render import printable
+    from claw_batch.untrusted import shown
+
+    return f"{fact} (from untrusted {printable(shown(untrusted))})"
 
 
 def is_untrusted(line: str) -> bool:

@@ -115,13 +115,22 @@ def format_task_entry(*, when: dt.datetime, task: str, jobs: list[NoteJob]) -> s
     )
     failed = [j for j in jobs if j.status != "ok"][:SHOWN_FAILURES]
     done = [j for j in jobs if j.status == "ok"][:SHOWN_ITEMS]
-    lines = [f"{_quote(j)}{j.item} ✗ {j.status}: {_first(j.text)}" for j in failed]
-    lines += [f"{_quote(j)}{j.item}: {_first(j.text)}" for j in done]
+    lines = [f"{_quote(j)}{_name(j.item)} ✗ {j.status}: {_first(j.text)}" for j in failed]
+    lines += [f"{_quote(j)}{_name(j.item)}: {_first(j.text)}" for j in done]
     return head + "\n" + "\n".join(lines) + "\n\n"
 
 
 def _quote(job: NoteJob) -> str:
     return OUTSIDE if job.outside else "> "
+
+
+def _name(item: str) -> str:
+    """An item's path on one line, as a prompt shows it: a dropped file's name is the
+    sender's, and a line break in it would start a line without the outside mark."""
+    from claw_batch.render import printable
+    from claw_batch.untrusted import shown
+
+    return printable(shown(item))
 
 
 def _first(text: str) -> str:

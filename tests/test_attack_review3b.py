@@ -70,7 +70,6 @@ def test_an_include_of_a_tainted_file_is_fenced_or_refused(
 # --- class 3: a dropped name breaks the daily note's outside mark --------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="an open hole of the third attack review")
 def test_a_dropped_name_with_a_newline_reaches_no_later_system_prompt(
     tmp_path: Path, server: FakeOpenAI
 ) -> None:
@@ -103,7 +102,6 @@ def test_a_dropped_name_with_a_newline_reaches_no_later_system_prompt(
     assert unfenced(server, since) == []
 
 
-@pytest.mark.xfail(strict=True, reason="an open hole of the third attack review")
 def test_a_fact_remembered_from_a_dropped_name_with_a_newline_stays_marked(
     tmp_path: Path, server: FakeOpenAI
 ) -> None:
