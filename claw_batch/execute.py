@@ -53,11 +53,18 @@ class JobExecution:
         p = self.p
         output_path = self._output_path()  # refuse a bad output before paying a model
         system = system_prompt(self.run, p.job, p.skills)  # now: with the latest daily notes
-        keys = (Message("system", system.key_text), Message("user", key_prompt(self.run, p)))
+        # Redacted before the model sees them, as tool results are: a key a prompt shows (a
+        # staged .env in the diff, a file read()) it could pass on reversed, past redaction.
+        redact = self.run.redact
+        prompt = redact(p.prompt)
+        keys = (
+            Message("system", redact(system.key_text)),
+            Message("user", redact(key_prompt(self.run, p))),
+        )
         loop = self._loop(started, keys)
-        self.on_event("system", content=system.text)
-        self.on_event("user", content=p.prompt)
-        result = loop.run([Message("system", system.text), Message("user", p.prompt)])
+        self.on_event("system", content=redact(system.text))
+        self.on_event("user", content=prompt)
+        result = loop.run([Message("system", redact(system.text)), Message("user", prompt)])
         return self._finish(result, output_path)
 
     def _loop(self, started: float, key_messages: tuple[Message, ...]) -> ToolLoop:
