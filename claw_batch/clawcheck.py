@@ -301,7 +301,9 @@ def _prompt(name: str, task: Task, source: YamlSource, root: Path) -> list[Probl
         return [source.problem(path, "the prompt is empty")]
     file = prompt_file(task.prompt)
     if file is None:
-        return _inline(task.prompt, path, source, foreach)
+        return _inline(task.prompt, path, source, foreach) + _includes(
+            source.name, task.prompt, root
+        )
     outside = path_problem(file)
     if outside:
         return [source.problem(path, outside)]
@@ -315,7 +317,27 @@ def _prompt(name: str, task: Task, source: YamlSource, root: Path) -> list[Probl
     return [
         Problem(file, line, (), message + (f" (task {name!r} has none)" if message == ITEM else ""))
         for line, message in template_errors(text, foreach=foreach)
-    ]
+    ] + _includes(file, text, root)
+
+
+def _includes(file: str, text: str, root: Path) -> list[Problem]:
+    """Each template `text` includes by a literal name (and they in turn) must be a file that
+    can be read as one: a missing one, a FIFO, one outside the project is said here."""
+    from claw_batch.errors import ToolError
+
+    problems: list[Problem] = []
+    seen, todo = {file}, [(file, text)]
+    while todo and len(seen) < 100:
+        where, body = todo.pop()
+        for name in control.included(body, required=True):
+            if name in seen:
+                continue
+            seen.add(name)
+            try:
+                todo.append((name, control.read_template(root, name)))
+            except (OSError, ToolError) as e:
+                problems.append(Problem(where, None, (), f"included template {name!r}: {e}"))
+    return problems
 
 
 def _inline(text: str, path: KeyPath, source: YamlSource, foreach: bool) -> list[Problem]:

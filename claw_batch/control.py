@@ -25,6 +25,7 @@ PROMPTS_DIR = "prompts"
 CASSETTES_DIR = "cassettes"
 _MAGIC = re.compile(r"[*?[{]|\{\{|\{%")
 _INCLUDES = 20  # included templates followed, at most, per prompt
+_TEMPLATE_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -96,34 +97,58 @@ def _templates(project: Project) -> Iterator[str]:
     seen: set[str] = set()
     for task in project.config.tasks.values():
         file = prompt_file(task.prompt)
-        todo = [file] if file else _included(task.prompt)
+        todo = [file] if file else included(task.prompt)
         while todo and len(seen) < _INCLUDES * len(project.config.tasks):
             name = clean(todo.pop())
             if name not in seen:
                 seen.add(name)
                 yield name
-                todo += _included(_read(project.root, name))
+                todo += included(_read(project.root, name))
+
+
+def read_template(root: Path, rel: str) -> str:
+    """An included template's text, read as the template loader reads it: confined to the
+    project, a regular file (a FIFO there would hang validate and every run), bounded;
+    ToolError (or OSError) saying why it cannot be."""
+    from claw_batch.errors import ToolError
+    from claw_batch.paths import Policy
+    from claw_batch.safeopen import read_file
+
+    data = read_file(Policy(root).resolve_read(rel), rel, _TEMPLATE_BYTES)
+    if len(data) > _TEMPLATE_BYTES:
+        raise ToolError(f"{rel} is larger than {_TEMPLATE_BYTES:,} bytes")
+    return data.decode("utf-8", errors="replace")
 
 
 def _read(root: Path, rel: str) -> str | None:
+    from claw_batch.errors import ToolError
+
     try:
-        return (root / rel).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError, ValueError):
-        return None
+        return read_template(root, rel)
+    except (OSError, ToolError):
+        return None  # `claw validate` says why
 
 
-def _included(text: str | None) -> list[str]:
-    """The literal names a template includes, imports or extends."""
+def included(text: str | None, *, required: bool = False) -> list[str]:
+    """The literal names a template includes, imports or extends (`required`: but those of
+    an `{% include ... ignore missing %}`)."""
     if not text or "{%" not in text:
         return []
     import jinja2
-    from jinja2 import meta
+    from jinja2 import meta, nodes
 
     try:
         ast = jinja2.Environment().parse(text)
     except jinja2.TemplateError:
         return []  # `claw validate` says what is wrong with it
-    return [name for name in meta.find_referenced_templates(ast) if name]
+    optional = set()
+    if required:
+        optional = {
+            n.template.value
+            for n in ast.find_all(nodes.Include)
+            if n.ignore_missing and isinstance(n.template, nodes.Const)
+        }
+    return [name for name in meta.find_referenced_templates(ast) if name and name not in optional]
 
 
 def _covered(path: str, never: tuple[str, ...], found: list[str]) -> bool:

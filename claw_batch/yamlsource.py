@@ -154,9 +154,24 @@ def _walk(node: yaml.Node, path: KeyPath, source: YamlSource, active: set[int]) 
         for index, item in enumerate(node.value):
             source.key_lines.setdefault((*path, index), item.start_mark.line + 1)
             _walk(item, (*path, index), source, active)
-    elif isinstance(node, yaml.ScalarNode) and node.style in ("|", ">"):
-        source.text_lines[path] = node.start_mark.line + 2  # the text starts below `|`
+    elif isinstance(node, yaml.ScalarNode):
+        _refuse_long_number(node, path, source)
+        if node.style in ("|", ">"):
+            source.text_lines[path] = node.start_mark.line + 2  # the text starts below `|`
     active.discard(id(node))
+
+
+_NUMBER_TAGS = ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
+MAX_NUMBER = 100  # characters of a number: past 4,300 digits Python's int() refuses one
+
+
+def _refuse_long_number(node: yaml.ScalarNode, path: KeyPath, source: YamlSource) -> None:
+    if node.tag in _NUMBER_TAGS and len(node.value) > MAX_NUMBER:
+        where = f"{source.name}:{node.start_mark.line + 1}"
+        raise ClawfileError(
+            f"{where}: {dotted(path) or 'a key'}: a number of {len(node.value):,} characters, "
+            f"more than any setting needs (at most {MAX_NUMBER}); quote it if it is text"
+        )
 
 
 def _walk_mapping(
@@ -166,6 +181,7 @@ def _walk_mapping(
     for key_node, value_node in node.value:
         if not isinstance(key_node, yaml.ScalarNode) or key_node.value == "<<":
             continue  # complex keys and merge keys: let the constructor deal with them
+        _refuse_long_number(key_node, path, source)
         key, line = key_node.value, key_node.start_mark.line + 1
         if key in seen:
             raise yaml.MarkedYAMLError(

@@ -102,3 +102,33 @@ def test_validate_reports_what_the_template_sandbox_refuses(tmp_path: Path) -> N
         f"prompts/a.md:2: templates may not use 'append': {sandbox}\n"
         f"prompts/a.md:3: templates may not use '__dict__': {sandbox}\n",
     )
+
+
+def test_an_included_template_that_cannot_be_read_is_an_error(tmp_path: Path) -> None:
+    """A literal include must be a file a run can read (an `ignore missing` one need not
+    exist): a missing one, one outside the project, a FIFO — said at validate, not at run."""
+    root = make_project(
+        tmp_path / "p",
+        """
+        version: 1
+        tasks:
+          a:
+            prompt: prompts/a.md
+          b:
+            prompt: "{% include 'prompts/gone.md' ignore missing %}{% include '../x.md' %}"
+        """,
+        {
+            "prompts/a.md": "{% include 'prompts/part.md' %}\n",
+            "prompts/part.md": "{% include 'prompts/no.md' %}",
+        },
+    )
+    (tmp_path / "x.md").write_text("outside\n")
+    r = claw(root, "validate")
+    assert r.exit_code == 2
+    assert r.stderr.splitlines() == [
+        f"claw: clawfile.yaml: included template '../x.md': refused reading ../x.md: it "
+        f"resolves to {tmp_path.resolve()}/x.md, outside the project root {root.resolve()}; "
+        "use paths inside the project",
+        "prompts/part.md: included template 'prompts/no.md': no such file or directory: "
+        "prompts/no.md",
+    ]
