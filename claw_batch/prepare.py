@@ -96,7 +96,7 @@ def prepare(run: RunContext, job: Job, upstream_names: tuple[str, ...] = ()) -> 
     outputs = tuple(_render_path(run, job, p, variables) or "" for p in task.outputs)
     offered = offered_skills(run, task)
     system_key = _once(run, job.task, "system", lambda: system_prompt(run, job, offered).key_text)
-    prompt = _prompt(run, job, variables, schema)
+    prompt = _prompt(run, job, variables, schema, fenced.append)
     read = tuple(sorted({*inputs, *([job.item] if job.item else [])}))
     tainted = _tainted(run, task, read, fenced)
     return Prepared(
@@ -309,28 +309,52 @@ def _variables(
     """The template variables of one job; `saw` is told of each outside content they show
     (fenced), as they show it."""
     root = run.project.root
+    # `files` is a plain list: a job is tainted by the outside names in it if it may show them.
+    shows_files = _reads(run.project.config.tasks[job.task], "files")
     variables: dict[str, Any] = {
         "task": job.task,
         "today": run.now.date().isoformat(),
         "now": run.now.isoformat(timespec="seconds"),
         "inputs": inputs,
         "needs": taint.needs_view(render.needs_view(run.upstream, upstream_names), saw),
-        "files": list(run.files),
+        "files": render.listing(run.files, run.outside, "files", saw if shows_files else None),
         "git": render.GitInfo(root, saw),
-        "read": render.reader(root, run.outside, saw),  # over the helper: it knows the ledger
+        # Over the helpers: these know the ledger, and taint the job.
+        "read": render.reader(root, run.outside, saw),
+        "glob": render.globber(root, run.outside, saw),
     }
     if job.item is not None:
         variables["item"] = render.Item.of(job.item, outside=run.outside(job.item))
     return variables
 
 
+INCLUDES = "{% include %}"  # as templatecheck.INCLUDES (which imports Jinja) names it
+
+
+def _reads(task: Task, name: str) -> bool:
+    """Whether the task's templates may read the variable (an included one: they may)."""
+    return task.variables is None or not task.variables.isdisjoint({name, INCLUDES})
+
+
 def _prompt(
-    run: RunContext, job: Job, variables: Mapping[str, Any], schema: Mapping[str, Any] | None
+    run: RunContext,
+    job: Job,
+    variables: Mapping[str, Any],
+    schema: Mapping[str, Any] | None,
+    saw: Callable[[str], None] | None = None,
 ) -> str:
     source, name = run.project.prompt_source(job.task)
     task = run.project.config.tasks[job.task]
     untrusted = run.project.config.untrusted
-    prompt = render.render(source, name, variables, root=run.project.root, untrusted=untrusted)
+    prompt = render.render(
+        source,
+        name,
+        variables,
+        root=run.project.root,
+        untrusted=untrusted,
+        outside=run.outside,
+        saw=saw,
+    )
     if schema is not None:
         prompt += answers.instructions(schema, check=task.check)
     return prompt
@@ -344,9 +368,9 @@ def _render_path(
     where = f"clawfile.yaml:tasks.{job.task}"
     if job.item is not None:  # a path names the file as it is (a prompt shows it defused)
         variables = {**variables, "item": render.Item.of(job.item)}
-    untrusted = run.project.config.untrusted  # an {% include %} of such a file is refused
+    untrusted = run.project.config.untrusted  # an {% include %} of such a file is fenced
     return render.render(
-        template, where, variables, root=run.project.root, untrusted=untrusted
+        template, where, variables, root=run.project.root, untrusted=untrusted, outside=run.outside
     ).strip()
 
 

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import functools
+import os
 import re
 import subprocess
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from claw_batch.errors import ClawfileError, TaskFailed, ToolError
 from claw_batch.untrusted import Name, fence, shown
+
+STAGED = "git diff --cached"  # how the staged changes are named: the diff, the files' names
 
 if TYPE_CHECKING:
     import jinja2
@@ -48,6 +51,33 @@ class Item:
         return self.path
 
 
+class OutsideName(Name):
+    """A name that is outside content (a dropped file's, one a tainted job chose, a staged
+    file's) where a template lists it: printed, or joined into a listing, it is fenced, as the
+    `ls` tool fences a listing that holds one. The job that got it is tainted when it did."""
+
+    source: str
+
+    def __new__(cls, name: str, source: str) -> OutsideName:
+        self = super().__new__(cls, name)
+        self.source = source
+        return self
+
+
+def listing(
+    names: Iterable[str],
+    outside: Callable[[str], bool],
+    source: str,
+    saw: Callable[[str], None] | None,
+) -> list[str]:
+    """Project-relative names as a template gets them: those that are outside content as
+    `OutsideName`s, and then the job is tainted (`saw`), as by a listing that shows them."""
+    found: list[str] = [OutsideName(n, source) if outside(n) else n for n in names]
+    if saw is not None and any(isinstance(n, OutsideName) for n in found):
+        saw(source)
+    return found
+
+
 @dataclass(frozen=True)
 class Upstream:
     output: str | None
@@ -74,24 +104,25 @@ class GitInfo:
 
     def _git(self, *args: str) -> str:
         try:
-            done = subprocess.run(
-                ["git", *args], cwd=self._root, capture_output=True, text=True, timeout=30
-            )
+            done = subprocess.run(["git", *args], cwd=self._root, capture_output=True, timeout=30)
         except (OSError, subprocess.TimeoutExpired) as e:
             raise TaskFailed(f"git {' '.join(args)}: {e}") from e
-        return done.stdout if done.returncode == 0 else ""
+        return os.fsdecode(done.stdout) if done.returncode == 0 else ""  # names: any bytes
 
     @functools.cached_property
     def staged_diff(self) -> str:
         """The staged changes, fenced: a diff is content from outside (SPEC §3)."""
         diff = self._git("diff", "--cached", "--no-color", "--no-ext-diff")
         if self._saw is not None:
-            self._saw("git diff --cached")
-        return fence(diff, "git diff --cached")
+            self._saw(STAGED)
+        return fence(diff, STAGED)
 
     @functools.cached_property
     def staged_files(self) -> list[str]:
-        return self._git("diff", "--cached", "--name-only", "-z").split("\0")[:-1]
+        """The staged files' names: the stager's (a new file's name is theirs), so outside
+        content as the staged diff is, listed fenced."""
+        names = self._git("diff", "--cached", "--name-only", "-z").split("\0")[:-1]
+        return listing(names, lambda _: True, STAGED, self._saw)
 
     @functools.cached_property
     def head(self) -> str:
@@ -105,21 +136,41 @@ def environment(root: Path, untrusted: tuple[str, ...] = ()) -> jinja2.Environme
 
     from claw_batch.templatesandbox import BoundedSandbox, ProjectLoader
 
-    return BoundedSandbox(
+    env = BoundedSandbox(
         loader=ProjectLoader(root, untrusted),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         autoescape=False,
         finalize=_shown,
     )
+    env.filters["join"] = _keeps_outside(env.filters["join"])
+    return env
 
 
 def _shown(value: Any) -> Any:
     """What `{{ ... }}` prints: a name from outside the project as plain text on one line,
-    a byte of it that is not UTF-8 (os.fsdecode's surrogate) as `\\xff`."""
+    a byte of it that is not UTF-8 (os.fsdecode's surrogate) as `\\xff`; a listed one
+    (`OutsideName`) fenced as well."""
     if not isinstance(value, Name):
         return value
+    if isinstance(value, OutsideName):
+        return fence(shown(printable(value)), value.source)
     return printable(shown(value))
+
+
+def _keeps_outside(join: Callable[..., str]) -> Callable[..., str]:
+    """The `join` filter: a listing joined from outside names is one too (fenced whole)."""
+    import jinja2.filters
+
+    def joined(context: Any, value: Iterable[Any], d: str = "", attribute: Any = None) -> str:
+        if attribute is not None:
+            value = map(jinja2.filters.make_attrgetter(context.environment, attribute), value)
+        parts = list(value)  # join makes them one text anyway
+        text = join(context, parts, d)
+        source = next((p.source for p in parts if isinstance(p, OutsideName)), None)
+        return text if source is None else OutsideName(text, source)
+
+    return functools.update_wrapper(joined, join)  # keeps jinja_pass_arg (the context)
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -141,12 +192,22 @@ def helpers(root: Path, untrusted: tuple[str, ...] = ()) -> dict[str, Callable[.
     """`read()` and `glob()` for templates; `read()` fences a file matching `untrusted`."""
     from claw_batch.paths import Policy
 
+    outside = Policy(root, untrusted=untrusted).is_untrusted
+    return {"read": reader(root, outside), "glob": globber(root, outside)}
+
+
+def globber(
+    root: Path, outside: Callable[[str], bool], saw: Callable[[str], None] | None = None
+) -> Callable[[str], list[str]]:
+    """The template `glob()`: the names that are outside content (dropped, or chosen by a
+    tainted job) come as `OutsideName`s, and `saw` is told the pattern."""
+
     def glob(pattern: str) -> list[str]:
         from claw_batch.jobs import glob_files
 
-        return glob_files(root, pattern)
+        return listing(glob_files(root, pattern), outside, pattern, saw)
 
-    return {"read": reader(root, Policy(root, untrusted=untrusted).is_untrusted), "glob": glob}
+    return glob
 
 
 def reader(
@@ -188,15 +249,24 @@ def render(
     *,
     root: Path,
     untrusted: tuple[str, ...] = (),
+    outside: Callable[[str], bool] | None = None,
+    saw: Callable[[str], None] | None = None,
 ) -> str:
     """Render one prompt template; any template problem is a ClawfileError naming the file.
-    `untrusted`: globs of files whose content `read()` shows fenced."""
+    `untrusted`: globs of files whose content `read()` shows fenced; `outside`: which files
+    are outside content (the ledger's answer; default: `untrusted`), which an `{% include %}`
+    shows fenced, telling `saw`."""
     import jinja2
 
     from claw_batch import templatebounds
+    from claw_batch.templatesandbox import reading
 
+    if outside is None:
+        from claw_batch.paths import Policy
+
+        outside = Policy(root, untrusted=untrusted).is_untrusted
     try:
-        with templatebounds.metered():
+        with templatebounds.metered(), reading(outside, saw):
             text = _compiled(root, untrusted, source).render(
                 {**helpers(root, untrusted), **variables}
             )

@@ -36,12 +36,11 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from claw_batch import taintwatch
 from claw_batch.errors import ToolError
-from claw_batch.render import printable
+from claw_batch.render import OutsideName, printable
 from claw_batch.taintledger import outside_now
 from claw_batch.tools import READ_ONLY_TOOLS
 from claw_batch.untrusted import fence
@@ -327,24 +326,34 @@ def holds_marked(workspace: str, rel: str, lines: Iterable[str]) -> bool:
 # --- what a template sees -----------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
 class FencedUpstream:
     """`needs.X` of an upstream whose jobs read outside content: its result reaches the
-    template fenced, and taints the job that reads it."""
+    template fenced, and so does its output's name (a fan-out's is its item's: a dropped
+    file's); either taints the job that reads it. Nothing else of it is reachable: the
+    sandbox refuses attributes that start with '_'."""
 
-    name: str
-    upstream: Upstream
-    saw: Callable[[str], None]
+    __slots__ = ("_name", "_saw", "_upstream")
+
+    def __init__(self, name: str, upstream: Upstream, saw: Callable[[str], None]) -> None:
+        self._name, self._upstream, self._saw = name, upstream, saw
+
+    def __repr__(self) -> str:  # what `{{ needs.X }}` prints: nothing of the upstream's
+        return f"<needs.{self._name}: read outside content; see .result and .output>"
 
     @property
     def output(self) -> str | None:
-        return self.upstream.output
+        output = self._upstream.output
+        if output is None:
+            return None
+        source = f"needs.{self._name}.output"
+        self._saw(source)
+        return OutsideName(output, source)
 
     @property
     def result(self) -> str:
-        source = f"needs.{self.name}.result"
-        self.saw(source)
-        return fence(self.upstream.result, source)
+        source = f"needs.{self._name}.result"
+        self._saw(source)
+        return fence(self._upstream.result, source)
 
 
 def needs_view(upstream: dict[str, Upstream], saw: Callable[[str], None]) -> dict[str, Any]:

@@ -3,14 +3,17 @@
 Jinja's immutable sandbox refuses what would reach Python: attributes that start with '_',
 unsafe callables, methods that change a list or dict. Every place where a template spends time
 or memory (a loop iteration, a call, a filter, `*` `**` `%` `+` `~`, what `{{ }}` prints) is
-checked against `templatebounds`; `{% include %}` loads only the project's own templates.
+checked against `templatebounds`; `{% include %}` runs only the project's own templates.
 """
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import types
-from collections.abc import Callable, Iterable, Iterator, Sized
+from collections.abc import Callable, Iterable, Iterator, MutableMapping, Sized
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +25,7 @@ from jinja2.filters import make_attrgetter
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from claw_batch import templatebounds as bounds
+from claw_batch.untrusted import fence
 
 LOOP_FILTER = "claw_loop"  # what every `{% for %}` iterates through (see _Generator)
 MAX_TEMPLATE_BYTES = 1_000_000  # an included template
@@ -229,34 +233,98 @@ def refusal(error: SecurityError) -> str:
     )
 
 
+@dataclass(frozen=True)
+class Reading:
+    """What one render knows of outside content, for the loader: which project files are
+    (`outside`: watched, tainted, staged) and whom to tell when one is shown (`saw`)."""
+
+    outside: Callable[[str], bool]
+    saw: Callable[[str], None] | None = None
+
+
+_reading: contextvars.ContextVar[Reading | None] = contextvars.ContextVar("reading", default=None)
+
+
+@contextmanager
+def reading(outside: Callable[[str], bool], saw: Callable[[str], None] | None) -> Iterator[None]:
+    """Around a render: the loader asks `outside` of every file a template loads."""
+    token = _reading.set(Reading(outside, saw))
+    try:
+        yield
+    finally:
+        _reading.reset(token)
+
+
 class ProjectLoader(jinja2.BaseLoader):
     """What `{% include %}`, `{% import %}` and `{% extends %}` may load: the project's own
-    files, confined as read() is (symlinks resolved, never out of the project nor in .claw/),
-    and never a file from outside (a watched one): that would run its text as a template."""
+    files, confined as read() is (symlinks resolved, never out of the project nor in .claw/).
+    A file that is outside content (watched, written by a tainted job, a staged copy) is
+    never run as a template: it is shown as read() shows it, fenced, and taints the job.
+
+    Which files are outside content can change while a loaded template is cached (a tainted
+    job writes one, the ledger is another run's): each use asks again (`uptodate`)."""
 
     def __init__(self, root: Path, untrusted: tuple[str, ...]) -> None:
         self.root, self.untrusted = root, untrusted
 
-    def get_source(
-        self, environment: jinja2.Environment, template: str
-    ) -> tuple[str, str, Callable[[], bool]]:
-        from claw_batch.errors import ToolError
+    def _outside(self, shown: str) -> bool:
+        now = _reading.get()
+        if now is not None:
+            return now.outside(shown)
         from claw_batch.paths import Policy
+
+        return Policy(self.root, untrusted=self.untrusted).is_untrusted(shown)
+
+    def load(
+        self,
+        environment: jinja2.Environment,
+        name: str,
+        globals: MutableMapping[str, Any] | None = None,
+    ) -> jinja2.Template:
+        real, shown = self._resolve(name)
+        stamp, globals = _stamp(real), globals or {}
+        if not self._outside(shown):
+            source = self._read(real, shown).decode("utf-8")
+            code = environment.compile(source, name, str(real))
+            fresh = lambda: _stamp(real) == stamp and not self._outside(shown)  # noqa: E731
+            return environment.template_class.from_code(environment, code, globals, fresh)
+        # Loaded again for each use (never up to date): each job that renders it is tainted,
+        # an `{% import %}`'s module included (Jinja keeps one per template).
+        text = fence(self._read(real, shown).decode("utf-8", errors="replace"), shown)
+        code = environment.compile("", name, str(real))
+        template = environment.template_class.from_code(environment, code, globals, _never)
+        template.root_render_func = functools.partial(_fenced, shown, text)
+        return template
+
+    def _resolve(self, template: str) -> tuple[Path, str]:
+        from claw_batch.paths import Policy
+
+        policy = Policy(self.root)
+        real = policy.resolve_read(template)
+        return real, policy.relative(real)
+
+    def _read(self, real: Path, shown: str) -> bytes:
+        from claw_batch.errors import ToolError
         from claw_batch.safeopen import read_file
 
-        policy = Policy(self.root, untrusted=self.untrusted)
-        real = policy.resolve_read(template)
-        shown = policy.relative(real)
-        if policy.is_untrusted(shown):
-            raise ToolError(
-                f"refused: {shown} comes from outside the project, and a template may include "
-                "only the project's own templates; read() shows such a file, fenced"
-            )
         data = read_file(real, shown, MAX_TEMPLATE_BYTES)
         if len(data) > MAX_TEMPLATE_BYTES:
             raise ToolError(f"{shown} is larger than {MAX_TEMPLATE_BYTES:,} bytes")
-        stamp = _stamp(real)
-        return data.decode("utf-8"), str(real), lambda: _stamp(real) == stamp
+        return data
+
+
+def _never() -> bool:
+    return False
+
+
+def _fenced(shown: str, text: str, context: Any) -> Iterator[str]:
+    """What an included outside file renders as: its text fenced, never run; the job that
+    renders it (not the one that first loaded it) is tainted."""
+    now = _reading.get()
+    if now is not None and now.saw is not None:
+        now.saw(shown)
+    bounds.tick(0, len(text))
+    yield text
 
 
 def _stamp(path: Path) -> int | None:

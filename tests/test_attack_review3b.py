@@ -42,7 +42,6 @@ def offered(request: dict[str, object]) -> list[str]:
 # --- class 3/4: an include of a tainted file -------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="an open hole of the third attack review")
 def test_an_include_of_a_tainted_file_is_fenced_or_refused(
     tmp_path: Path, server: FakeOpenAI
 ) -> None:
@@ -284,7 +283,6 @@ def test_a_fifo_at_an_included_template_hangs_nothing(tmp_path: Path) -> None:
 # --- class 3: the name of a tainted upstream's output ---------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="an open hole of the third attack review")
 def test_the_output_name_of_a_tainted_upstream_reaches_a_prompt_fenced_or_taints(
     tmp_path: Path, server: FakeOpenAI
 ) -> None:
@@ -321,7 +319,6 @@ def test_the_output_name_of_a_tainted_upstream_reaches_a_prompt_fenced_or_taints
     assert {"write", "bash"}.isdisjoint(offered(digest[0]))
 
 
-@pytest.mark.xfail(strict=True, reason="an open hole of the third attack review")
 def test_the_names_of_staged_files_reach_a_prompt_fenced_or_taint(
     tmp_path: Path, server: FakeOpenAI
 ) -> None:
@@ -355,7 +352,6 @@ def test_the_names_of_staged_files_reach_a_prompt_fenced_or_taint(
     assert {"write", "bash"}.isdisjoint(offered(server.requests[0]))
 
 
-@pytest.mark.xfail(strict=True, reason="an open hole of the third attack review")
 def test_names_of_dropped_files_listed_by_glob_in_a_prompt_are_fenced_or_taint(
     tmp_path: Path, server: FakeOpenAI
 ) -> None:

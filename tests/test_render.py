@@ -13,6 +13,7 @@ from helpers import claw, make_project
 
 from claw_batch.errors import ClawfileError
 from claw_batch.render import GitInfo, Item, render
+from claw_batch.untrusted import fence
 
 
 def test_variables_and_helpers(tmp_path: Path) -> None:
@@ -247,12 +248,43 @@ def test_includes_are_confined_as_read_is(tmp_path: Path) -> None:
         f"p.md: refused reading notes.md: it resolves to {tmp_path}/secret.txt, outside the "
         f"project root {root}; use paths inside the project"
     )
-    with pytest.raises(ClawfileError) as e:
-        render("{% include 'inbox/drop.txt' %}", "p.md", {}, root=root, untrusted=("inbox/*",))
-    assert str(e.value) == (
-        "p.md: refused: inbox/drop.txt comes from outside the project, and a template may "
-        "include only the project's own templates; read() shows such a file, fenced"
-    )
+    # A file from outside is never run as a template: it is shown as read() shows it.
+    out = render("{% include 'inbox/drop.txt' %}", "p.md", {}, root=root, untrusted=("inbox/*",))
+    assert out == fence("{{ read('.env') }}", "inbox/drop.txt")
+
+
+def test_an_include_of_outside_content_is_fenced_and_taints_each_job_that_renders_it(
+    tmp_path: Path,
+) -> None:
+    """What is outside content is the ledger's answer (`outside`), asked at each use: a
+    template loaded while the file was the project's is not reused once it is outside (a
+    tainted job wrote it), nor the other way round; an import or an extends too."""
+    (tmp_path / "out").mkdir()
+    mail = tmp_path / "out/mail.md"
+    mail.write_text("{{ 6 * 7 }} {% macro m() %}mac{% endmacro %}")
+    tainted: set[str] = set()
+    seen: list[str] = []
+
+    def shown(source: str) -> str:
+        return render(
+            source, "p.md", {}, root=tmp_path, outside=tainted.__contains__, saw=seen.append
+        )
+
+    assert shown("{% include 'out/mail.md' %}") == "42 "
+    tainted.add("out/mail.md")  # as when a tainted job wrote it
+    fenced = fence("{{ 6 * 7 }} {% macro m() %}mac{% endmacro %}", "out/mail.md")
+    for source in (
+        "{% include 'out/mail.md' %}",
+        "{% extends 'out/mail.md' %}",
+        "{% import 'out/mail.md' as m %}{{ m }}",
+        "{% from 'out/mail.md' import m %}",
+    ):
+        seen.clear()
+        # The fenced text defines nothing: what is imported from it is undefined.
+        assert shown(source) == ("" if "from" in source else fenced), source
+        assert seen == ["out/mail.md"], source
+    tainted.clear()  # a person edited it: the project's again
+    assert shown("{% include 'out/mail.md' %}") == "42 "
 
 
 def test_honest_templates_render_as_before(tmp_path: Path) -> None:
