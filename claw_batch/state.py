@@ -74,6 +74,12 @@ CREATE TABLE IF NOT EXISTS tainted (
     item TEXT NOT NULL DEFAULT '',
     run_id TEXT NOT NULL
 );
+-- The git blob ids of every content a row of `tainted` was ever about: committed, git's
+-- object store keeps it after the file changes (claw_batch.taintstaged.stored).
+CREATE TABLE IF NOT EXISTS tainted_blobs (
+    blob TEXT PRIMARY KEY,
+    path TEXT NOT NULL             -- the file it was, as a fence names it
+);
 -- The stat shortcut: a file is re-hashed only when its mtime, size, inode or ctime changed
 -- (a command can set the first three back, not the ctime). A path that is not UTF-8 is
 -- kept as a BLOB of its bytes (`stored_path`), here and in `tainted`.

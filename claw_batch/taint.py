@@ -42,6 +42,7 @@ from claw_batch import taintwatch
 from claw_batch.errors import ToolError
 from claw_batch.render import OutsideName, printable
 from claw_batch.taintledger import outside_now
+from claw_batch.taintstaged import blob_ids
 from claw_batch.tools import READ_ONLY_TOOLS
 from claw_batch.untrusted import fence
 
@@ -134,7 +135,8 @@ class JobTaint:
         if self.files is None or self.writer is None:
             yield
         elif source is not None:
-            self.files.mark(rel, hashlib.sha256(data).hexdigest(), source, self.writer)
+            sha256 = hashlib.sha256(data).hexdigest()
+            self.files.mark(rel, sha256, source, self.writer, blob_ids(data))
             yield
         else:
             yield

@@ -15,9 +15,12 @@ without its row. The rows are loaded the first time a run asks about a file: a n
 jobs pass the quick check never does.
 
 `outside_now` lists, for a command about to run, every file that holds outside content:
-the tainted ones, everything in a watched folder, and while something is staged, the git
-index, the staged blobs and the working-tree copies that are what is staged
-(claw_batch.taintstaged); claw_batch.taintwatch watches what the command does with them.
+the tainted ones, everything in a watched folder, while something is staged, the git
+index, the staged blobs and the working-tree copies that are what is staged, and where the
+project is a repository, the objects and packs in which git keeps outside content that was
+committed: each tainted content's blob ids are kept (table `tainted_blobs`) after the file
+changes, as git keeps the content (claw_batch.taintstaged); claw_batch.taintwatch watches
+what the command does with them.
 """
 
 from __future__ import annotations
@@ -30,10 +33,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from claw_batch import globs
+from claw_batch import globs, taintstaged
 from claw_batch.render import printable
 from claw_batch.state import loaded_path, stored_path
-from claw_batch.taintstaged import Copy, Staged, StagedFiles
+from claw_batch.taintstaged import Copy, Staged, StagedFiles, file_blob_ids
 
 if TYPE_CHECKING:
     from claw_batch.state import State
@@ -80,20 +83,21 @@ class TaintedFiles:
         self.untrusted = untrusted  # the watch globs and the folders around them
         self.hash_file = hash_file  # project-relative path -> sha256 (None: missing)
         self._rows: dict[str, Row] | None = None
+        self._blobs: dict[str, str] | None = None
         self._lock = threading.Lock()
         # What commands running meanwhile must learn of (`moment`, `since`): each mark, and
         # each tainted job's command, whose files are outside content before they are marked.
         self._marked: list[str] = []  # every path marked in this run, in order
         self._events = 0  # marks, and tainted commands starting and ending
         self._busy = 0  # tainted commands running
-        self._git = StagedFiles()
+        self.git = StagedFiles()
 
     def outside(self, rel: str) -> bool:
         """Whether the project-relative file is outside content: watched, tainted, or the
         working-tree copy of a staged file."""
         if any(globs.match(g, rel) for g in self.untrusted) or self.tainted(rel):
             return True
-        return self.root is not None and self._git.is_copy(self.root, rel)
+        return self.root is not None and self.git.is_copy(self.root, rel)
 
     def tainted(self, rel: str) -> bool:
         """Whether a tainted job wrote the file as it is now (it is hashed only if one did)."""
@@ -113,11 +117,11 @@ class TaintedFiles:
 
     def staged(self, root: str) -> Staged:
         """What is staged now (claw_batch.taintstaged; git runs once per index)."""
-        return self._git.now(root)
+        return self.git.now(root)
 
     def copies(self, root: str, staged: Staged) -> list[tuple[str, Copy]]:
         """The staged files whose working-tree copy is what is staged."""
-        return self._git.copies(root, staged)
+        return self.git.copies(root, staged)
 
     @property
     def rows(self) -> dict[str, Row]:
@@ -126,6 +130,20 @@ class TaintedFiles:
                 self._rows = self._load()
             return self._rows
 
+    @property
+    def blobs(self) -> dict[str, str]:
+        """The git blob ids of all content ever tainted -> the file it was, as shown."""
+        with self._lock:
+            if self._blobs is None:
+                self._blobs = self._load_blobs()
+            return self._blobs
+
+    def _load_blobs(self) -> dict[str, str]:
+        state = self.state
+        if state is None or not state.has_table("tainted_blobs"):
+            return {}
+        return {r[0]: r[1] for r in state.select("SELECT blob, path FROM tainted_blobs")}
+
     def _load(self) -> dict[str, Row]:
         state = self.state
         if state is None or (state.readonly and not state.has_table("tainted")):
@@ -133,17 +151,26 @@ class TaintedFiles:
         found = state.select("SELECT path, sha256, source FROM tainted")
         return {loaded_path(r[0]): Row(r[1], r[2]) for r in found}
 
-    def mark(self, rel: str, sha256: str, source: str, writer: Writer) -> None:
-        """Record that `rel` will hold outside content with this hash: before it is written."""
-        rows = self.rows
+    def mark(
+        self, rel: str, sha256: str, source: str, writer: Writer, blobs: tuple[str, ...] = ()
+    ) -> None:
+        """Record that `rel` will hold outside content with this hash (and these git blob
+        ids: `taintstaged.blob_ids`): before it is written."""
+        rows, known = self.rows, self.blobs
         if self.state is not None:
             with self.state.transaction(durable=True):
                 self.state.db.execute(
                     "INSERT OR REPLACE INTO tainted VALUES (?, ?, ?, ?, ?, ?)",
                     (stored_path(rel), sha256, source, writer.task, writer.item, writer.run_id),
                 )
+                self.state.db.executemany(
+                    "INSERT OR IGNORE INTO tainted_blobs VALUES (?, ?)",
+                    [(b, printable(rel)) for b in blobs],
+                )
         with self._lock:
             rows[rel] = Row(sha256, source)
+            for blob in blobs:
+                known.setdefault(blob, printable(rel))
             self._marked.append(rel)
             self._events += 1
 
@@ -182,7 +209,8 @@ class TaintedFiles:
         except OSError:
             sha256 = UNREADABLE
         if sha256 is not None:
-            self.mark(rel, sha256, source, writer)
+            blobs = file_blob_ids(os.path.join(self.root, rel)) if self.root else ()
+            self.mark(rel, sha256, source, writer, blobs)
 
     def clear(self, rel: str) -> None:
         """Forget the path's row: an untainted job has written it (after it did)."""
@@ -268,7 +296,28 @@ def outside_now(root: str, files: TaintedFiles, writable: tuple[str, ...]) -> Ou
         found.add(root, rel, STAGED, writable, named=False)
     for rel, copy in files.copies(root, staged):
         found.add(root, rel, rel, writable, named=copy.added)
+    if taintstaged.has_objects(root):
+        _committed(root, files, found, writable, staged)
     return found if found.files or found.watched else None
+
+
+def _committed(
+    root: str, files: TaintedFiles, found: Outside, writable: tuple[str, ...], staged: Staged
+) -> None:
+    """Outside content committed: what git's object store holds of it (a `git show`, a
+    `git log -p` reads it there). What was ever tainted, as its blob ids were recorded, and
+    the outside files as they are now (a watched folder's, a row from before the ids)."""
+    blobs = dict(files.blobs)
+    length = 64 if taintstaged.sha256_repository(root) else 40
+    for rel, shown in list(found.files.items()):
+        if rel not in staged.objects:
+            blob = files.git.blob_id(root, rel, length)
+            if blob is not None:
+                blobs.setdefault(blob, shown)
+    blobs = {b: shown for b, shown in blobs.items() if len(b) == length}
+    for path, shown in taintstaged.stored(root, files.git, blobs).items():
+        if path not in found.files:  # a staged blob: read as the staged changes
+            found.add(root, path, shown, writable, named=False)
 
 
 def _folder(root: str, top: str, found: Outside, writable: tuple[str, ...]) -> None:

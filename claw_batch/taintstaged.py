@@ -4,6 +4,11 @@ objects of the staged blobs, and each staged file's working-tree copy while it i
 blob staged: a hook's task reads the files of the commit without asking git (`cat`, the
 read tool, a linter), and gets the same bytes.
 
+Committed, outside content stays in git's object store whatever becomes of the file: a
+`git show`, a `git log -p` reads it there. `stored` names the loose object of each such
+blob, and when one is only in a pack, every pack (a command reading any packed object opens
+them: counted as reading outside content, the safe way to be wrong).
+
 A copy changed after it was staged is the person's again (what they keep, they vouch for),
 as a tainted file is once edited. git runs once per change of the index (no git call where
 the project is not a repository, or nothing asks); a copy is hashed as git hashes a blob
@@ -15,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import stat
 import subprocess
 import threading
@@ -74,6 +80,7 @@ class StagedFiles:
         self._lock = threading.Lock()
         self._known: tuple[tuple[str, tuple[int, ...]], Staged] | None = None
         self._ids: dict[str, tuple[tuple[int, ...], str | None]] = {}  # path -> key, blob id
+        self._packed: tuple[tuple[object, ...], dict[str, bool]] = ((), {})  # packs' key -> has
 
     def now(self, root: str) -> Staged:
         try:
@@ -91,13 +98,27 @@ class StagedFiles:
     def is_copy(self, root: str, rel: str, found: Staged | None = None) -> bool:
         """Whether the working-tree file is, as it is now, what is staged for it."""
         copy = (found or self.now(root)).copies.get(rel)
-        return copy is not None and self._blob_id(root, rel, len(copy.blob)) == copy.blob
+        return copy is not None and self.blob_id(root, rel, len(copy.blob)) == copy.blob
 
     def copies(self, root: str, found: Staged) -> list[tuple[str, Copy]]:
         copies = sorted(found.copies.items())
         return [(rel, c) for rel, c in copies if self.is_copy(root, rel, found)]
 
-    def _blob_id(self, root: str, rel: str, length: int) -> str | None:
+    def in_packs(self, root: str, packs: list[str], blobs: list[str]) -> dict[str, bool]:
+        """Which of the blobs the packs hold: git asked once per change of the packs."""
+        key = (root, *((rel, _stat_key(os.path.join(root, rel))) for rel in packs))
+        with self._lock:
+            known = self._packed[1] if self._packed[0] == key else {}
+        missing = [b for b in blobs if b not in known]
+        if missing:
+            known = {**known, **in_store(root, missing)}
+            with self._lock:
+                self._packed = (key, known)
+        return {b: known[b] for b in blobs}
+
+    def blob_id(self, root: str, rel: str, length: int) -> str | None:
+        """The file's git blob id as it is now (sha1: 40 hex digits, sha256: 64), hashed
+        once per change of its stat key."""
         path = os.path.join(root, rel)
         try:
             st = os.lstat(path)
@@ -132,3 +153,108 @@ def _blob_id(path: str, size: int, algorithm: str) -> str | None:
     finally:
         os.close(fd)
     return digest.hexdigest() if total == size else None  # changed while read: not the copy
+
+
+# --- outside content committed: git's object store -----------------------------------------
+
+OBJECTS = ".git/objects"
+PACKS = ".git/objects/pack"
+
+
+def blob_ids(data: bytes) -> tuple[str, str]:
+    """The git blob ids of `data`: in a sha1 repository and in a sha256 one."""
+    header = b"blob %d\0" % len(data)
+    return hashlib.sha1(header + data).hexdigest(), hashlib.sha256(header + data).hexdigest()
+
+
+def file_blob_ids(path: str) -> tuple[str, ...]:
+    """`blob_ids` of the file as it is now (none when it cannot be read whole)."""
+    try:
+        size = os.lstat(path).st_size
+    except OSError:
+        return ()
+    ids = (_blob_id(path, size, "sha1"), _blob_id(path, size, "sha256"))
+    return tuple(i for i in ids if i is not None)
+
+
+def has_objects(root: str) -> bool:
+    """Whether the project is a repository with an object store of its own."""
+    return _isdir(root, OBJECTS) and _isdir(root, ".git")
+
+
+def stored(root: str, files: StagedFiles, blobs: dict[str, str]) -> dict[str, str]:
+    """Where git's object store holds the blobs (blob id -> what each is read as): each one's
+    loose object, and every pack when one is only in a pack (git reads a pack for any object
+    in it: whichever a command opens counts). A path -> what it is read as."""
+    found: dict[str, str] = {}
+    packed: dict[str, str] = {}
+    for blob, shown in sorted(blobs.items()):
+        loose = f"{OBJECTS}/{blob[:2]}/{blob[2:]}"
+        if stat.S_ISREG(_mode(os.path.join(root, loose))):
+            found[loose] = shown
+        else:
+            packed.setdefault(blob, shown)
+    packs = _packs(root)
+    if packed and packs:
+        has = files.in_packs(root, packs, list(packed))
+        in_packs = [shown for b, shown in sorted(packed.items()) if has[b]]
+        if in_packs:
+            found.update(dict.fromkeys(packs, in_packs[0]))
+    return found
+
+
+def _packs(root: str) -> list[str]:
+    try:
+        names = os.listdir(os.path.join(root, PACKS))
+    except OSError:
+        return []
+    return sorted(f"{PACKS}/{n}" for n in names if n.endswith(".pack"))
+
+
+def in_store(root: str, blobs: list[str]) -> dict[str, bool]:
+    """Which of the blobs git has (one `git cat-file` for all; when it cannot tell: all)."""
+    git = os.path.join(root, ".git")
+    try:
+        done = subprocess.run(
+            ["git", f"--git-dir={git}", "cat-file", "--batch-check=%(objectname) %(objecttype)"],
+            input="".join(f"{b}\n" for b in blobs).encode(),
+            capture_output=True,
+            timeout=30,
+            env={**scrubbed_env(), "GIT_OPTIONAL_LOCKS": "0"},
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return dict.fromkeys(blobs, True)
+    if done.returncode != 0:
+        return dict.fromkeys(blobs, True)
+    lines = done.stdout.decode(errors="replace").splitlines()
+    has = {line.split()[0] for line in lines if line.endswith(" blob")}
+    return {b: b in has for b in blobs}
+
+
+def sha256_repository(root: str) -> bool:
+    """Whether the repository names its objects by sha256 (git's `objectformat`)."""
+    try:
+        with open(os.path.join(root, ".git/config"), "rb") as f:
+            config = f.read(1 << 16)
+    except OSError:
+        return False
+    return re.search(rb"(?im)^\s*objectformat\s*=\s*sha256\s*$", config) is not None
+
+
+def _stat_key(path: str) -> tuple[int, ...]:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return ()
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _mode(path: str) -> int:
+    try:
+        return os.lstat(path).st_mode
+    except OSError:
+        return 0
+
+
+def _isdir(root: str, rel: str) -> bool:
+    return stat.S_ISDIR(_mode(os.path.join(root, rel)))

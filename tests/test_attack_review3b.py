@@ -153,9 +153,9 @@ def git(root: Path, *args: str) -> None:
     )
 
 
-@pytest.mark.xfail(strict=True, reason="an open hole of the third attack review")
+@pytest.mark.parametrize("after", ["loose", "packed", "edited since"])
 def test_a_command_that_shows_a_committed_tainted_file_is_fenced_or_taints_the_job(
-    tmp_path: Path, server: FakeOpenAI
+    tmp_path: Path, server: FakeOpenAI, after: str
 ) -> None:
     """The person commits the project, the watch task's tainted output out/mail.md with it
     (an everyday `git add -A && git commit`). The bash watch follows tainted files by path and
@@ -166,6 +166,11 @@ def test_a_command_that_shows_a_committed_tainted_file_is_fenced_or_taints_the_j
     git(p.root, "init", "-q")
     git(p.root, "add", "-A")
     git(p.root, "commit", "-qm", "triage")
+    if after == "packed":  # git gc: the loose objects go into a pack
+        git(p.root, "repack", "-a", "-d", "-q")
+        git(p.root, "prune-packed")
+    elif after == "edited since":  # the file is the person's again; the commit is not
+        (p.root / "out/mail.md").write_text("My own words.\n")
     p.clawfile(
         """
         version: 1
@@ -184,6 +189,37 @@ def test_a_command_that_shows_a_committed_tainted_file_is_fenced_or_taints_the_j
     assert unfenced(server, since) == []
     ok, said = p.results("review")["obey"]
     assert not ok and said.startswith("error: refused: write: this job read outside content")
+
+
+def test_a_command_that_shows_only_the_owners_commits_keeps_its_rights(
+    tmp_path: Path, server: FakeOpenAI
+) -> None:
+    """The other side: a repository whose commits hold no outside content (out/ is ignored)
+    is the owner's, and a job that reads it with git is not tainted by it."""
+    p = tainted_project(tmp_path, server)
+    (p.root / ".gitignore").write_text(".claw/\nout/\ninbox/\n")
+    git(p.root, "init", "-q")
+    git(p.root, "add", "-A")
+    git(p.root, "commit", "-qm", "the owner's")
+    git(p.root, "repack", "-a", "-d", "-q")
+    p.clawfile(
+        """
+        version: 1
+        model: fake-model
+        tasks:
+          review:
+            prompt: "Review the last commit (git show)."
+            tools: [read, write, bash]
+            permissions: {write: ["reports/**"], bash: true}
+        """
+    )
+    server.enqueue(
+        tool_calls(call("bash", {"command": "git show --stat HEAD"}, "c1")),
+        tool_calls(call("write", {"path": "reports/r.md", "content": "fine\n"}, "c2")),
+        text("reviewed"),
+    )
+    p.run("review")
+    assert p.results("review")["c2"] == (True, "wrote 1 line (5 bytes) to reports/r.md")
 
 
 # --- redaction: what the prompt shows is never redacted ---------------------------------------
