@@ -42,14 +42,14 @@ from fake_openai import FakeOpenAI, _Handler, call, text, tool_calls  # noqa: E4
 from helpers import claw, make_project  # noqa: E402
 from scripted import ScriptedLLM, calls, say  # noqa: E402
 
-from claw_batch.loop import LoopSettings, ToolLoop  # noqa: E402
-from claw_batch.messages import ChatRequest, Completion, Message  # noqa: E402
-from claw_batch.paths import Policy  # noqa: E402
-from claw_batch.redact import Redactor  # noqa: E402
-from claw_batch.state import State  # noqa: E402
+from claw_batch.agent.loop import LoopSettings, ToolLoop  # noqa: E402
+from claw_batch.llm.messages import ChatRequest, Completion, Message  # noqa: E402
+from claw_batch.safety.paths import Policy  # noqa: E402
+from claw_batch.safety.redact import Redactor  # noqa: E402
+from claw_batch.store.state import State  # noqa: E402
+from claw_batch.store.transcript import Transcript  # noqa: E402
 from claw_batch.tools.base import ToolContext  # noqa: E402
 from claw_batch.tools.registry import TOOLS  # noqa: E402
-from claw_batch.transcript import Transcript  # noqa: E402
 
 FILE_LINES = 40
 LINE = "lorem ipsum dolor sit amet, consectetur adipisci {n:04d}"  # ~50 bytes a line

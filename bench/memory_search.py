@@ -224,7 +224,7 @@ def main() -> int:
 
     import python_ripgrep
 
-    from claw_batch.paths import Policy
+    from claw_batch.safety.paths import Policy
     from claw_batch.tools.base import ToolContext
     from claw_batch.tools.registry import TOOLS
 
@@ -298,7 +298,7 @@ def main() -> int:
 
 
 def _searched(root: Path, query: str) -> int:
-    from claw_batch import recall
+    from claw_batch.memory import search as recall
 
     return recall.search(root, "workspace", query, limit=8, today=TODAY).searched
 

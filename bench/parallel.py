@@ -276,7 +276,7 @@ def zero_latency_table(runs: Sequence[Run], items: int) -> str:
 
 def one_request() -> Any:
     """A first-turn ChatRequest as the tool loop sends it (system, user, two tools)."""
-    from claw_batch.messages import ChatRequest, Message
+    from claw_batch.llm.messages import ChatRequest, Message
     from claw_batch.tools.registry import TOOLS
 
     system = Message("system", "You are claw, a headless agent. " * 50)

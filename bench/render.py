@@ -23,7 +23,7 @@ use_repo()
 import jinja2  # noqa: E402
 from jinja2.sandbox import ImmutableSandboxedEnvironment  # noqa: E402
 
-from claw_batch import render  # noqa: E402
+from claw_batch.plan import render  # noqa: E402
 
 PATH = "out/{{ item.stem }}.md"
 PROMPT = (

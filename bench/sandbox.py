@@ -27,9 +27,9 @@ from _common import machine, median, ms, p90, table, use_repo
 
 use_repo()
 
-from claw_batch import sandbox  # noqa: E402
-from claw_batch.childenv import scrubbed_env  # noqa: E402
-from claw_batch.paths import Policy  # noqa: E402
+from claw_batch.safety.childenv import scrubbed_env  # noqa: E402
+from claw_batch.safety.paths import Policy  # noqa: E402
+from claw_batch.sandbox import bubblewrap as sandbox  # noqa: E402
 from claw_batch.tools.base import ToolContext  # noqa: E402
 from claw_batch.tools.registry import TOOLS  # noqa: E402
 

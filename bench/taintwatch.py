@@ -1,4 +1,4 @@
-"""What watching an untainted job's command costs per bash call (claw_batch.taintwatch).
+"""What watching an untainted job's command costs per bash call (claw_batch.taint.watch).
 
 The bash tool runs `true` through `JobTaint.run`, as a job's loop calls it, in a project
 with no outside content (nothing is watched: the baseline), then with some: tainted files
@@ -27,13 +27,13 @@ from _common import machine, median, ms, p90, table, use_repo
 
 use_repo()
 
-from claw_batch import sandbox  # noqa: E402
-from claw_batch.childenv import scrubbed_env  # noqa: E402
-from claw_batch.filehash import FileHashes  # noqa: E402
-from claw_batch.paths import Policy  # noqa: E402
-from claw_batch.taint import JobTaint  # noqa: E402
-from claw_batch.taintledger import TaintedFiles, Writer, outside_now  # noqa: E402
-from claw_batch.taintwatch import Watch, walk  # noqa: E402
+from claw_batch.safety.childenv import scrubbed_env  # noqa: E402
+from claw_batch.safety.paths import Policy  # noqa: E402
+from claw_batch.sandbox import bubblewrap as sandbox  # noqa: E402
+from claw_batch.store.filehash import FileHashes  # noqa: E402
+from claw_batch.taint.jobtaint import JobTaint  # noqa: E402
+from claw_batch.taint.ledger import TaintedFiles, Writer, outside_now  # noqa: E402
+from claw_batch.taint.watch import Watch, walk  # noqa: E402
 from claw_batch.tools.base import ToolContext  # noqa: E402
 from claw_batch.tools.registry import TOOLS  # noqa: E402
 

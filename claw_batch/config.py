@@ -14,9 +14,22 @@ from pathlib import Path
 from typing import Any
 
 from claw_batch.errors import ClawfileError
-from claw_batch.paths import CLAWFILE_NAMES
-from claw_batch.tools import DEFAULT_TOOLS
+from claw_batch.toolnames import DEFAULT_TOOLS
 
+KeyPath = tuple[str | int, ...]  # where a value is in the clawfile: ('tasks', 'x', 'tools', 2)
+
+
+def dotted(path: KeyPath) -> str:
+    """`('tasks', 'x', 'tools', 2)` -> `tasks.x.tools[2]`."""
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else f".{part}" if text else str(part)
+    return text
+
+
+# A file of these names is a clawfile wherever it is (`claw run` looks for one upwards from
+# where it starts): no tool writes one anywhere (claw_batch.safety.paths).
+CLAWFILE_NAMES = ("clawfile.yaml", "clawfile.yml")
 PROMPT_SUFFIXES = (".md", ".j2", ".txt")
 
 JsonDict = dict[str, Any]
@@ -119,7 +132,7 @@ class Task:
     sandbox: str = "bubblewrap"  # bubblewrap | none: how bash runs
     limits: CallLimits = CallLimits()
     # What a job keeps beyond the read-only tools once it has read outside content
-    # (`untrusted: {allow: [...]}`; claw_batch.taint).
+    # (`untrusted: {allow: [...]}`; claw_batch.taint.jobtaint).
     untrusted_allow: tuple[str, ...] = ()
     # What the definition is as a document (for the fingerprint), and the template variables
     # its prompt and output paths read (None: not known); neither is a setting.

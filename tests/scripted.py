@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from claw_batch.messages import ChatRequest, Completion, Message, ToolCall, Usage
+from claw_batch.llm.messages import ChatRequest, Completion, Message, ToolCall, Usage
 
 
 def say(text: str, tokens: tuple[int, int] = (10, 5)) -> Completion:

@@ -29,10 +29,10 @@ import pytest
 from fake_openai import FakeOpenAI, Reply, call, text, tool_calls
 from helpers import claw, make_project
 
-from claw_batch import sandbox
-from claw_batch.childenv import scrubbed_env
-from claw_batch.paths import Policy
-from claw_batch.sandbox import Limits
+from claw_batch.safety.childenv import scrubbed_env
+from claw_batch.safety.paths import Policy
+from claw_batch.sandbox import bubblewrap as sandbox
+from claw_batch.sandbox.bubblewrap import Limits
 from claw_batch.tools.base import ToolContext
 from claw_batch.tools.registry import TOOLS
 

@@ -37,8 +37,8 @@ from test_attack_review import (
     unfenced,
 )
 
-from claw_batch import sandbox
-from claw_batch.sandbox import Limits
+from claw_batch.sandbox import bubblewrap as sandbox
+from claw_batch.sandbox.bubblewrap import Limits
 
 __all__ = ["mode", "proj", "server"]  # the fixtures, shared with the first review
 

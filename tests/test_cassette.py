@@ -17,9 +17,9 @@ from claw_batch.llm.cassette import (
     request_key,
     task_of,
 )
+from claw_batch.llm.messages import ChatRequest, Completion, Message, ToolCall, ToolSpec, Usage
 from claw_batch.llm.openai_compat import OpenAICompatLLM
-from claw_batch.messages import ChatRequest, Completion, Message, ToolCall, ToolSpec, Usage
-from claw_batch.redact import Redactor
+from claw_batch.safety.redact import Redactor
 
 # The system prompt as sent, and as replay keys read it (ChatRequest.key_messages).
 SYSTEM = "You are claw. Today is {today}.\n## AGENTS.md\nBe brief.\n## MEMORY.md\nShort answers."

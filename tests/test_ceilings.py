@@ -18,10 +18,10 @@ import pytest
 from fake_openai import FakeOpenAI, call, text, tool_calls
 from helpers import AS_RUNNER, RUNNER, claw, make_project, runner_env, runner_python
 
-from claw_batch import sandbox
-from claw_batch.childenv import scrubbed_env
-from claw_batch.paths import Policy
-from claw_batch.sandbox import Limits
+from claw_batch.safety.childenv import scrubbed_env
+from claw_batch.safety.paths import Policy
+from claw_batch.sandbox import bubblewrap as sandbox
+from claw_batch.sandbox.bubblewrap import Limits
 from claw_batch.tools.base import ToolContext
 from claw_batch.tools.registry import TOOLS
 
@@ -255,9 +255,9 @@ def test_files_that_take_no_block_count_against_the_disk_limit(root: Path, mode:
 RUN_AS_RUNNER = """
 import dataclasses, json, sys, time
 from pathlib import Path
-from claw_batch import sandbox
-from claw_batch.childenv import scrubbed_env
-from claw_batch.paths import Policy
+from claw_batch.sandbox import bubblewrap as sandbox
+from claw_batch.safety.childenv import scrubbed_env
+from claw_batch.safety.paths import Policy
 from claw_batch.tools.base import ToolContext
 from claw_batch.tools.registry import TOOLS
 
@@ -403,7 +403,7 @@ def test_limits_are_checked(tmp_path: Path, limits: str, message: str) -> None:
 
 
 def test_sizes_are_read_in_powers_of_1024(tmp_path: Path) -> None:
-    from claw_batch.configcache import load_project
+    from claw_batch.clawfile.cache import load_project
 
     root = make_project(tmp_path / "p", CLAWFILE.replace("LIMITS", "{memory: 1.5G, disk: 1048576}"))
     limits = load_project(root, None).config.tasks["probe"].limits

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from claw_batch.clawfile import load_project
+from claw_batch.clawfile.load import load_project
 from claw_batch.config import Project, find_clawfile, resolve_model
 from claw_batch.errors import ClawfileError
 
@@ -957,7 +957,7 @@ def test_resolve_model_uses_a_declared_openai_provider(tmp_path: Path) -> None:
 def test_loading_does_not_import_openai_nor_unused_validators(tmp_path: Path) -> None:
     make_project(tmp_path, "tasks:\n  a: {prompt: hi}\n")
     code = (
-        "import sys; from claw_batch.clawfile import load_project; "
+        "import sys; from claw_batch.clawfile.load import load_project; "
         f"load_project(directory=__import__('pathlib').Path({str(tmp_path)!r})); "
         "print(sorted(m for m in ('openai', 'jsonschema', 'croniter') if m in sys.modules))"
     )

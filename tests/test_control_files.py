@@ -20,9 +20,9 @@ import pytest
 from fake_openai import FakeOpenAI, call, text, tool_calls
 from helpers import claw, make_project
 
-from claw_batch import control
+from claw_batch.clawfile.cache import load_project
 from claw_batch.config import Project
-from claw_batch.configcache import load_project
+from claw_batch.safety import control
 
 NOW = "2026-11-24T23:05:00+01:00"
 CLAWFILE = """

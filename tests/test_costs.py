@@ -15,11 +15,11 @@ import pytest
 from fake_openai import FakeOpenAI, call, text, tool_calls
 from helpers import claw, make_project
 
-from claw_batch import prices
+from claw_batch.agent.budget import Cap, JobBudget, Spend
 from claw_batch.config import Budget, Clawfile, Price, Task
 from claw_batch.errors import LimitExceeded
-from claw_batch.spend import Cap, JobBudget, Spend
-from claw_batch.usage import Usage
+from claw_batch.llm import prices
+from claw_batch.llm.usage import Usage
 
 NOW = "2026-11-24T09:00:00+01:00"
 

@@ -53,8 +53,8 @@ import pytest
 from fake_openai import FakeOpenAI, Reply, call, error, text, tool_calls
 from helpers import claw, make_project
 
-from claw_batch.jobs import glob_files
-from claw_batch.lock import ProjectLock, lock_path
+from claw_batch.plan.jobs import glob_files
+from claw_batch.run.lock import ProjectLock, lock_path
 
 pytestmark = pytest.mark.skipif(
     not (sys.platform.startswith("linux") and hasattr(os, "pidfd_open")),

@@ -40,13 +40,15 @@ import pytest
 from fake_openai import FakeOpenAI, call, text, tool_calls
 from helpers import AS_RUNNER, RUNNER, claw, make_project, runner_env, runner_python
 
-from claw_batch import sandbox, setid
-from claw_batch.childenv import scrubbed_env
 from claw_batch.errors import ToolError
-from claw_batch.paths import Policy
-from claw_batch.sandbox import Bubblewrap
+from claw_batch.safety.childenv import scrubbed_env
+from claw_batch.safety.paths import Policy
+from claw_batch.sandbox import bubblewrap as sandbox
+from claw_batch.sandbox import setid
+from claw_batch.sandbox.bubblewrap import Bubblewrap
+from claw_batch.sandbox.command import Command
 from claw_batch.tools import bash as bash_tool
-from claw_batch.tools.base import Command, ToolContext
+from claw_batch.tools.base import ToolContext
 from claw_batch.tools.registry import TOOLS
 
 ROOT = os.geteuid() == 0

@@ -762,7 +762,7 @@ def test_a_ledger_write_that_meets_a_full_disk_midway(tmp_path: Path, small_disk
     """Big enough to spill out of SQLite's cache before COMMIT: the full disk is met by a
     statement inside the transaction, and is said the same way; nothing of it is kept."""
     from claw_batch.errors import ClawError
-    from claw_batch.state import State
+    from claw_batch.store.state import State
 
     disk = small_disk(tmp_path / ".claw", size=1024 * 1024)
     state = State(tmp_path / ".claw/state.db")

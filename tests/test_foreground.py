@@ -15,10 +15,11 @@ from pathlib import Path
 from fake_openai import FakeOpenAI, text
 from helpers import make_project
 
-from claw_batch.configcache import load_project
-from claw_batch.foreground import Clock, serve
-from claw_batch.progress import Progress
-from claw_batch.runner import RunOptions
+from claw_batch.clawfile.cache import load_project
+from claw_batch.run.runner import RunOptions
+from claw_batch.terminal.progress import Progress
+from claw_batch.triggers.due import DueSlots
+from claw_batch.triggers.foreground import Clock, serve
 
 BERLIN = zoneinfo.ZoneInfo("Europe/Berlin")
 
@@ -60,7 +61,7 @@ def test_a_day_of_the_foreground_loop(tmp_path: Path) -> None:
         environ = {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-x"}
         code = serve(
             load_project(root, None),
-            RunOptions(due=True),
+            RunOptions(select=DueSlots()),
             progress=Progress(stream),
             environ=environ,
             clock=Clock(lambda: fake.at, fake.sleep, pinned=True),

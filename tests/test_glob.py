@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from claw_batch.jobs import glob_files
+from claw_batch.plan.jobs import glob_files
 
 
 @pytest.fixture

@@ -6,11 +6,11 @@ from typing import Any
 import pytest
 from helpers import claw, make_project
 
-from claw_batch.clawfile import ClawfileModel
+from claw_batch.clawfile.load import ClawfileModel
 from claw_batch.config import Clawfile
 from claw_batch.errors import ClawfileError
 from claw_batch.globs import match
-from claw_batch.graph import Graph, Via, analyse, build, can_match
+from claw_batch.plan.graph import Graph, Via, analyse, build, can_match
 
 
 def config(**tasks: dict[str, Any]) -> Clawfile:

@@ -18,7 +18,7 @@ from fake_openai import FakeOpenAI, Reply, call, error, text, tool_calls
 from helpers import Result, make_project
 
 from claw_batch.cli import main
-from claw_batch.hooks import MARKER
+from claw_batch.triggers.hooks import MARKER
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from claw_batch.state import Done, JobRecord, State
+from claw_batch.store.state import Done, JobRecord, State
 
 RUN = "20261122-000000-abcdef"
 USAGE = {"prompt": 10, "completion": 5, "cached": 2}

@@ -16,12 +16,12 @@ from typing import IO
 import pytest
 
 from claw_batch.errors import Locked
-from claw_batch.lock import ProjectLock, read_holder
+from claw_batch.run.lock import ProjectLock, read_holder
 
 HOLD = """
 import sys, time
 from pathlib import Path
-from claw_batch.lock import ProjectLock
+from claw_batch.run.lock import ProjectLock
 with ProjectLock(Path(sys.argv[1]), argv="claw run nightly"):
     print("held", flush=True)
     time.sleep(float(sys.argv[2]))
@@ -33,7 +33,7 @@ RACE = """
 import sys
 from pathlib import Path
 from claw_batch.errors import Locked
-from claw_batch.lock import ProjectLock
+from claw_batch.run.lock import ProjectLock
 print("ready", flush=True)
 sys.stdin.readline()
 try:
@@ -188,7 +188,7 @@ def test_read_holder_of_a_project_that_never_ran(tmp_path: Path) -> None:
 def test_claw_run_exits_75_while_another_run_holds_the_project(tmp_path: Path) -> None:
     from helpers import claw, make_project
 
-    from claw_batch.lock import ProjectLock
+    from claw_batch.run.lock import ProjectLock
 
     root = make_project(tmp_path / "p", "version: 1\ntasks:\n  t: {prompt: go}\n")
     with ProjectLock(root, argv="claw run t"):
@@ -215,7 +215,7 @@ def test_claw_list_says_when_a_run_holds_the_project(tmp_path: Path) -> None:
 CLAW_RUN = """
 import sys
 from claw_batch.cli import main
-import claw_batch.commands.run, claw_batch.runner, claw_batch.session  # noqa: F401
+import claw_batch.commands.run, claw_batch.run.runner, claw_batch.run.session  # noqa: F401
 sys.argv = ["claw", "run", "-C", sys.argv[1], "--json"]
 print("ready", flush=True)
 sys.stdin.readline()

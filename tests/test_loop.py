@@ -6,11 +6,11 @@ from pathlib import Path
 import pytest
 from scripted import ScriptedLLM, calls, say
 
+from claw_batch.agent.budget import JobBudget
+from claw_batch.agent.loop import LoopSettings, ToolLoop
 from claw_batch.errors import LimitExceeded, TaskFailed
-from claw_batch.loop import LoopSettings, ToolLoop
-from claw_batch.messages import Message
-from claw_batch.paths import Policy
-from claw_batch.spend import JobBudget
+from claw_batch.llm.messages import Message
+from claw_batch.safety.paths import Policy
 from claw_batch.tools.base import ToolContext
 from claw_batch.tools.registry import TOOLS
 

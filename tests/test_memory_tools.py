@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from claw_batch.errors import ToolError
-from claw_batch.paths import Policy
-from claw_batch.redact import Redactor
-from claw_batch.taint import JobTaint
+from claw_batch.safety.paths import Policy
+from claw_batch.safety.redact import Redactor
+from claw_batch.safety.untrusted import fence
+from claw_batch.taint.jobtaint import JobTaint
 from claw_batch.tools.base import ToolContext
 from claw_batch.tools.registry import TOOLS
-from claw_batch.untrusted import fence
 
 
 @pytest.fixture
@@ -202,7 +202,8 @@ def test_remember_refuses_a_directory(root: Path) -> None:
 
 # --- remember: the cap and the archive -----------------------------------------------------------
 
-CAP = 6000  # claw_batch.context.FILE_CAP: the system prompt shows MEMORY.md whole up to this
+# claw_batch.memory.memoryfile.CAP: the system prompt shows MEMORY.md whole up to this
+CAP = 6000
 ARCHIVE = "workspace/memory/archive/2026-11.md"
 
 
@@ -520,7 +521,7 @@ def test_search_finds_what_remember_wrote_and_archived(root: Path) -> None:
 
 def test_search_shows_the_untrusted_marker_fenced_and_taints_the_searcher(root: Path) -> None:
     """A fact a tainted job remembered is outside content: found, it is fenced, and the job
-    that found it is tainted (claw_batch.taint)."""
+    that found it is tainted (claw_batch.taint.jobtaint)."""
     call(root, "remember", key="owner", text="Ana")
     call(root, "remember", untrusted="inbox/a.txt", key="vendor", text="Acme")
     ctx = context(root)

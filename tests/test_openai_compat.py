@@ -23,8 +23,8 @@ from fake_openai import (
 )
 
 from claw_batch.errors import LimitExceeded, ModelError
+from claw_batch.llm.messages import ChatRequest, Completion, Message, ToolCall, ToolSpec, Usage
 from claw_batch.llm.openai_compat import TIMEOUT, OpenAICompatLLM, retry_after
-from claw_batch.messages import ChatRequest, Completion, Message, ToolCall, ToolSpec, Usage
 
 READ = ToolSpec(
     "read",

@@ -19,7 +19,7 @@ import pytest
 from fake_openai import FakeOpenAI, call, text, tool_calls
 from helpers import claw, make_project
 
-from claw_batch import sandbox
+from claw_batch.sandbox import bubblewrap as sandbox
 
 UNAVAILABLE = sandbox.unavailable(os.geteuid() == 0)
 if UNAVAILABLE and not os.environ.get("CI"):  # CI installs bubblewrap: there it must work

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from claw_batch.errors import ToolError
-from claw_batch.paths import Policy
+from claw_batch.safety.paths import Policy
 
 PROTECTED = (".git", ".claw", "workspace/memory")
 
@@ -195,7 +195,7 @@ def test_nonsense_paths(root: Path) -> None:
 )
 def test_paths_resolve_as_realpath_does(root: Path, tmp_path: Path, path: str) -> None:
     """paths._realpath skips the lstat of the root's parents; what it returns must not differ."""
-    from claw_batch.paths import _realpath
+    from claw_batch.safety.paths import _realpath
 
     (root / "inlink").symlink_to(root / "notes")
     (root / "out").symlink_to(tmp_path / "outside")

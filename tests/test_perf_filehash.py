@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from claw_batch.filehash import CHUNK, SPECIAL, FileHashes, sha256_file
-from claw_batch.state import State
+from claw_batch.store.filehash import CHUNK, SPECIAL, FileHashes, sha256_file
+from claw_batch.store.state import State
 
 
 @pytest.mark.parametrize("size", [0, 1, 4096, CHUNK - 1, CHUNK, CHUNK + 1, 2 * CHUNK + 7])

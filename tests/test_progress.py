@@ -13,9 +13,9 @@ from dataclasses import dataclass
 import pytest
 from vt100 import Terminal
 
-from claw_batch.jobs import Job
-from claw_batch.progress import Progress, terminal_size
-from claw_batch.statusarea import Counters, Running, cells, lines
+from claw_batch.plan.jobs import Job
+from claw_batch.terminal.progress import Progress, terminal_size
+from claw_batch.terminal.statusarea import Counters, Running, cells, lines
 
 A = Job("triage", "inbox/a.txt")
 B = Job("triage", "inbox/b.txt")
@@ -52,7 +52,7 @@ class Clock:
 
 @dataclass(frozen=True)
 class Result:
-    """What Progress reads of a job's result (claw_batch.results.JobResult)."""
+    """What Progress reads of a job's result (claw_batch.run.results.JobResult)."""
 
     job: Job
     status: str

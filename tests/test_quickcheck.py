@@ -82,7 +82,7 @@ def test_a_noop_reads_no_template_and_imports_no_validator(
         "    main(['run'])\n"
         "except SystemExit as e:\n"
         "    assert e.code == 0, e.code\n"
-        "print(sorted(m for m in ('jinja2', 'pydantic', 'yaml', 'openai', 'claw_batch.execute')"
+        "print(sorted(m for m in ('jinja2', 'pydantic', 'yaml', 'openai', 'claw_batch.run.execute')"
         " if m in sys.modules))\n"
     )
     done = subprocess.run(

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from claw_batch.childenv import scrubbed_env
 from claw_batch.errors import ToolError
-from claw_batch.paths import Policy
+from claw_batch.safety.childenv import scrubbed_env
+from claw_batch.safety.paths import Policy
 from claw_batch.tools.base import ToolContext
 from claw_batch.tools.registry import TOOLS
 

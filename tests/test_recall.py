@@ -1,4 +1,4 @@
-"""claw_batch.recall: the stages (key, heading/tag, fact/text), the ranking (kind, recency,
+"""claw_batch.memory.search: the stages (key, heading/tag, fact/text), the ranking (kind, recency,
 diversity), deduplication and the progressive search, on real files with real ripgrep."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from claw_batch import notefiles, recall
+from claw_batch.memory import notefiles
+from claw_batch.memory import search as recall
 
 TODAY = dt.date(2026, 11, 22)
 

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from claw_batch.redact import Redactor, redact_environment, secrets_from_env
+from claw_batch.safety.redact import Redactor, redact_environment, secrets_from_env
 
 # A key with every character JSON escapes, one it may escape (/), one outside the BMP.
 AWKWARD = 'pa"ss\\wörd/😀-1234'

@@ -12,8 +12,8 @@ from fake_openai import FakeOpenAI, Reply, call, text, tool_calls
 from helpers import claw, make_project
 
 from claw_batch.errors import ClawfileError
-from claw_batch.render import GitInfo, Item, render
-from claw_batch.untrusted import fence
+from claw_batch.plan.render import GitInfo, Item, render
+from claw_batch.safety.untrusted import fence
 
 
 def test_variables_and_helpers(tmp_path: Path) -> None:
@@ -74,7 +74,7 @@ def test_runtime_errors_in_templates_are_clawfile_errors(tmp_path: Path) -> None
 
 
 def test_glob_skips_hidden_and_temp_files_and_reads_trailing_globstar(tmp_path: Path) -> None:
-    from claw_batch.jobs import glob_files
+    from claw_batch.plan.jobs import glob_files
 
     for rel in ("out/a.md", "out/.a.md.1234abcd.tmp", "out/sub/b.md", ".hidden/c.md"):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -215,7 +215,7 @@ def test_what_a_template_may_spend_is_bounded(tmp_path: Path, template: str, ref
 
 def test_a_render_stops_at_its_deadline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The backstop for what steps do not weigh (one slow filter over a long text)."""
-    from claw_batch import templatebounds
+    from claw_batch.plan import templatebounds
 
     monkeypatch.setattr(templatebounds, "MAX_SECONDS", 0.0)
     with pytest.raises(ClawfileError) as e:

@@ -20,9 +20,10 @@ from helpers import claw, make_project
 from syrupy.assertion import SnapshotAssertion
 from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 
-from claw_batch import figures, htmlreport
-from claw_batch.charts import lanes
-from claw_batch.reportdata import JobSpan, Period, RunSpan, gather, total
+from claw_batch import figures
+from claw_batch.report import html as htmlreport
+from claw_batch.report.charts import lanes
+from claw_batch.report.data import JobSpan, Period, RunSpan, gather, total
 
 CLAWFILE = """
     version: 1

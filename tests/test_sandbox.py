@@ -28,13 +28,14 @@ import pytest
 from fake_openai import FakeOpenAI, call, text, tool_calls
 from helpers import claw, make_project
 
-from claw_batch import sandbox
-from claw_batch.childenv import git_read_only, scrubbed_env
 from claw_batch.errors import ToolError
-from claw_batch.paths import Policy
-from claw_batch.sandbox import Bubblewrap, Limits
+from claw_batch.safety.childenv import git_read_only, scrubbed_env
+from claw_batch.safety.paths import Policy
+from claw_batch.sandbox import bubblewrap as sandbox
+from claw_batch.sandbox.bubblewrap import Bubblewrap, Limits
+from claw_batch.sandbox.command import Command
 from claw_batch.tools import bash
-from claw_batch.tools.base import Command, ToolContext
+from claw_batch.tools.base import ToolContext
 from claw_batch.tools.registry import TOOLS
 
 PROTECTED = (".git", ".claw", "workspace/memory")
@@ -746,7 +747,7 @@ def test_sandbox_key_is_checked(tmp_path: Path) -> None:
 
 
 def test_a_watch_task_does_not_take_sandbox_none_from_defaults(tmp_path: Path) -> None:
-    from claw_batch.configcache import load_project
+    from claw_batch.clawfile.cache import load_project
 
     root = make_project(
         tmp_path / "p",

@@ -21,8 +21,8 @@ import pytest
 from fake_openai import FakeOpenAI, Reply, error, raw_stream
 from helpers import claw, make_project
 
-from claw_batch.crash import save_traceback
-from claw_batch.redact import Redactor
+from claw_batch.safety.redact import Redactor
+from claw_batch.terminal.crash import save_traceback
 
 NOW = "2026-11-22T23:05:00+01:00"
 # The provider's key: its variable's name says nothing secret, so only the clawfile makes it
@@ -270,7 +270,7 @@ def test_remember_checks_key_and_text_before_it_changes_them(tmp_path: Path) -> 
     as it came. A key that is a secret is refused (masked, it would be every such fact's key)."""
     from fake_openai import FakeOpenAI, call, text, tool_calls
 
-    from claw_batch.transcript import read_events
+    from claw_batch.store.transcript import read_events
 
     declared = "Dpl0y-Token-MixedCase"  # DEPLOY_TOKEN's value: known by the variable's name
     aws = "AKIAABCDEFGHIJKLMNOP"  # known by its shape, which lower case is not

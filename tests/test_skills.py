@@ -14,9 +14,9 @@ from click.testing import CliRunner
 from fake_openai import FakeOpenAI, call, text, tool_calls
 from helpers import Result, claw, make_project
 
-from claw_batch import skills
 from claw_batch.cli import main
-from claw_batch.skills import parse_skill
+from claw_batch.skills import skill as skills
+from claw_batch.skills.skill import parse_skill
 
 CLAWFILE = """
     version: 1
@@ -430,7 +430,7 @@ def test_skills_list_json(tmp_path: Path) -> None:
     root = make_project(tmp_path / "p", CLAWFILE)
     rows = json.loads(skills_cli(root, "list", "--json").stdout)
     assert [(r["name"], r["source"], r["state"]) for r in rows] == [("memory", "built-in", "ok")]
-    assert rows[0]["path"].endswith("builtin_skills/memory/SKILL.md")
+    assert rows[0]["path"].endswith("skills/builtin/memory/SKILL.md")
 
 
 def test_a_skill_file_that_cannot_be_read(tmp_path: Path) -> None:

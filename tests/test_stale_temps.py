@@ -25,7 +25,7 @@ from fake_openai import FakeOpenAI, call, text, tool_calls
 from helpers import claw, claw_process, make_project
 from test_crash import IN_CREATE, Inotify
 
-from claw_batch.atomic import write_atomic
+from claw_batch.safety.atomic import write_atomic
 
 pytestmark = pytest.mark.skipif(
     not (sys.platform.startswith("linux") and hasattr(os, "pidfd_open")),

@@ -36,7 +36,7 @@ import pytest
 from fake_openai import FakeOpenAI, Reply, call, text, tool_calls
 from helpers import AS_RUNNER, RUNNER, Result, claw, make_project, runner_env, runner_python
 
-from claw_batch.taintwatch import MAX_WATCHES
+from claw_batch.taint.watch import MAX_WATCHES
 
 ROOT = os.geteuid() == 0
 ORDER = "ORDER-66"
@@ -861,12 +861,12 @@ def test_outside_content_too_large_to_watch_taints_before_the_command(
 WATCHED = """
 import dataclasses, hashlib, json, sys, time
 from pathlib import Path
-from claw_batch import sandbox
-from claw_batch.childenv import scrubbed_env
-from claw_batch.filehash import FileHashes
-from claw_batch.paths import Policy
-from claw_batch.taint import JobTaint
-from claw_batch.taintledger import TaintedFiles, Writer
+from claw_batch.sandbox import bubblewrap as sandbox
+from claw_batch.safety.childenv import scrubbed_env
+from claw_batch.store.filehash import FileHashes
+from claw_batch.safety.paths import Policy
+from claw_batch.taint.jobtaint import JobTaint
+from claw_batch.taint.ledger import TaintedFiles, Writer
 from claw_batch.tools.base import ToolContext
 from claw_batch.tools.registry import TOOLS
 
@@ -985,8 +985,8 @@ def test_a_file_rewritten_with_its_size_and_mtime_kept_is_hashed_again(tmp_path:
     """The stat shortcut of the hashes the ledger compares: a command can rewrite a file
     in place with as many bytes and set its mtime back; the ctime it cannot set back, so
     the new content is hashed, in this run and from the saved hashes in the next."""
-    from claw_batch.filehash import FileHashes
-    from claw_batch.state import State
+    from claw_batch.store.filehash import FileHashes
+    from claw_batch.store.state import State
 
     path = tmp_path / "summary.md"
     path.write_bytes(b"written by a person\n")
@@ -1193,10 +1193,10 @@ def test_outside_content_that_lands_while_a_command_runs_counts_as_read(
     import threading
     import time
 
-    from claw_batch.filehash import FileHashes
-    from claw_batch.paths import Policy
-    from claw_batch.taint import JobTaint
-    from claw_batch.taintledger import TaintedFiles, Writer
+    from claw_batch.safety.paths import Policy
+    from claw_batch.store.filehash import FileHashes
+    from claw_batch.taint.jobtaint import JobTaint
+    from claw_batch.taint.ledger import TaintedFiles, Writer
     from claw_batch.tools.base import ToolContext
     from claw_batch.tools.registry import TOOLS
 
@@ -1267,9 +1267,9 @@ def test_a_file_that_cannot_be_hashed_is_tainted_and_the_rest_are_marked(tmp_pat
     """A granted command can take claw's read permission from a file it wrote (as a runner
     that is not root): that file is tainted whatever it holds, and the files after it are
     marked all the same."""
-    from claw_batch.filehash import FileHashes
-    from claw_batch.taint import JobTaint
-    from claw_batch.taintledger import UNREADABLE, TaintedFiles, Writer
+    from claw_batch.store.filehash import FileHashes
+    from claw_batch.taint.jobtaint import JobTaint
+    from claw_batch.taint.ledger import UNREADABLE, TaintedFiles, Writer
 
     root = tmp_path / "p"
     (root / "reports").mkdir(parents=True)

@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from claw_batch.childenv import scrubbed_env
 from claw_batch.errors import ToolError
-from claw_batch.paths import Policy
-from claw_batch.tools import TOOL_NAMES
-from claw_batch.tools.base import Command, ToolContext
+from claw_batch.safety.childenv import scrubbed_env
+from claw_batch.safety.paths import Policy
+from claw_batch.sandbox.command import Command
+from claw_batch.toolnames import TOOL_NAMES
+from claw_batch.tools.base import ToolContext
 from claw_batch.tools.bash import CONTROL_OPERATORS
 from claw_batch.tools.files import MAX_FILE_BYTES
 from claw_batch.tools.registry import TOOLS, tool
@@ -301,7 +302,7 @@ def test_fifos_sockets_and_devices_are_refused_without_being_opened(root: Path) 
 def test_the_template_read_helper_refuses_them_too(root: Path) -> None:
     """A prompt's `{{ read(item.path) }}` reads a watched file: swapped for a FIFO, it would
     hang the run."""
-    from claw_batch.render import helpers
+    from claw_batch.plan.render import helpers
 
     made = special_files(root)
     (root / "env").symlink_to("/proc/self/environ")

@@ -7,13 +7,13 @@ from pathlib import Path
 
 from scripted import ScriptedLLM, calls, say
 
-from claw_batch.loop import LoopSettings, ToolLoop
-from claw_batch.messages import Message
-from claw_batch.paths import Policy
-from claw_batch.redact import Redactor
+from claw_batch.agent.loop import LoopSettings, ToolLoop
+from claw_batch.llm.messages import Message
+from claw_batch.safety.paths import Policy
+from claw_batch.safety.redact import Redactor
+from claw_batch.store.transcript import Transcript, read_events
 from claw_batch.tools.base import ToolContext
 from claw_batch.tools.registry import TOOLS
-from claw_batch.transcript import Transcript, read_events
 
 SECRET = "sk-test-0123456789abcdefghij"
 

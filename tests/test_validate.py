@@ -6,7 +6,7 @@ from pathlib import Path
 
 from helpers import claw, make_project
 
-from claw_batch.skills import discover, parse_skill
+from claw_batch.skills.skill import discover, parse_skill
 
 
 def test_bash_without_permission_and_unknown_skill(tmp_path: Path) -> None:

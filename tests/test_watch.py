@@ -20,13 +20,13 @@ import pytest
 from fake_openai import FakeOpenAI, Reply, call, error, hang, text, tool_calls
 from helpers import claw, make_project
 
-from claw_batch.configcache import load_project
-from claw_batch.lock import ProjectLock
-from claw_batch.progress import Progress
-from claw_batch.runner import RunOptions
-from claw_batch.settle import Settling, ignored
-from claw_batch.watch import Watcher, WatchOptions
-from claw_batch.watchfs import directories, move_into
+from claw_batch.clawfile.cache import load_project
+from claw_batch.run.lock import ProjectLock
+from claw_batch.run.runner import RunOptions
+from claw_batch.terminal.progress import Progress
+from claw_batch.triggers.settle import Settling, ignored
+from claw_batch.triggers.watch import Watcher, WatchOptions
+from claw_batch.triggers.watchfs import directories, move_into
 
 CLAWFILE = """
     version: 1

@@ -18,10 +18,10 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from claw_batch import prices
 from claw_batch.config import Budget, Clawfile, Price
 from claw_batch.errors import ClawfileError, LimitExceeded
-from claw_batch.usage import Usage
+from claw_batch.llm import prices
+from claw_batch.llm.usage import Usage
 
 WINDOWS = {"per_day": ("24 hours", dt.timedelta(days=1)), "per_week": ("7 days", dt.timedelta(7))}
 

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from claw_batch import cancel
+from claw_batch.agent.budget import JobBudget
 from claw_batch.errors import LimitExceeded, TaskFailed, ToolError
 from claw_batch.llm.base import LLM
-from claw_batch.messages import ChatRequest, Message, ToolCall, ToolSpec, Usage
-from claw_batch.spend import JobBudget
+from claw_batch.llm.messages import ChatRequest, Message, ToolCall, ToolSpec, Usage
 from claw_batch.tools.base import ToolContext
 from claw_batch.tools.registry import Tool
 

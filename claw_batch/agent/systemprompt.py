@@ -14,10 +14,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from claw_batch.skills import Skill, shown_directory
+from claw_batch.memory import memoryfile, notes
+from claw_batch.skills.skill import Skill, shown_directory
 
 WORKSPACE_FILES = ("AGENTS.md", "SOUL.md", "USER.md", "IDENTITY.md", "MEMORY.md")
-FILE_CAP = 6_000  # characters per workspace file
+FILE_CAP = memoryfile.CAP  # characters per workspace file
 NOTES_CAP = 3_000  # characters per daily note
 TOTAL_CAP = 20_000  # characters for all files and notes together
 MIN_SHOWN = 200  # below this much budget a file is named, not cut to a stub
@@ -106,11 +107,9 @@ def _sections(root: Path, sources: list[str]) -> tuple[list[str], str]:
 def _trusted_memory(text: str) -> str:
     """MEMORY.md without the facts remembered from untrusted content: they are outside
     content, which never goes into the system prompt (SPEC §3); memory_search finds them."""
-    from claw_batch.memoryfile import is_untrusted  # it imports this module
-
     return _without(
         text,
-        is_untrusted,
+        memoryfile.is_untrusted,
         "fact{s} remembered from untrusted content not shown; memory_search finds them",
     )
 
@@ -118,11 +117,9 @@ def _trusted_memory(text: str) -> str:
 def _trusted_note(text: str) -> str:
     """A daily note without its quotes of jobs that read content from outside the project
     (notes.OUTSIDE): what such a job answered is that content's echo."""
-    from claw_batch.notes import OUTSIDE
-
     return _without(
         text,
-        lambda line: line.startswith(OUTSIDE),
+        lambda line: line.startswith(notes.OUTSIDE),
         "line{s} quoting jobs that read outside content not shown; the note holds them",
     )
 

@@ -33,7 +33,7 @@ def load_project(directory: Path | None, file: Path | None, *, cache: Use = "rea
         cached = _read(root, path)
         if cached is not None:
             return Project(root, path, cached)
-    from claw_batch.clawfile import validate
+    from claw_batch.clawfile.load import validate
 
     validated = validate(path, root)
     if cache == "write":
@@ -57,7 +57,7 @@ def _read(root: Path, path: Path) -> Clawfile | None:
 def _write(
     root: Path, path: Path, document: dict[str, Any], variables: dict[str, frozenset[str]]
 ) -> None:
-    from claw_batch.atomic import write_atomic
+    from claw_batch.safety.atomic import write_atomic
 
     if not (root / CACHE).parent.is_dir():
         return  # a project that never ran: a mistyped `claw run` must not create .claw/
@@ -81,7 +81,7 @@ def _sources(root: Path, path: Path, document: dict[str, Any]) -> dict[str, str]
         if file is not None:
             sources[file] = _file_hash(root / file)
     if any(task.get("skills") for task in tasks):
-        from claw_batch.skills import skill_dirs
+        from claw_batch.skills.skill import skill_dirs
 
         sources["skills"] = _listing(skill_dirs(root, document["workspace"]))
     return sources

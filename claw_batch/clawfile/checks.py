@@ -10,11 +10,11 @@ import difflib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from claw_batch import control
-from claw_batch.clawfields import path_problem
-from claw_batch.config import Project, prompt_file, provider_keys
-from claw_batch.templatecheck import ITEM, template_errors
-from claw_batch.yamlsource import KeyPath, Problem, YamlSource
+from claw_batch.clawfile.fields import path_problem
+from claw_batch.clawfile.yamlsource import Problem, YamlSource
+from claw_batch.config import KeyPath, Project, prompt_file, provider_keys
+from claw_batch.plan.templatecheck import ITEM, template_errors
+from claw_batch.safety import control
 
 if TYPE_CHECKING:
     from claw_batch.config import Clawfile, Task
@@ -101,7 +101,7 @@ def _skills(config: Clawfile, source: YamlSource, root: Path) -> list[Problem]:
     """Every skill a task asks for must be one that discovery finds."""
     if not any(task.skills for task in config.tasks.values()):
         return []
-    from claw_batch import skills
+    from claw_batch.skills import skill as skills
 
     found = [s.name for s in skills.discover(skills.skill_dirs(root, config.workspace))]
     problems = []
@@ -134,7 +134,7 @@ def _providers(config: Clawfile, source: YamlSource) -> list[Problem]:
 def _usd_limits(config: Clawfile, source: YamlSource) -> list[Problem]:
     """A limit in USD caps nothing without the price of the model it counts: each task under
     one (its own, or the clawfile-wide `budget:`) must have a model whose price is known."""
-    from claw_batch.prices import lookup
+    from claw_batch.llm.prices import lookup
 
     problems = []
     for name, task in config.tasks.items():
@@ -209,7 +209,7 @@ def _unknown_task(name: str, names: list[str]) -> str:
 
 def _graph(config: Clawfile, source: YamlSource) -> list[Problem]:
     """Cycles over explicit and implicit edges, and outputs two tasks can both produce."""
-    from claw_batch import graph
+    from claw_batch.plan import graph
 
     return [
         source.problem((*_where(source, str(p.at[1]), str(p.at[2])), *p.at[3:]), p.message)
@@ -241,7 +241,7 @@ def _task(name: str, task: Task, source: YamlSource, root: Path) -> list[Problem
 def _watch(name: str, task: Task, source: YamlSource) -> list[Problem]:
     """A file that claw watch moves to `done:` or `failed:` must not be watched (or be an
     item) again."""
-    from claw_batch import overlap
+    from claw_batch.plan import overlap
 
     problems = []
     for key, folder in (("done", task.done), ("failed", task.failed)):
@@ -272,7 +272,7 @@ def _watch(name: str, task: Task, source: YamlSource) -> list[Problem]:
 def _watched_outputs(name: str, task: Task, source: YamlSource) -> list[Problem]:
     """An output that claw watch would see as a new file of the task's own (watched and,
     with foreach, an item) starts its task again, and that one's output another, forever."""
-    from claw_batch import overlap
+    from claw_batch.plan import overlap
 
     outputs: list[tuple[KeyPath, str]] = [(_where(source, name, "output"), task.output or "")]
     outputs += [((*_where(source, name, "outputs"), i), o) for i, o in enumerate(task.outputs)]

@@ -14,7 +14,8 @@ from typing import Annotated, Any, Union, get_args, get_origin
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-from claw_batch.yamlsource import KeyPath, Problem, YamlSource
+from claw_batch.clawfile.yamlsource import Problem, YamlSource
+from claw_batch.config import KeyPath
 
 _EXPECTED = {
     **dict.fromkeys(("int_type", "int_parsing", "int_from_float"), "an integer"),

@@ -17,9 +17,9 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BeforeValidator
 from pydantic_core import PydanticCustomError
 
-from claw_batch.modelerrors import describe
-from claw_batch.paths import STATE_DIR
-from claw_batch.tools import GRANTABLE_TOOLS, READ_ONLY_TOOLS, TOOL_NAMES
+from claw_batch.clawfile.fielderrors import describe
+from claw_batch.safety.paths import STATE_DIR
+from claw_batch.toolnames import GRANTABLE_TOOLS, READ_ONLY_TOOLS, TOOL_NAMES
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")

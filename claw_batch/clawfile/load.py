@@ -23,8 +23,10 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
-from claw_batch import clawcheck, modelerrors, templatecheck
-from claw_batch.clawfields import (
+from claw_batch.clawfile import checks as clawcheck
+from claw_batch.clawfile import fielderrors as modelerrors
+from claw_batch.clawfile.fielderrors import describe
+from claw_batch.clawfile.fields import (
     KEY_ADVICE,
     BashPolicy,
     CronExpr,
@@ -46,11 +48,11 @@ from claw_batch.clawfields import (
     ToolName,
     Workspace,
 )
+from claw_batch.clawfile.yamlsource import Problem, YamlSource, load_yaml, problems_error
 from claw_batch.config import Clawfile, Project, clawfile_path
 from claw_batch.errors import ClawfileError
-from claw_batch.modelerrors import describe
-from claw_batch.tools import READ_ONLY_TOOLS
-from claw_batch.yamlsource import Problem, YamlSource, load_yaml, problems_error
+from claw_batch.plan import templatecheck
+from claw_batch.toolnames import READ_ONLY_TOOLS
 
 
 class _Strict(BaseModel):
@@ -81,7 +83,7 @@ class PermissionsModel(_Strict):
 
 class UntrustedModel(_Strict):
     """What a job of the task keeps, beyond the read-only tools, once it has read content
-    from outside the project (claw_batch.taint)."""
+    from outside the project (claw_batch.taint.jobtaint)."""
 
     allow: GrantedTools = []
 
@@ -281,7 +283,7 @@ def _with_defaults(task: TaskModel, defaults: TaskSettingsModel) -> TaskModel:
     """The task with the defaults it does not set. A watch task reads files from outside:
     it takes only the read-only tools of `defaults:`, none of its permissions and not its
     `sandbox: none`; whatever more it needs, it lists itself and grants in `untrusted:
-    {allow: [...]}` (claw_batch.taint), which has no default."""
+    {allow: [...]}` (claw_batch.taint.jobtaint), which has no default."""
     unset = defaults.model_fields_set - task.model_fields_set
     update = {key: getattr(defaults, key) for key in unset}
     if update.get("watch", task.watch):

@@ -9,10 +9,9 @@ from typing import Any
 
 import yaml
 
+from claw_batch.clawfile.yamlbounds import Bounds
+from claw_batch.config import KeyPath, dotted
 from claw_batch.errors import ClawfileError
-from claw_batch.yamlbounds import Bounds
-
-KeyPath = tuple[str | int, ...]
 
 
 @dataclass(frozen=True)
@@ -29,14 +28,6 @@ class Problem:
         if self.path:
             parts.append(dotted(self.path))
         return ": ".join([*parts, self.message])
-
-
-def dotted(path: KeyPath) -> str:
-    """`('tasks', 'x', 'tools', 2)` -> `tasks.x.tools[2]`."""
-    text = ""
-    for part in path:
-        text += f"[{part}]" if isinstance(part, int) else f".{part}" if text else str(part)
-    return text
 
 
 def problems_error(problems: list[Problem], main: str) -> ClawfileError:

@@ -11,8 +11,8 @@ import click
 from claw_batch.errors import ClawError
 
 if TYPE_CHECKING:
+    from claw_batch.clawfile.cache import Use
     from claw_batch.config import Project
-    from claw_batch.configcache import Use
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -43,7 +43,7 @@ def project_options(fn: F) -> F:
 
 def load(directory: Path | None, file: Path | None, *, cache: Use = "read") -> Project:
     """The project; `cache` says whether an unchanged clawfile may skip validation."""
-    from claw_batch.configcache import load_project
+    from claw_batch.clawfile.cache import load_project
 
     return load_project(directory, file, cache=cache)
 
@@ -56,7 +56,7 @@ def handle_errors(fn: Callable[..., int | None]) -> Callable[..., None]:
         try:
             code = fn(*args, **kwargs)
         except ClawError as e:
-            from claw_batch.redact import redact_environment
+            from claw_batch.safety.redact import redact_environment
 
             click.echo(f"claw: {redact_environment(str(e))}", err=True)
             sys.exit(e.exit_code)
@@ -64,8 +64,8 @@ def handle_errors(fn: Callable[..., int | None]) -> Callable[..., None]:
             click.echo("claw: interrupted", err=True)
             sys.exit(130)
         except Exception as e:  # the top boundary: anything else is a bug; keep its traceback
-            from claw_batch.crash import save_traceback
-            from claw_batch.redact import redact_environment
+            from claw_batch.safety.redact import redact_environment
+            from claw_batch.terminal.crash import save_traceback
 
             where = save_traceback(e)
             message = redact_environment(f"{type(e).__name__}: {e}")

@@ -24,7 +24,7 @@ def print_(
 
     Add them with `crontab -e`; the runs' output goes to .claw/cron.log.
     """
-    from claw_batch import crontab
+    from claw_batch.triggers import crontab
 
     project = load(directory, file)
     if not systemd:

@@ -9,8 +9,8 @@ from claw_batch.commands.common import handle_errors, load, project_options
 
 if TYPE_CHECKING:
     from claw_batch.config import Clawfile
-    from claw_batch.graph import Graph
-    from claw_batch.taintflow import Source
+    from claw_batch.plan.graph import Graph
+    from claw_batch.plan.taintflow import Source
 
 Reach = dict[str, tuple["Source", ...]]  # per task that outside content can reach: how
 
@@ -41,9 +41,9 @@ def graph(
     input glob matches the task's output), labelled with that glob. Tasks that outside
     content can reach are red, and say from where ("tainted: ...").
     """
-    from claw_batch import graph as task_graph
-    from claw_batch import taintflow
-    from claw_batch.jobs import select_tasks
+    from claw_batch.plan import graph as task_graph
+    from claw_batch.plan import taintflow
+    from claw_batch.plan.jobs import select_tasks
 
     config = load(directory, file).config
     built = task_graph.build(config)

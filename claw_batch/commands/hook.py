@@ -9,7 +9,7 @@ import click
 
 from claw_batch.commands.common import handle_errors, load, project_options
 
-HOOK_NAMES = ("pre-commit", "commit-msg", "pre-push")  # = claw_batch.hooks.HOOKS, unimported
+HOOK_NAMES = ("pre-commit", "commit-msg", "pre-push")  # = triggers.hooks.HOOKS, unimported
 STOPPED = frozenset({"failed", "limit", "interrupted"})
 
 
@@ -27,7 +27,7 @@ def install(
 ) -> int:
     """Install the git hook NAME (default pre-commit). A hook already there is kept as
     NAME.pre-claw and runs first."""
-    from claw_batch import hooks
+    from claw_batch.triggers import hooks
 
     message = hooks.install(load(directory, file), name, sys.executable)
     if not quiet:
@@ -43,7 +43,7 @@ def uninstall(
     name: str, directory: Path | None, file: Path | None, verbose: bool, quiet: bool
 ) -> int:
     """Remove claw's git hook NAME and put back the hook it had kept, if any."""
-    from claw_batch import hooks
+    from claw_batch.triggers import hooks
 
     message = hooks.uninstall(load(directory, file), name)
     if not quiet:
@@ -70,7 +70,7 @@ def run_hook(
 ) -> int:
     """Run the tasks whose `hook:` is NAME, as git does: ARGS are the hook's arguments
     (for pre-commit, file names become `files`). Exit 1 blocks the commit."""
-    from claw_batch import hooks
+    from claw_batch.triggers import hooks
 
     cwd = Path.cwd()
     os.environ.update(hooks.absolute_git_paths(os.environ, cwd))
@@ -79,8 +79,8 @@ def run_hook(
     if not names:
         return 0
 
-    from claw_batch.progress import Progress
-    from claw_batch.runner import Runner, RunOptions
+    from claw_batch.run.runner import Runner, RunOptions
+    from claw_batch.terminal.progress import Progress
 
     options = RunOptions(
         targets=tuple(names),

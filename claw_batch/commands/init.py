@@ -15,7 +15,7 @@ def init(directory: Path) -> int:
 
     Writes clawfile.yaml, prompts/, skills/ and workspace/, and adds .claw/ to .gitignore.
     """
-    from claw_batch.init_project import scaffold
+    from claw_batch.clawfile.scaffold import scaffold
 
     created, kept = scaffold(directory)
     for rel in created:

@@ -9,7 +9,7 @@ import click
 from claw_batch.commands.common import handle_errors, load, project_options
 
 if TYPE_CHECKING:
-    from claw_batch.results import JobResult
+    from claw_batch.run.results import JobResult
 
 
 @click.command("list")
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 def list_tasks(directory: Path | None, file: Path | None, verbose: bool, quiet: bool) -> int:
     """List the tasks with their description, triggers and last result."""
     from claw_batch.commands.plan import dry_run
-    from claw_batch.lock import read_holder
+    from claw_batch.run.lock import read_holder
 
     project = load(directory, file)
     holder = read_holder(project.root)

@@ -29,9 +29,9 @@ def log(
     """Recent runs and the jobs that ran in them (oldest first), from .claw/state.db."""
     import sqlite3
 
-    from claw_batch import history
     from claw_batch.clock import now_for_run
     from claw_batch.errors import ClawError, UsageError
+    from claw_batch.report import history
 
     project = load(directory, file)
     if task is not None and task not in project.config.tasks:

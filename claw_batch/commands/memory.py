@@ -32,9 +32,9 @@ def search(
     """Search memory for words, as the memory_search tool does: facts whose key is the
     query first, then headings and #tags, then lines of text with context; newer daily
     notes rank higher. Exits 1 when nothing matches."""
-    from claw_batch import recall
     from claw_batch.clock import now_for_run
     from claw_batch.errors import UsageError
+    from claw_batch.memory import search as recall
 
     text = " ".join(query)
     if not recall.words(text):

@@ -8,7 +8,7 @@ import click
 from claw_batch.commands.common import handle_errors, load, project_options
 
 if TYPE_CHECKING:
-    from claw_batch.runner import RunSummary
+    from claw_batch.run.runner import RunSummary
 
 LABELS = {
     "would-run": "run",
@@ -21,8 +21,8 @@ LABELS = {
 def dry_run(
     directory: Path | None, file: Path | None, targets: tuple[str, ...], force: bool
 ) -> RunSummary:
-    from claw_batch.progress import Progress
-    from claw_batch.runner import Runner, RunOptions
+    from claw_batch.run.runner import Runner, RunOptions
+    from claw_batch.terminal.progress import Progress
 
     project = load(directory, file)
     options = RunOptions(targets=targets, dry_run=True, force=force, keep_going=True)

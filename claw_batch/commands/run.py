@@ -74,10 +74,11 @@ def run(
     Each job's final answer goes to the task's `output`, an entry to today's daily note
     and a transcript to .claw/runs/<run-id>/.
     """
-    from claw_batch.endpoints import Mode
-    from claw_batch.progress import Progress
-    from claw_batch.report import envelope
-    from claw_batch.runner import Runner, RunOptions
+    from claw_batch.llm.endpoints import Mode
+    from claw_batch.run.envelope import envelope
+    from claw_batch.run.runner import Runner, RunOptions
+    from claw_batch.terminal.progress import Progress
+    from claw_batch.triggers.due import DueSlots
 
     if record and replay:
         raise UsageError("--record and --replay exclude each other")
@@ -96,7 +97,7 @@ def run(
         model=model,
         mode=mode,
         argv=tuple(sys.argv),
-        due=due,
+        select=DueSlots() if due else None,
     )
     progress = Progress(quiet=quiet, verbose=verbose)
     runner = Runner(project, options, progress=progress)

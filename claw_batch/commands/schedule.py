@@ -28,13 +28,14 @@ def schedule(
 
     Uses the same slot ledger as `claw run --due`; SIGTERM stops it cleanly.
     """
-    from claw_batch.foreground import real_clock, serve
-    from claw_batch.progress import Progress
-    from claw_batch.runner import RunOptions
+    from claw_batch.run.runner import RunOptions
+    from claw_batch.terminal.progress import Progress
+    from claw_batch.triggers.due import DueSlots
+    from claw_batch.triggers.foreground import real_clock, serve
 
     project = load(directory, file, cache="write")
     options = RunOptions(
-        targets=targets, jobs=jobs, keep_going=keep_going, due=True, argv=tuple(sys.argv)
+        targets=targets, jobs=jobs, keep_going=keep_going, select=DueSlots(), argv=tuple(sys.argv)
     )
     stop_on_sigterm()
     environ = dict(os.environ)

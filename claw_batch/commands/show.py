@@ -21,7 +21,7 @@ def show(
     quiet: bool,
 ) -> int:
     """Show a run's transcripts readably. RUN is a run id or `last`."""
-    from claw_batch.showrun import show as render
+    from claw_batch.report.show import show as render
 
     project = load(directory, file)
     click.echo(render(project.root, run_id, task))

@@ -10,7 +10,7 @@ import click
 from claw_batch.commands.common import handle_errors, load, project_options
 
 if TYPE_CHECKING:
-    from claw_batch.skillreport import Entry
+    from claw_batch.skills.report import Entry
 
 
 @click.group()
@@ -61,7 +61,7 @@ def check(directory: Path | None, file: Path | None, verbose: bool, quiet: bool)
     """Validate every skill found (exit 2 when one is invalid); warn about skills that are
     not available here, shadowed, or use front matter keys claw does not know."""
     from claw_batch.errors import ClawfileError
-    from claw_batch.skillreport import findings
+    from claw_batch.skills.report import findings
 
     listed = _entries(directory, file)
     found = findings(listed)
@@ -78,8 +78,8 @@ def check(directory: Path | None, file: Path | None, verbose: bool, quiet: bool)
 
 
 def _entries(directory: Path | None, file: Path | None) -> list[Entry]:
-    from claw_batch import skills as skill_lib
-    from claw_batch.skillreport import entries
+    from claw_batch.skills import skill as skill_lib
+    from claw_batch.skills.report import entries
 
     project = load(directory, file)
     dirs = skill_lib.skill_dirs(project.root, project.config.workspace)

@@ -14,10 +14,11 @@ from claw_batch.errors import ClawfileError
 def validate(directory: Path | None, file: Path | None, verbose: bool, quiet: bool) -> int:
     """Check the clawfile, its templates and the skills (exit 2 on error); say which tasks
     outside content can reach, and from where."""
-    from claw_batch import graph, skills, taintflow
-    from claw_batch.clawfile import validate as validated
+    from claw_batch.clawfile.load import validate as validated
     from claw_batch.config import Project, clawfile_path
-    from claw_batch.paths import shown_path
+    from claw_batch.plan import graph, taintflow
+    from claw_batch.safety.paths import shown_path
+    from claw_batch.skills import skill as skills
 
     path = clawfile_path(directory, file)
     checked = validated(path, path.parent)

@@ -46,9 +46,9 @@ def watch(
     project lock, -j); the same content is processed once per task. Files already there
     are processed at start. SIGTERM or Ctrl-C stops it.
     """
-    from claw_batch.progress import Progress
-    from claw_batch.runner import RunOptions
-    from claw_batch.watch import Watcher, WatchOptions
+    from claw_batch.run.runner import RunOptions
+    from claw_batch.terminal.progress import Progress
+    from claw_batch.triggers.watch import Watcher, WatchOptions
 
     project = load(directory, file, cache="write")
     options = RunOptions(

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from claw_batch.messages import ChatRequest, Completion
+from claw_batch.llm.messages import ChatRequest, Completion
 
 
 class LLM(Protocol):

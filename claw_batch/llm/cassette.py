@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from claw_batch.atomic import write_atomic
 from claw_batch.errors import ReplayMismatch
 from claw_batch.llm.base import LLM
-from claw_batch.messages import ChatRequest, Completion, Message, ToolCall, Usage
+from claw_batch.llm.messages import ChatRequest, Completion, Message, ToolCall, Usage
+from claw_batch.safety.atomic import write_atomic
 
 VERSION = 1
 EXCERPT = 60  # characters of recorded / current text shown around a difference

@@ -17,7 +17,7 @@ from claw_batch.errors import LimitExceeded, TaskFailed
 if TYPE_CHECKING:
     from claw_batch.llm.base import LLM
     from claw_batch.llm.breaker import Breaker
-    from claw_batch.messages import ChatRequest, Completion
+    from claw_batch.llm.messages import ChatRequest, Completion
 
 NO_KEY = "sk-no-key"  # what keyless local servers (Ollama, llama.cpp) are sent
 DEFAULT_REQUEST_TIMEOUT = 300.0  # seconds per HTTP request; the job's timeout bounds the total

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from claw_batch.usage import Usage as Usage  # re-exported: the loop and the adapters use it
+from claw_batch.llm.usage import Usage as Usage  # re-exported: the loop and the adapters use it
 
 Role = Literal["system", "user", "assistant", "tool"]
 

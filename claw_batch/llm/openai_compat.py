@@ -27,8 +27,8 @@ from claw_batch.errors import LimitExceeded, ModelError
 from claw_batch.llm import interruptible, wire
 from claw_batch.llm.breaker import Breaker, Ticket
 from claw_batch.llm.callthreads import CallThreads
-from claw_batch.messages import ChatRequest, Completion
-from claw_batch.redact import Redactor
+from claw_batch.llm.messages import ChatRequest, Completion
+from claw_batch.safety.redact import Redactor
 
 NO_KEY = "sk-no-key"  # what keyless local servers (Ollama, llama.cpp) are sent
 DEFAULT_BASE_URL = "https://api.openai.com/v1"  # the SDK's, without its $OPENAI_BASE_URL

@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable, Mapping
 
 from claw_batch.config import Price
-from claw_batch.usage import Usage
+from claw_batch.llm.usage import Usage
 
 BUILT_IN: Mapping[str, Price] = {
     # OpenAI

@@ -12,7 +12,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from claw_batch.messages import ChatRequest, Completion, Message, ToolCall, ToolSpec, Usage
+from claw_batch.llm.messages import ChatRequest, Completion, Message, ToolCall, ToolSpec, Usage
 
 EXCERPT = 60  # characters of an odd value quoted in an error
 

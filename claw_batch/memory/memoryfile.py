@@ -16,13 +16,12 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from claw_batch.context import FILE_CAP
-
 MEMORY_FILE = "MEMORY.md"
 NOTES_DIR = "memory"
 ARCHIVE_DIR = "memory/archive"
 TITLE = "# Memory"
-CAP = FILE_CAP  # characters: the system prompt shows MEMORY.md whole up to this size
+# characters: the system prompt shows MEMORY.md (as each workspace file) whole up to this size
+CAP = 6_000
 LABEL_CHARS = 40  # of a keyless fact, when a reply names what was archived
 
 _BULLET = re.compile(r"^(\s*)[-*+]\s+(.*)$")
@@ -71,8 +70,7 @@ def marked(fact: str, untrusted: str | None) -> str:
     leave the mark on a line of its own and the fact unmarked)."""
     if not untrusted:
         return fact
-    from claw_batch.render import printable
-    from claw_batch.untrusted import shown
+    from claw_batch.safety.untrusted import printable, shown
 
     return f"{fact} (from untrusted {printable(shown(untrusted))})"
 

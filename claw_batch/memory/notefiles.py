@@ -18,7 +18,7 @@ from operator import itemgetter
 from pathlib import Path
 from typing import NamedTuple
 
-from claw_batch import memoryfile
+from claw_batch.memory import memoryfile
 
 HALF_LIFE_DAYS = 14.0
 UNDATED_AGE_DAYS = 28  # a topic note (people.md) counts as four weeks old: freshness 1/4

@@ -88,7 +88,7 @@ OUTSIDE = "> (from outside) "
 def format_task_entry(*, when: dt.datetime, task: str, jobs: list[NoteJob]) -> str:
     """One entry for all the jobs a task ran in this run. A task without fan-out reads like a
     single job. The cost is shown when every job that used tokens has a known price."""
-    from claw_batch.prices import total
+    from claw_batch.llm.prices import total
 
     seconds = sum(j.seconds for j in jobs)
     tokens = sum(j.tokens for j in jobs)
@@ -127,8 +127,7 @@ def _quote(job: NoteJob) -> str:
 def _name(item: str) -> str:
     """An item's path on one line, as a prompt shows it: a dropped file's name is the
     sender's, and a line break in it would start a line without the outside mark."""
-    from claw_batch.render import printable
-    from claw_batch.untrusted import shown
+    from claw_batch.safety.untrusted import printable, shown
 
     return printable(shown(item))
 

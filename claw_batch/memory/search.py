@@ -11,7 +11,7 @@ is then taken as the best of three kinds of hit:
       text     any other line, shown with a few lines of context.
 
 (D) A hit's score is its kind's weight (A > B > C) x the share of the words it holds x its
-file's freshness (claw_batch.notefiles: 1 for MEMORY.md, halved every two weeks of a daily
+file's freshness (claw_batch.memory.notefiles: 1 for MEMORY.md, halved every two weeks of a daily
 note's age). Identical lines count once, and so do lines shown in a better hit's context;
 each further hit from a file already shown counts DIVERSITY times less.
 
@@ -36,8 +36,8 @@ from typing import Any
 
 import python_ripgrep
 
-from claw_batch import memoryfile, notefiles
-from claw_batch.notefiles import NoteFile
+from claw_batch.memory import memoryfile, notefiles
+from claw_batch.memory.notefiles import NoteFile
 
 DIVERSITY = 0.6
 WEIGHTS = {"key": 4.0, "heading": 2.0, "tag": 2.0, "fact": 1.0, "text": 1.0}

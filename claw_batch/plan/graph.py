@@ -31,12 +31,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from claw_batch import overlap
+from claw_batch.config import KeyPath, dotted
 from claw_batch.errors import ClawfileError
+from claw_batch.plan import overlap
 
 if TYPE_CHECKING:
     from claw_batch.config import Clawfile
-    from claw_batch.yamlsource import KeyPath
 
 
 @dataclass(frozen=True)
@@ -61,8 +61,6 @@ class GraphProblem:
     message: str
 
     def __str__(self) -> str:
-        from claw_batch.yamlsource import dotted  # imports YAML: only for an error
-
         return f"{dotted(self.at)}: {self.message}"
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from claw_batch.config import Clawfile
 from claw_batch.errors import ClawfileError, UsageError
-from claw_batch.paths import NEVER_SEARCHED
+from claw_batch.safety.paths import NEVER_SEARCHED
 
 
 @dataclass(frozen=True)

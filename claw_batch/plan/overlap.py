@@ -1,5 +1,5 @@
 """Whether a glob can match a file an output template can name: both read as small automata
-whose product is searched for a common path (see claw_batch.graph for how a template reads)."""
+whose product is searched for a common path (see claw_batch.plan.graph for how a template reads)."""
 
 from __future__ import annotations
 

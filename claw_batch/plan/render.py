@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 import subprocess
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -12,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from claw_batch.errors import ClawfileError, TaskFailed, ToolError
-from claw_batch.untrusted import Name, fence, shown
+from claw_batch.safety.untrusted import SURROGATE, Name, OutsideName, fence, printable, shown
 
 STAGED = "git diff --cached"  # how the staged changes are named: the diff, the files' names
 
@@ -44,24 +43,11 @@ class Item:
         So is a name that is not UTF-8 (a byte shown as `\\xff`: no text holds it as is)."""
         p = Path(relpath)
         parts = (relpath, p.name, p.stem, p.suffix, p.parent.as_posix())
-        named = outside or _SURROGATE.search(relpath) is not None
+        named = outside or SURROGATE.search(relpath) is not None
         return cls(*(Name(part) for part in parts)) if named else cls(*parts)
 
     def __str__(self) -> str:
         return self.path
-
-
-class OutsideName(Name):
-    """A name that is outside content (a dropped file's, one a tainted job chose, a staged
-    file's) where a template lists it: printed, or joined into a listing, it is fenced, as the
-    `ls` tool fences a listing that holds one. The job that got it is tainted when it did."""
-
-    source: str
-
-    def __new__(cls, name: str, source: str) -> OutsideName:
-        self = super().__new__(cls, name)
-        self.source = source
-        return self
 
 
 def listing(
@@ -134,7 +120,7 @@ def environment(root: Path, untrusted: tuple[str, ...] = ()) -> jinja2.Environme
     """Templates are data: they run in Jinja's immutable sandbox, bounded (templatesandbox)."""
     import jinja2  # lazily: a run whose jobs are all up to date renders nothing
 
-    from claw_batch.templatesandbox import BoundedSandbox, ProjectLoader
+    from claw_batch.plan.templatesandbox import BoundedSandbox, ProjectLoader
 
     env = BoundedSandbox(
         loader=ProjectLoader(root, untrusted),
@@ -173,24 +159,10 @@ def _keeps_outside(join: Callable[..., str]) -> Callable[..., str]:
     return functools.update_wrapper(joined, join)  # keeps jinja_pass_arg (the context)
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def printable(name: str) -> str:
-    """A path as text: a byte of it that is not UTF-8 (os.fsdecode's surrogate, which no
-    text, JSON or SQLite takes) written as `\\xff`."""
-    return _SURROGATE.sub(_escaped, name)
-
-
-def _escaped(found: re.Match[str]) -> str:
-    code = ord(found.group())
-    return f"\\x{code - 0xDC00:02x}" if code >= 0xDC80 else f"\\u{code:04x}"
-
-
 @functools.cache
 def helpers(root: Path, untrusted: tuple[str, ...] = ()) -> dict[str, Callable[..., Any]]:
     """`read()` and `glob()` for templates; `read()` fences a file matching `untrusted`."""
-    from claw_batch.paths import Policy
+    from claw_batch.safety.paths import Policy
 
     outside = Policy(root, untrusted=untrusted).is_untrusted
     return {"read": reader(root, outside), "glob": globber(root, outside)}
@@ -203,7 +175,7 @@ def globber(
     tainted job) come as `OutsideName`s, and `saw` is told the pattern."""
 
     def glob(pattern: str) -> list[str]:
-        from claw_batch.jobs import glob_files
+        from claw_batch.plan.jobs import glob_files
 
         return listing(glob_files(root, pattern), outside, pattern, saw)
 
@@ -215,12 +187,12 @@ def reader(
 ) -> Callable[[str], str]:
     """The template `read()`: a file for which `outside` holds (project-relative) is fenced,
     and `saw` is told its path (the job that reads it is tainted)."""
-    from claw_batch.paths import Policy
+    from claw_batch.safety.paths import Policy
 
     policy = Policy(root)
 
     def read(path: str) -> str:
-        from claw_batch.safeopen import read_file
+        from claw_batch.safety.safeopen import read_file
 
         real = policy.resolve_read(path)
         shown = policy.relative(real)
@@ -258,11 +230,11 @@ def render(
     shows fenced, telling `saw`."""
     import jinja2
 
-    from claw_batch import templatebounds
-    from claw_batch.templatesandbox import reading
+    from claw_batch.plan import templatebounds
+    from claw_batch.plan.templatesandbox import reading
 
     if outside is None:
-        from claw_batch.paths import Policy
+        from claw_batch.safety.paths import Policy
 
         outside = Policy(root, untrusted=untrusted).is_untrusted
     try:
@@ -285,7 +257,7 @@ def template_error(error: Exception) -> str:
     """What a failed template says after its name: `:LINE: message` or `: message`."""
     import jinja2
 
-    from claw_batch.templatesandbox import refusal
+    from claw_batch.plan.templatesandbox import refusal
 
     if isinstance(error, jinja2.TemplateSyntaxError):
         return f":{error.lineno}: {error.message}"

@@ -1,5 +1,5 @@
 """Which tasks outside content can reach, and from where, read from the clawfile alone: what
-`claw validate` and `claw graph` show (a run decides for each job, claw_batch.taint).
+`claw validate` and `claw graph` show (a run decides for each job, claw_batch.taint.jobtaint).
 
 A task can be tainted by what it declares it reads: the files it watches; inputs or a
 `foreach:` glob that can match watched files (or what is around them, `Clawfile.untrusted`);
@@ -13,12 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from claw_batch import overlap
-from claw_batch.tools import READ_ONLY_TOOLS
+from claw_batch.plan import overlap
+from claw_batch.toolnames import READ_ONLY_TOOLS
 
 if TYPE_CHECKING:
     from claw_batch.config import Clawfile, Task
-    from claw_batch.graph import Graph
+    from claw_batch.plan.graph import Graph
 
 
 @dataclass(frozen=True)

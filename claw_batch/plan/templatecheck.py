@@ -38,7 +38,7 @@ def template_errors(text: str, *, foreach: bool) -> list[tuple[int, str]]:
 
 
 def _variables(ast: nodes.Template, *, foreach: bool) -> list[tuple[int, str]]:
-    from claw_batch.render import TEMPLATE_VARIABLES  # late: render may import this package
+    from claw_batch.plan.render import TEMPLATE_VARIABLES  # late: render may import this package
 
     undeclared = meta.find_undeclared_variables(ast)
     first_use: dict[str, int] = {}
@@ -116,6 +116,6 @@ def task_variables(task: Task, root: Path) -> frozenset[str]:
 @functools.cache
 def _environment() -> jinja2.Environment:
     """The environment templates render in, without a loader: it only parses and compiles."""
-    from claw_batch.templatesandbox import BoundedSandbox
+    from claw_batch.plan.templatesandbox import BoundedSandbox
 
     return BoundedSandbox(undefined=jinja2.StrictUndefined)

@@ -24,8 +24,8 @@ from jinja2.exceptions import SecurityError
 from jinja2.filters import make_attrgetter
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from claw_batch import templatebounds as bounds
-from claw_batch.untrusted import fence
+from claw_batch.plan import templatebounds as bounds
+from claw_batch.safety.untrusted import fence
 
 LOOP_FILTER = "claw_loop"  # what every `{% for %}` iterates through (see _Generator)
 MAX_TEMPLATE_BYTES = 1_000_000  # an included template
@@ -271,7 +271,7 @@ class ProjectLoader(jinja2.BaseLoader):
         now = _reading.get()
         if now is not None:
             return now.outside(shown)
-        from claw_batch.paths import Policy
+        from claw_batch.safety.paths import Policy
 
         return Policy(self.root, untrusted=self.untrusted).is_untrusted(shown)
 
@@ -297,7 +297,7 @@ class ProjectLoader(jinja2.BaseLoader):
         return template
 
     def _resolve(self, template: str) -> tuple[Path, str]:
-        from claw_batch.paths import Policy
+        from claw_batch.safety.paths import Policy
 
         policy = Policy(self.root)
         real = policy.resolve_read(template)
@@ -305,7 +305,7 @@ class ProjectLoader(jinja2.BaseLoader):
 
     def _read(self, real: Path, shown: str) -> bytes:
         from claw_batch.errors import ToolError
-        from claw_batch.safeopen import read_file
+        from claw_batch.safety.safeopen import read_file
 
         data = read_file(real, shown, MAX_TEMPLATE_BYTES)
         if len(data) > MAX_TEMPLATE_BYTES:

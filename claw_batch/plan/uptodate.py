@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from claw_batch.state import Done
+from claw_batch.store.state import Done
 
 # Task fields that do not decide the result: triggers, limits, documentation.
 NOT_FINGERPRINTED = frozenset(

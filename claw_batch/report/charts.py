@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from html import escape
 
 from claw_batch import figures
-from claw_batch.reportdata import JobSpan, RunSpan
+from claw_batch.report.data import JobSpan, RunSpan
 
 # Status -> CSS class: a status from the ledger never reaches an attribute as it is.
 STATUS_CLASS = {

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from claw_batch import prices
 from claw_batch.errors import UsageError
+from claw_batch.llm import prices
 
 _SPAN = re.compile(r"(\d+)([mhdw])\Z")
 _UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}

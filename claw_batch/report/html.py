@@ -13,11 +13,11 @@ from pathlib import Path
 from urllib.parse import quote
 
 from claw_batch import figures
-from claw_batch.charts import Series, stacked_bars, status_class, timeline_track
-from claw_batch.reportdata import Cell, JobSpan, Period, RunSpan, total
-from claw_batch.reportstyle import CSS
-from claw_batch.showrun import render_event
-from claw_batch.transcript import read_events
+from claw_batch.report.charts import Series, stacked_bars, status_class, timeline_track
+from claw_batch.report.data import Cell, JobSpan, Period, RunSpan, total
+from claw_batch.report.show import render_event
+from claw_batch.report.style import CSS
+from claw_batch.store.transcript import read_events
 
 PALETTE = (
     "#4e79a7",

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from claw_batch.errors import UsageError
-from claw_batch.state import State
-from claw_batch.transcript import read_events
+from claw_batch.store.state import State
+from claw_batch.store.transcript import read_events
 
 RESULT_LINES = 12
 RESULT_CHARS = 1_500

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from claw_batch.results import JobResult
-    from claw_batch.runner import RunSummary
+    from claw_batch.run.results import JobResult
+    from claw_batch.run.runner import RunSummary
 
 
 def envelope(summary: RunSummary) -> dict[str, Any]:
@@ -57,7 +57,7 @@ def envelope(summary: RunSummary) -> dict[str, Any]:
 
 def total_cost(results: Sequence[JobResult]) -> float | None:
     """USD the jobs cost; None when one that used tokens has no known price."""
-    from claw_batch.prices import total
+    from claw_batch.llm.prices import total
 
     return _usd(total(r.cost_usd for r in results if r.tokens))
 

@@ -10,17 +10,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from claw_batch import answers, sandbox
-from claw_batch.childenv import scrubbed_env
+from claw_batch.agent import answers
+from claw_batch.agent.budget import JobBudget
+from claw_batch.agent.loop import EventSink, LoopResult, LoopSettings, ToolLoop
 from claw_batch.config import Task, provider_keys
 from claw_batch.errors import TaskFailed, ToolError
-from claw_batch.loop import EventSink, LoopResult, LoopSettings, ToolLoop
-from claw_batch.messages import Message
-from claw_batch.paths import Policy, checked_output
-from claw_batch.prepare import Prepared, RunContext, key_prompt, system_prompt
-from claw_batch.safeopen import write_file
-from claw_batch.spend import JobBudget
-from claw_batch.taint import JobTaint
+from claw_batch.llm.messages import Message
+from claw_batch.run.prepare import Prepared, RunContext, key_prompt, system_prompt
+from claw_batch.safety.childenv import scrubbed_env
+from claw_batch.safety.paths import Policy, checked_output
+from claw_batch.safety.safeopen import write_file
+from claw_batch.sandbox import bubblewrap as sandbox
+from claw_batch.taint.jobtaint import JobTaint
 from claw_batch.tools.base import ToolContext
 
 

@@ -7,14 +7,14 @@ import hashlib
 from typing import Any
 
 from claw_batch.errors import LimitExceeded, TaskFailed
-from claw_batch.execute import JobExecution, Outcome
-from claw_batch.jobs import Job
-from claw_batch.messages import Usage
-from claw_batch.prepare import Prepared, RunContext
-from claw_batch.progress import Progress
-from claw_batch.state import State
-from claw_batch.taint import JobTaint
-from claw_batch.transcript import Transcript
+from claw_batch.llm.messages import Usage
+from claw_batch.plan.jobs import Job
+from claw_batch.run.execute import JobExecution, Outcome
+from claw_batch.run.prepare import Prepared, RunContext
+from claw_batch.store.state import State
+from claw_batch.store.transcript import Transcript
+from claw_batch.taint.jobtaint import JobTaint
+from claw_batch.terminal.progress import Progress
 
 
 class JobSink:
@@ -80,7 +80,7 @@ def attempt(ctx: RunContext, prepared: Prepared, sink: JobSink, taint: JobTaint)
 
 
 def findings(outcome: Outcome | None) -> tuple[str, ...]:
-    from claw_batch.answers import findings_text
+    from claw_batch.agent.answers import findings_text
 
     if outcome is None or outcome.verdict is None:
         return ()

@@ -9,8 +9,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from claw_batch import cancel
-from claw_batch.jobs import Job
-from claw_batch.results import JobResult
+from claw_batch.plan.jobs import Job
+from claw_batch.run.results import JobResult
 
 if TYPE_CHECKING:
     from concurrent.futures import Future, ThreadPoolExecutor

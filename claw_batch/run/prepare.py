@@ -13,16 +13,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from claw_batch import answers, context, control, globs, render, skills, taint
+from claw_batch import globs
+from claw_batch.agent import answers
+from claw_batch.agent import systemprompt as context
 from claw_batch.config import Project, Task
-from claw_batch.endpoints import Models
-from claw_batch.jobs import Job, glob_files
-from claw_batch.paths import Policy
-from claw_batch.uptodate import Fingerprint, digest, fingerprint, task_digest
+from claw_batch.llm.endpoints import Models
+from claw_batch.plan import render
+from claw_batch.plan.jobs import Job, glob_files
+from claw_batch.plan.uptodate import Fingerprint, digest, fingerprint, task_digest
+from claw_batch.safety import control, untrusted
+from claw_batch.safety.paths import Policy
+from claw_batch.skills import skill as skills
+from claw_batch.taint import jobtaint as taint
 
 if TYPE_CHECKING:
-    from claw_batch.spend import Spend
-    from claw_batch.taintledger import TaintedFiles
+    from claw_batch.agent.budget import Spend
+    from claw_batch.taint.ledger import TaintedFiles
     from claw_batch.tools.registry import Tool
 
 # What `today` and `now` read as in the prompt that replay keys are computed from.
@@ -75,7 +81,7 @@ class Prepared:
     tools: Mapping[str, Tool]
     model: str  # as the clawfile names it: "provider/name" or "name"
     inputs: tuple[str, ...]  # project-relative input files (the fan-out item included)
-    # What the job reads from outside before its model is called (claw_batch.taint): its
+    # What the job reads from outside before its model is called (claw_batch.taint.jobtaint): its
     # item or inputs that are outside content, what its templates showed fenced, else a
     # watch task's globs. Empty: nothing (yet; its tools may still read some).
     tainted: tuple[str, ...] = ()
@@ -126,10 +132,10 @@ def unrecordable(job: Job) -> str | None:
     """Why the job cannot run (None: it can): its file's name is not UTF-8 (a dropped
     file's, a stranger's), which the ledger, the transcripts and the reports cannot hold.
     Only that job fails: the name is the file's, not the clawfile's."""
-    if job.item is None or job.item.isascii() or render.printable(job.item) == job.item:
+    if job.item is None or job.item.isascii() or untrusted.printable(job.item) == job.item:
         return None  # (isascii first: a no-op asks this of every job)
     return (
-        f"{render.printable(job.item)}: the file's name is not UTF-8, and claw records "
+        f"{untrusted.printable(job.item)}: the file's name is not UTF-8, and claw records "
         "only names that are; rename the file to run this job"
     )
 
@@ -275,7 +281,7 @@ def _git_state(root: Path) -> list[str]:
 def code_stamp() -> str:
     """Which claw this is, down to its source files (an editable install changes under the
     same version): mtime and size of every module."""
-    package = Path(__file__).parent
+    package = Path(__file__).parent.parent  # claw_batch/
     stamps = []
     for directory, _, files in os.walk(package):
         for file in files:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from claw_batch.jobs import Job
-from claw_batch.usage import Usage
+from claw_batch.llm.usage import Usage
+from claw_batch.plan.jobs import Job
 
 # ok | failed | limit | interrupted : the job ran.   skipped : its upstream failed.
 # up-to-date | modified : it did not need to run.   would-run : dry run (-n / plan).

@@ -4,26 +4,48 @@ record what happened."""
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from claw_batch import cancel
 from claw_batch.clock import new_run_id, now_for_run
-from claw_batch.config import Project
-from claw_batch.endpoints import Mode, Models, api_keys
+from claw_batch.config import Clawfile, Project
 from claw_batch.errors import ClawError, Interrupted, LimitExceeded, Locked, TaskFailed
-from claw_batch.graph import Graph, build
-from claw_batch.jobs import Job, expand, select_tasks
-from claw_batch.lock import ProjectLock
-from claw_batch.progress import Progress
-from claw_batch.redact import Redactor, secrets_from_env
-from claw_batch.results import JobResult
-from claw_batch.schedule import describe_due, due
-from claw_batch.session import RUN_STATUS, RunSession
-from claw_batch.slots import Entry, Slots
-from claw_batch.state import State
+from claw_batch.llm.endpoints import Mode, Models, api_keys
+from claw_batch.plan.graph import Graph, build
+from claw_batch.plan.jobs import Job, expand, select_tasks
+from claw_batch.run.lock import ProjectLock
+from claw_batch.run.results import JobResult
+from claw_batch.run.session import RunSession
+from claw_batch.safety.redact import Redactor, secrets_from_env
+from claw_batch.store.state import State
+from claw_batch.terminal.progress import Progress
+
+
+class Selection(Protocol):
+    """Which of the selected tasks a run runs, decided under the project lock
+    (`claw run --due`: claw_batch.triggers.due)."""
+
+    def candidates(self, config: Clawfile, targets: tuple[str, ...]) -> list[str]: ...
+
+    def choose(
+        self,
+        state: State | None,
+        names: list[str],
+        now: dt.datetime,
+        run_id: str,
+        *,
+        dry_run: bool,
+        say: Callable[[str], None],
+    ) -> list[str]:
+        """The tasks to run, in any order (a dry run writes nothing)."""
+        ...
+
+    def finish(self, summary: RunSummary) -> None:
+        """After the run, before the lock is let go."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -38,7 +60,7 @@ class RunOptions:
     mode: Mode = field(default_factory=Mode)
     argv: tuple[str, ...] = ()
     wait: bool = False  # another run holds the project: wait instead of exiting 75
-    due: bool = False  # only scheduled tasks whose latest slot has not run (claw run --due)
+    select: Selection | None = None  # which tasks run, decided under the lock (--due)
     hook: str | None = None  # the git hook this run serves: its tools cannot commit or stash
     only: tuple[Job, ...] = ()  # claw watch: these jobs of their tasks, not every match
 
@@ -82,14 +104,11 @@ class Runner:
 
     def tasks(self) -> list[str]:
         """The selected tasks and everything they depend on, each after its upstream. With
-        --due: the scheduled ones among the targets (all of them without targets), not yet
-        in order — which of them run is decided under the lock."""
+        a `select`ion (--due): its candidates, not yet in order — which of them run is
+        decided under the lock."""
         config = self.project.config
-        if self.options.due:
-            chosen = (
-                select_tasks(config, self.options.targets) if self.options.targets else config.tasks
-            )
-            return [name for name in chosen if config.tasks[name].schedule]
+        if self.options.select is not None:
+            return self.options.select.candidates(config, self.options.targets)
         return self.graph.order(select_tasks(config, self.options.targets))
 
     def plan(self) -> list[Job]:
@@ -133,11 +152,17 @@ class Runner:
         except ClawError as e:  # a ledger that cannot be written (a full disk): nothing ran
             summary.exit_code, summary.error = e.exit_code, str(e)
             return summary
-        due_slots: list[Entry] = []
-        if self.options.due:
-            slots = Slots(state, readonly=self.options.dry_run)
-            due_slots = self._due(slots, names, now, summary.run_id)
-            names = self.graph.order([e.task for e in due_slots if e.due.run])
+        select = self.options.select
+        if select is not None:
+            chosen = select.choose(
+                state,
+                names,
+                now,
+                summary.run_id,
+                dry_run=self.options.dry_run,
+                say=self.progress.message,
+            )
+            names = self.graph.order(chosen)
             if not names:  # nothing to run: no run in the ledger, nothing printed
                 if state is not None:
                     state.close()
@@ -152,41 +177,10 @@ class Runner:
         except KeyboardInterrupt:
             summary.exit_code, summary.error = Interrupted.exit_code, "interrupted"
         finally:
-            if due_slots and not self.options.dry_run:
-                self._finish_slots(slots, due_slots, summary)
+            if select is not None:
+                select.finish(summary)
             run.close()
         return summary
-
-    def _due(self, slots: Slots, names: list[str], now: dt.datetime, run_id: str) -> list[Entry]:
-        """Each scheduled task's latest slot that needs something: to run, or to be recorded
-        as missed. Recorded before anything runs (not in a dry run)."""
-        entries = []
-        for name in names:
-            task = self.project.config.tasks[name]
-            assert task.schedule is not None
-            found = due(
-                task.schedule,
-                task.tz,
-                now,
-                seen=functools.partial(slots.seen, name),
-                last=slots.last(name),
-                catch_up=task.catch_up,
-            )
-            if found is not None:
-                entries.append(Entry(name, found))
-        for e in entries:
-            self.progress.message(describe_due(e.task, e.due))
-        if entries and not self.options.dry_run:
-            slots.record(entries, run_id, now)
-        return entries
-
-    def _finish_slots(self, slots: Slots, due: list[Entry], summary: RunSummary) -> None:
-        for e in due:
-            if not e.due.run:
-                continue
-            results = [r for r in summary.results if r.job.task == e.task]
-            code = exit_code(results) if results else summary.exit_code or Interrupted.exit_code
-            slots.finish(e.task, e.due.slot.name, RUN_STATUS.get(code, "error"))
 
     def _counted(self, results: list[JobResult]) -> list[JobResult]:
         """The results that decide the exit code: with `on_error: warn`, a job that failed

@@ -12,16 +12,16 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from claw_batch import notes, skillcache, skills
-from claw_batch.atomic import write_atomic
-from claw_batch.childenv import git_read_only, scrubbed_env
+from claw_batch.agent.budget import Spend
+from claw_batch.agent.systemprompt import daily_note_path
 from claw_batch.clock import now_for_run
-from claw_batch.context import daily_note_path
 from claw_batch.errors import ClawError, Interrupted, LimitExceeded, TaskFailed
-from claw_batch.filehash import FileHashes
-from claw_batch.jobs import Job
-from claw_batch.paths import checked_output, shown_path
-from claw_batch.prepare import (
+from claw_batch.memory import notes
+from claw_batch.plan.jobs import Job
+from claw_batch.plan.render import joined
+from claw_batch.plan.uptodate import Decision, Fingerprint, decide
+from claw_batch.run.pool import Scheduler
+from claw_batch.run.prepare import (
     NOT_UTF8,
     Prepared,
     RunContext,
@@ -32,21 +32,24 @@ from claw_batch.prepare import (
     task_key,
     unrecordable,
 )
-from claw_batch.render import joined, printable
-from claw_batch.results import NO_USAGE, NOT_RUN, JobResult, not_run
-from claw_batch.scheduler import Scheduler
-from claw_batch.spend import Spend
-from claw_batch.state import Done, JobRecord, State
-from claw_batch.taintledger import TaintedFiles, Writer
-from claw_batch.tempsweep import sweep_run_folders
-from claw_batch.uptodate import Decision, Fingerprint, decide
-from claw_batch.verdicts import Verdicts
+from claw_batch.run.results import NO_USAGE, NOT_RUN, JobResult, not_run
+from claw_batch.safety.atomic import write_atomic
+from claw_batch.safety.childenv import git_read_only, scrubbed_env
+from claw_batch.safety.paths import checked_output, shown_path
+from claw_batch.safety.tempsweep import sweep_run_folders
+from claw_batch.safety.untrusted import printable
+from claw_batch.skills import cache as skillcache
+from claw_batch.skills import skill as skills
+from claw_batch.store.filehash import FileHashes
+from claw_batch.store.state import Done, JobRecord, State
+from claw_batch.store.verdicts import Verdicts
+from claw_batch.taint.ledger import TaintedFiles, Writer
 
 if TYPE_CHECKING:
-    from claw_batch.jobrun import JobSink
-    from claw_batch.runner import Runner, RunSummary
-    from claw_batch.taint import JobTaint
-    from claw_batch.transcript import Transcript
+    from claw_batch.run.jobrun import JobSink
+    from claw_batch.run.runner import Runner, RunSummary
+    from claw_batch.store.transcript import Transcript
+    from claw_batch.taint.jobtaint import JobTaint
 
 UP_TO_DATE = Decision(False, ())
 
@@ -197,8 +200,8 @@ class RunSession:
 
     def estimate(self, p: Prepared) -> int:
         """The prompt tokens of the job's first model call: what `claw plan` shows."""
-        from claw_batch.loop import prompt_tokens
-        from claw_batch.messages import Message
+        from claw_batch.agent.loop import prompt_tokens
+        from claw_batch.llm.messages import Message
 
         system = system_prompt(self.ctx, p.job, p.skills).text
         specs = [t.spec() for t in p.tools.values()]
@@ -212,7 +215,7 @@ class RunSession:
 
     def recall(self, p: Prepared, verdict: str, run_id: str) -> JobResult:
         """A failed check whose fingerprint has not changed since: the same verdict."""
-        from claw_batch.answers import findings_text
+        from claw_batch.agent.answers import findings_text
 
         parsed = json.loads(verdict)
         why = f"the verdict of run {run_id}: nothing it reads has changed (-B asks again)"
@@ -297,8 +300,8 @@ class RunSession:
         return not_run(job, decision.status, decision.reasons, first)
 
     def execute(self, p: Prepared, fp: Fingerprint, decision: Decision) -> JobResult:
-        from claw_batch.jobrun import JobSink, attempt, findings, transcript_name
-        from claw_batch.transcript import Transcript
+        from claw_batch.run.jobrun import JobSink, attempt, findings, transcript_name
+        from claw_batch.store.transcript import Transcript
 
         assert self.state is not None
         job = p.job
@@ -348,9 +351,9 @@ class RunSession:
 
     def job_taint(self, p: Prepared) -> JobTaint:
         """What the job has read from outside: what it reads before its model is called, and
-        then what its tools read (claw_batch.taint)."""
-        from claw_batch.sandbox import write_dirs
-        from claw_batch.taint import JobTaint
+        then what its tools read (claw_batch.taint.jobtaint)."""
+        from claw_batch.sandbox.bubblewrap import write_dirs
+        from claw_batch.taint.jobtaint import JobTaint
 
         task, policy = p.task, p.policy
         # Where its commands may write: what a granted bash of a tainted job taints.
@@ -510,7 +513,7 @@ class RunSession:
     def _write_summary(self) -> None:
         if not self.run_dir.is_dir():
             return
-        from claw_batch.report import envelope
+        from claw_batch.run.envelope import envelope
 
         path = self.run_dir / "summary.json"
         try:

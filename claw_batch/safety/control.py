@@ -17,8 +17,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from claw_batch.config import Project, Task, prompt_file
-from claw_batch.paths import CLAWFILE_NAMES, IGNORE_FILES, STATE_DIR
+from claw_batch.config import CLAWFILE_NAMES, Project, Task, prompt_file
+from claw_batch.safety.paths import IGNORE_FILES, STATE_DIR
 
 PERSONA = ("AGENTS.md", "SOUL.md", "USER.md", "IDENTITY.md")
 PROMPTS_DIR = "prompts"
@@ -111,8 +111,8 @@ def read_template(root: Path, rel: str) -> str:
     project, a regular file (a FIFO there would hang validate and every run), bounded;
     ToolError (or OSError) saying why it cannot be."""
     from claw_batch.errors import ToolError
-    from claw_batch.paths import Policy
-    from claw_batch.safeopen import read_file
+    from claw_batch.safety.paths import Policy
+    from claw_batch.safety.safeopen import read_file
 
     data = read_file(Policy(root).resolve_read(rel), rel, _TEMPLATE_BYTES)
     if len(data) > _TEMPLATE_BYTES:

@@ -15,12 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from claw_batch import globs
+from claw_batch.config import CLAWFILE_NAMES
 from claw_batch.errors import TaskFailed, ToolError
 
 STATE_DIR = ".claw"
-# A file of these names is a clawfile wherever it is (`claw run` looks for one upwards from
-# where it starts): no tool writes one anywhere.
-CLAWFILE_NAMES = ("clawfile.yaml", "clawfile.yml")
 # Nor a file ripgrep obeys in every folder it walks: it would hide files from later greps.
 IGNORE_FILES = (".gitignore", ".ignore", ".rgignore")
 NEVER_SEARCHED = (".git", STATE_DIR)  # not matched by globs, inputs or fan-out
@@ -35,7 +33,7 @@ class Policy:
     write_globs: tuple[str, ...] = ()
     outputs: tuple[str, ...] = ()
     protected: tuple[str, ...] = (".git", STATE_DIR)  # never written by a tool
-    # What decides what later runs do (claw_batch.control): never written by a tool either,
+    # What decides what later runs do (claw_batch.safety.control): never written by a tool either,
     # but for the paths of it the task names explicitly (`granted`).
     control: tuple[str, ...] = ()
     granted: tuple[str, ...] = ()

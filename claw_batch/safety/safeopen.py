@@ -19,8 +19,8 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-from claw_batch.atomic import write_atomic_in
 from claw_batch.errors import ToolError
+from claw_batch.safety.atomic import write_atomic_in
 
 PATH_FLAGS = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC

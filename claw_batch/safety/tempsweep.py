@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from claw_batch.atomic import sweep_below
 from claw_batch.config import Clawfile
 from claw_batch.globs import fixed_dir
-from claw_batch.paths import STATE_DIR
+from claw_batch.safety.atomic import sweep_below
+from claw_batch.safety.paths import STATE_DIR
 
 
 def sweep_run_folders(root: Path, config: Clawfile, *, before_ns: int) -> list[str]:

@@ -87,6 +87,33 @@ class Name(str):
     template shows it as `shown` does (the Jinja environment's finalize, render.py)."""
 
 
+class OutsideName(Name):
+    """A name that is outside content (a dropped file's, one a tainted job chose, a staged
+    file's) where a template lists it: printed, or joined into a listing, it is fenced, as the
+    `ls` tool fences a listing that holds one. The job that got it is tainted when it did."""
+
+    source: str
+
+    def __new__(cls, name: str, source: str) -> OutsideName:
+        self = super().__new__(cls, name)
+        self.source = source
+        return self
+
+
+SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def printable(name: str) -> str:
+    """A path as text: a byte of it that is not UTF-8 (os.fsdecode's surrogate, which no
+    text, JSON or SQLite takes) written as `\\xff`."""
+    return SURROGATE.sub(_escaped, name)
+
+
+def _escaped(found: re.Match[str]) -> str:
+    code = ord(found.group())
+    return f"\\x{code - 0xDC00:02x}" if code >= 0xDC80 else f"\\u{code:04x}"
+
+
 def shown(name: str) -> str:
     """A name as plain text on one line: invisible characters stripped, template tokens
     defused, line breaks and tabs written as `\\n`, `\\t`."""

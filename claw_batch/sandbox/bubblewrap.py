@@ -51,13 +51,12 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from claw_batch import idmap, setid
-from claw_batch import sandboxhost as host
-from claw_batch.ceilings import Ceilings
 from claw_batch.errors import ToolError
-from claw_batch.paths import Policy
-from claw_batch.sandboxmounts import Plan
-from claw_batch.tools.base import Command
+from claw_batch.safety.paths import Policy
+from claw_batch.sandbox import host, idmap, setid
+from claw_batch.sandbox.ceilings import Ceilings
+from claw_batch.sandbox.command import Command
+from claw_batch.sandbox.mounts import Plan
 
 NOBODY = idmap.NOBODY
 _GLOB_MAGIC = re.compile(r"[*?[{]")

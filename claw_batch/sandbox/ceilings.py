@@ -31,7 +31,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from claw_batch import sandboxmemory
+from claw_batch.sandbox import memory as sandboxmemory
 
 CHECK_SECONDS = 0.1
 

@@ -26,7 +26,7 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from claw_batch import sysvshm
+from claw_batch.sandbox import sysvshm
 
 MOUNTS = ("tmp", "dev/shm")  # the sandbox's memory filesystems, under its root
 # Measured here (Linux 6.18): 200,000 empty files in a tmpfs took 203 MB of kernel slab.

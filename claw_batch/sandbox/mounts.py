@@ -25,9 +25,9 @@ import stat
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from claw_batch import sandboxhost as host
 from claw_batch.errors import ToolError
-from claw_batch.paths import STATE_DIR
+from claw_batch.safety.paths import STATE_DIR
+from claw_batch.sandbox import host
 
 # Git's config files, and the folders of .git that hold none (walked past, not into).
 _GIT_CONFIGS = frozenset({"config", "config.worktree"})
@@ -210,7 +210,7 @@ class Plan:
     def _cleaned(self, path: str) -> int | None:
         """A descriptor of `path`'s text with its credentials redacted; None when it holds
         none (or is not a regular file)."""
-        from claw_batch.redact import Redactor
+        from claw_batch.safety.redact import Redactor
 
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)

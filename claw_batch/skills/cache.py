@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from claw_batch import __version__
-from claw_batch.skills import SOURCES, Requires, Skill, parse_skill
+from claw_batch.skills.skill import SOURCES, Requires, Skill, parse_skill
 
 CACHE = Path(".claw") / "skills.json"
 
@@ -85,7 +85,7 @@ def _read(path: Path) -> dict[str, Any]:
 
 
 def _write(path: Path, entries: dict[str, Any]) -> None:
-    from claw_batch.atomic import write_atomic
+    from claw_batch.safety.atomic import write_atomic
 
     if not path.parent.is_dir():
         return  # a project that never ran: no .claw/ made for a cache

@@ -8,8 +8,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from claw_batch.paths import shown_path
-from claw_batch.skills import Skill, winners
+from claw_batch.safety.paths import shown_path
+from claw_batch.skills.skill import Skill, winners
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ KNOWN_KEYS = frozenset(
     | {"disable-model-invocation"}
 )
 RUNNERS = ("claw", "openclaw", "nanobot")  # whose metadata block says what a skill requires
-BUILTIN = Path(__file__).parent / "builtin_skills"
+BUILTIN = Path(__file__).parent / "builtin"
 SOURCES = ("workspace", "project", "user", "built-in")  # the order of skill_dirs()
 FILE_HASH_LIMIT = 1 << 20  # bytes: a larger file of a skill is fingerprinted by size and mtime
 
@@ -108,7 +108,7 @@ def shown_directory(skill: Skill, root: Path, *, key: bool = False) -> str:
 def files(skill: Skill) -> dict[str, str]:
     """Each regular file of the skill's directory (hidden ones left out), by relative path:
     its sha256, or for one over FILE_HASH_LIMIT its size and mtime."""
-    from claw_batch.filehash import sha256_file
+    from claw_batch.store.filehash import sha256_file
 
     found = {}
     for directory, subdirs, names in os.walk(skill.directory):

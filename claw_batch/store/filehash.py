@@ -1,7 +1,7 @@
 """Content hashes of project files with a stat shortcut: a file is re-read only when its
 mtime, size, inode or ctime changed, so touching a file without changing it reruns nothing.
 
-The ctime is in the key because these hashes decide taint (claw_batch.taintledger compares
+The ctime is in the key because these hashes decide taint (claw_batch.taint.ledger compares
 a file's hash with the one a tainted job left): a command can rewrite a file in place with
 as many bytes and set its mtime back (utimensat), and a stale hash would then be trusted; it
 cannot set the ctime, which the kernel stamps on every change. The quick up-to-date check
@@ -18,7 +18,7 @@ import threading
 from collections.abc import Iterable
 from pathlib import Path
 
-from claw_batch.state import Entry, State
+from claw_batch.store.state import Entry, State
 
 CHUNK = 1 << 20
 

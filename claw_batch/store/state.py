@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from claw_batch import ledgerfile
 from claw_batch.errors import ClawError
-from claw_batch.ledgerfile import Corrupt
+from claw_batch.store import ledgerfile
+from claw_batch.store.ledgerfile import Corrupt
 
 T = TypeVar("T")
 
@@ -64,7 +64,7 @@ CREATE TABLE IF NOT EXISTS done (
     tainted TEXT,                  -- the outside content the job read (its result is fenced)
     PRIMARY KEY (task, item)
 );
--- Files that hold outside content (claw_batch.taintledger): a job that had read some wrote
+-- Files that hold outside content (claw_batch.taint.ledger): a job that had read some wrote
 -- `path`; while its content is `sha256`, whatever reads it gets it fenced.
 CREATE TABLE IF NOT EXISTS tainted (
     path TEXT PRIMARY KEY,
@@ -75,7 +75,7 @@ CREATE TABLE IF NOT EXISTS tainted (
     run_id TEXT NOT NULL
 );
 -- The git blob ids of every content a row of `tainted` was ever about: committed, git's
--- object store keeps it after the file changes (claw_batch.taintstaged.stored).
+-- object store keeps it after the file changes (claw_batch.taint.staged.stored).
 CREATE TABLE IF NOT EXISTS tainted_blobs (
     blob TEXT PRIMARY KEY,
     path TEXT NOT NULL             -- the file it was, as a fence names it
@@ -165,7 +165,7 @@ class Done:
     outputs_json: str
     result: str
     quick: str | None = None  # prepare.TaskKey.seal: a digest, then the output paths
-    tainted: str | None = None  # the outside content the job read (claw_batch.taint)
+    tainted: str | None = None  # the outside content the job read (claw_batch.taint.jobtaint)
 
     @classmethod
     def of(

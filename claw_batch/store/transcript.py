@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from claw_batch.errors import TaskFailed
-from claw_batch.redact import Redactor
+from claw_batch.safety.redact import Redactor
 
 OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
 

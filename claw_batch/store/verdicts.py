@@ -5,7 +5,7 @@ gives it again without a model call (`-B` asks anew)."""
 
 from __future__ import annotations
 
-from claw_batch.state import State
+from claw_batch.store.state import State
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS verdicts (

@@ -13,7 +13,7 @@ every fence taints. A tainted job
 - remembers facts marked with what it read, and its daily-note quote never enters a system
   prompt.
 
-An untainted job's commands are watched (claw_batch.taintwatch): one that reads outside
+An untainted job's commands are watched (claw_batch.taint.watch): one that reads outside
 content (`cat` of a tainted file, a listing of a watched folder, `git diff --cached` while
 something is staged) gets its output fenced and taints the job, and so what that call wrote
 (a copy); one that renames or links such a file without reading it leaves the new name
@@ -21,7 +21,7 @@ tainted. Outside content that lands while the command runs (another job's, under
 output, or the files of a tainted job's command, unmarked until it ends) was not watched:
 the command counts as having read it. An untainted job that edits a tainted file in place
 leaves it tainted: what it kept of the file is still the outside content. Which files are
-tainted, and for which content, the ledger keeps across runs (claw_batch.taintledger).
+tainted, and for which content, the ledger keeps across runs (claw_batch.taint.ledger).
 
 What a job reads before its model is called (its prompt, its inputs, its fan-out item) is
 known when it is prepared: it is offered only the tools it may use. What its tools read taints
@@ -38,18 +38,17 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from claw_batch import taintwatch
 from claw_batch.errors import ToolError
-from claw_batch.render import OutsideName, printable
-from claw_batch.taintledger import outside_now
-from claw_batch.taintstaged import blob_ids
-from claw_batch.tools import READ_ONLY_TOOLS
-from claw_batch.untrusted import fence
+from claw_batch.safety.untrusted import OutsideName, fence, printable
+from claw_batch.taint import watch as taintwatch
+from claw_batch.taint.ledger import outside_now
+from claw_batch.taint.staged import blob_ids
+from claw_batch.toolnames import READ_ONLY_TOOLS
 
 if TYPE_CHECKING:
-    from claw_batch.paths import Policy
-    from claw_batch.render import Upstream
-    from claw_batch.taintledger import Moment, Outside, TaintedFiles, Writer
+    from claw_batch.plan.render import Upstream
+    from claw_batch.safety.paths import Policy
+    from claw_batch.taint.ledger import Moment, Outside, TaintedFiles, Writer
 
 READ_ONLY = frozenset(READ_ONLY_TOOLS)
 UNWATCHABLE = (
@@ -163,7 +162,7 @@ class JobTaint:
     def _watched(
         self, files: TaintedFiles, writer: Writer, root: str, invoke: Callable[[], str]
     ) -> str:
-        """An untainted job's command, watched (claw_batch.taintwatch): when it read outside
+        """An untainted job's command, watched (claw_batch.taint.watch): when it read outside
         content, its output is fenced, the job is tainted and so is what the call wrote;
         outside content it renamed, linked or changed without reading stays tainted."""
         moment = files.moment()  # before the listing: what lands after it, `since` says
@@ -319,8 +318,10 @@ def holds_marked(workspace: str, rel: str, lines: Iterable[str]) -> bool:
     content: facts a tainted job remembered, a daily note's quotes of such a job."""
     if rel != f"{workspace}/MEMORY.md" and not rel.startswith(f"{workspace}/memory/"):
         return False
-    from claw_batch.memoryfile import is_untrusted  # only for memory files: it imports skills
-    from claw_batch.notes import OUTSIDE
+    from claw_batch.memory.memoryfile import (
+        is_untrusted,  # only for memory files: it imports skills
+    )
+    from claw_batch.memory.notes import OUTSIDE
 
     return any(is_untrusted(line) or line.startswith(OUTSIDE) for line in lines)
 

@@ -19,7 +19,7 @@ the tainted ones, everything in a watched folder, while something is staged, the
 index, the staged blobs and the working-tree copies that are what is staged, and where the
 project is a repository, the objects and packs in which git keeps outside content that was
 committed: each tainted content's blob ids are kept (table `tainted_blobs`) after the file
-changes, as git keeps the content (claw_batch.taintstaged); claw_batch.taintwatch watches
+changes, as git keeps the content (claw_batch.taint.staged); claw_batch.taint.watch watches
 what the command does with them.
 """
 
@@ -33,13 +33,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from claw_batch import globs, taintstaged
-from claw_batch.render import printable
-from claw_batch.state import loaded_path, stored_path
-from claw_batch.taintstaged import Copy, Staged, StagedFiles, file_blob_ids
+from claw_batch import globs
+from claw_batch.safety.untrusted import printable
+from claw_batch.store.state import loaded_path, stored_path
+from claw_batch.taint import staged as taintstaged
+from claw_batch.taint.staged import Copy, Staged, StagedFiles, file_blob_ids
 
 if TYPE_CHECKING:
-    from claw_batch.state import State
+    from claw_batch.store.state import State
 
 
 @dataclass(frozen=True)
@@ -116,7 +117,7 @@ class TaintedFiles:
             return row.source
 
     def staged(self, root: str) -> Staged:
-        """What is staged now (claw_batch.taintstaged; git runs once per index)."""
+        """What is staged now (claw_batch.taint.staged; git runs once per index)."""
         return self.git.now(root)
 
     def copies(self, root: str, staged: Staged) -> list[tuple[str, Copy]]:
@@ -233,7 +234,7 @@ NEVER_WALKED = frozenset({".git", ".claw"})  # runner state, git's: no command w
 @dataclass
 class Outside:
     """The outside content of a project as a command is about to run (what
-    claw_batch.taintwatch watches)."""
+    claw_batch.taint.watch watches)."""
 
     files: dict[str, str] = field(default_factory=dict)  # path -> what it is read as
     inodes: dict[tuple[int, int], str] = field(default_factory=dict)  # (dev, ino) -> path

@@ -1,5 +1,5 @@
 """While something is staged, what in the project holds the staged changes: outside content,
-as `git.staged_diff` shows it (claw_batch.taintledger). That is git's index, the loose
+as `git.staged_diff` shows it (claw_batch.taint.ledger). That is git's index, the loose
 objects of the staged blobs, and each staged file's working-tree copy while it is the very
 blob staged: a hook's task reads the files of the commit without asking git (`cat`, the
 read tool, a linter), and gets the same bytes.
@@ -26,7 +26,7 @@ import subprocess
 import threading
 from dataclasses import dataclass, field
 
-from claw_batch.childenv import scrubbed_env
+from claw_batch.safety.childenv import scrubbed_env
 
 INDEX = ".git/index"
 FILE_MODES = frozenset({"100644", "100755"})  # a staged regular file (not a link, a submodule)

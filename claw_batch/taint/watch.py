@@ -1,4 +1,5 @@
-"""What an untainted job's command did with the project's outside content (claw_batch.taint).
+"""What an untainted job's command did with the project's outside content
+(claw_batch.taint.jobtaint).
 
 bash's output is raw text, and the command may read anything the project holds. So around
 each command of a job that has read no outside content, claw asks the kernel (inotify) what
@@ -39,13 +40,13 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from claw_batch.render import printable
-from claw_batch.taintledger import NEVER_WALKED
+from claw_batch.safety.untrusted import printable
+from claw_batch.taint.ledger import NEVER_WALKED
 
 if TYPE_CHECKING:
     import ctypes
 
-    from claw_batch.taintledger import Outside
+    from claw_batch.taint.ledger import Outside
 
 IN_MODIFY, IN_ATTRIB, IN_OPEN = 0x2, 0x4, 0x20
 IN_MOVED_FROM, IN_MOVED_TO, IN_CREATE, IN_MOVE_SELF = 0x40, 0x80, 0x100, 0x800

@@ -8,7 +8,7 @@ import time
 import traceback
 from pathlib import Path
 
-from claw_batch.redact import redact_environment
+from claw_batch.safety.redact import redact_environment
 
 
 def save_traceback(error: BaseException) -> Path:

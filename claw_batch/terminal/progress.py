@@ -16,9 +16,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Protocol, TextIO
 
-from claw_batch.livescreen import Frames, Ticker
-from claw_batch.runtotals import RunTotals
-from claw_batch.statusarea import Counters, Running, lines
+from claw_batch.terminal.livescreen import Frames, Ticker
+from claw_batch.terminal.runtotals import RunTotals
+from claw_batch.terminal.statusarea import Counters, Running, lines
 
 
 class _Job(Protocol):

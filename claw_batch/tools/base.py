@@ -9,40 +9,13 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Mapping
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from claw_batch.ceilings import Ceilings
-from claw_batch.paths import Policy
-from claw_batch.taint import JobTaint
-
-
-@dataclass(frozen=True)
-class Command:
-    """A command line ready to start, with the environment it starts from and the file
-    descriptors it inherits."""
-
-    argv: tuple[str, ...]
-    env: Mapping[str, str]
-    pass_fds: tuple[int, ...] = ()
-    # A pipe on which the command reports, as a JSON line {"child-pid": N}, the process
-    # whose exit means that everything it started is gone (a sandbox's PID 1).
-    leader: int | None = None
-    ceilings: Ceilings | None = None  # what all its processes together may use, watched
-
-
-class Sandbox(Protocol):
-    """Turns a command into one that runs confined (`sandbox.Bubblewrap`). The context
-    manager keeps what the confined command needs (open directories) until it has started."""
-
-    @property
-    def name(self) -> str: ...
-
-    def wrap(
-        self, command: Command, *, cwd: Path, seconds: float
-    ) -> AbstractContextManager[Command]: ...
+from claw_batch.safety.paths import Policy
+from claw_batch.sandbox.command import Sandbox
+from claw_batch.taint.jobtaint import JobTaint
 
 
 @dataclass(frozen=True)
@@ -55,8 +28,8 @@ class ToolContext:
     sandbox: Sandbox | None = None  # None: bash runs unsandboxed (`sandbox: none`)
     workspace: str = "workspace"  # project-relative: where MEMORY.md and memory/ live
     today: dt.date | None = None  # the run's date (CLAW_NOW pins it); None: the machine's
-    # What the job has read from outside (claw_batch.taint): the tools fence what is outside
-    # through it, remember marks facts with it, the tool loop refuses what it withholds.
+    # What the job has read from outside (claw_batch.taint.jobtaint): the tools fence what is
+    # outside through it, remember marks facts with it, the tool loop refuses what it withholds.
     taint: JobTaint = field(default_factory=JobTaint)
     on_event: Callable[..., Any] | None = None  # the transcript: on_event(kind, **fields)
     redact: Callable[[str], str] = str  # what a tool keeps (MEMORY.md) holds no secret

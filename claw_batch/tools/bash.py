@@ -1,8 +1,8 @@
 """bash: one command in the project root, in its own process group, with a hard time limit,
-through the job's sandbox (`claw_batch.sandbox`) unless the task runs it unsandboxed.
+through the job's sandbox (`claw_batch.sandbox.bubblewrap`) unless the task runs it unsandboxed.
 
 The whole group is killed when the command times out, floods its output, passes one of the
-sandbox's ceilings (`claw_batch.ceilings`: memory, disk), and also when it ends, so
+sandbox's ceilings (`claw_batch.sandbox.ceilings`: memory, disk), and also when it ends, so
 background children can neither outlive the call nor hang it by holding the output pipe
 open. (In the sandbox, that kill takes its whole PID namespace along, `setsid` or not.)
 """
@@ -25,9 +25,10 @@ from typing import Annotated
 from pydantic import Field
 
 from claw_batch import cancel
-from claw_batch.ceilings import CHECK_SECONDS, Watch
 from claw_batch.errors import ToolError
-from claw_batch.tools.base import Command, ToolContext
+from claw_batch.sandbox.ceilings import CHECK_SECONDS, Watch
+from claw_batch.sandbox.command import Command
+from claw_batch.tools.base import ToolContext
 
 # With pattern permissions a command must be one simple command: these would chain, pipe,
 # substitute or redirect their way past the pattern.
@@ -55,7 +56,7 @@ def bash(
     if ctx.sandbox is None:
         if ctx.on_event is not None:
             ctx.on_event("unsandboxed", command=command)
-        with ctx.taint.watching():  # what the command reads (claw_batch.taint)
+        with ctx.taint.watching():  # what the command reads (claw_batch.taint.jobtaint)
             ran = run(plain, cwd=ctx.root, timeout=limit)
     else:
         with (

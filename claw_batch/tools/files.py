@@ -14,8 +14,8 @@ from pydantic import Field
 
 from claw_batch import globs
 from claw_batch.errors import ToolError
-from claw_batch.paths import NEVER_SEARCHED, Policy
-from claw_batch.safeopen import (
+from claw_batch.safety.paths import NEVER_SEARCHED, Policy
+from claw_batch.safety.safeopen import (
     OutOfFds,
     kind,
     open_checked,
@@ -24,7 +24,7 @@ from claw_batch.safeopen import (
     read_bytes,
     write_file,
 )
-from claw_batch.taint import holds_marked
+from claw_batch.taint.jobtaint import holds_marked
 from claw_batch.tools.base import ToolContext
 
 MAX_LINES = 2000

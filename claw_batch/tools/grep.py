@@ -13,9 +13,9 @@ from pydantic import Field
 
 from claw_batch import globs
 from claw_batch.errors import ToolError
-from claw_batch.paths import NEVER_SEARCHED, Policy
-from claw_batch.safeopen import OutOfFds, link, opened
-from claw_batch.taint import holds_marked
+from claw_batch.safety.paths import NEVER_SEARCHED, Policy
+from claw_batch.safety.safeopen import OutOfFds, link, opened
+from claw_batch.taint.jobtaint import holds_marked
 from claw_batch.tools.base import ToolContext
 from claw_batch.tools.files import checked_file, policy
 

@@ -1,10 +1,11 @@
-"""remember and memory_search, the tool layer over claw_batch.memoryfile (MEMORY.md, capped,
-its overflow archived) and claw_batch.recall (progressive search of memory, notes and archive).
+"""remember and memory_search, the tool layer over claw_batch.memory.memoryfile (MEMORY.md,
+capped, its overflow archived) and claw_batch.memory.search (progressive search of memory,
+notes and archive).
 
 remember bypasses the task's write globs on purpose (MEMORY.md and its archive are the
 runner's memory files, not task outputs), but never writes outside the project root,
-symlinks resolved. A job that has read outside content (ctx.taint, claw_batch.taint) may call
-remember only when its task grants it; what it remembers is marked with its source, and it
+symlinks resolved. A job that has read outside content (ctx.taint, claw_batch.taint.jobtaint)
+may call remember only when its task grants it; what it remembers is marked with its source, and it
 cannot replace a fact that a trusted run or a person wrote. What memory_search finds of such
 facts, and of the daily notes' quotes of such jobs, reaches the model fenced.
 """
@@ -20,10 +21,11 @@ from typing import Annotated
 
 from pydantic import AfterValidator, Field
 
-from claw_batch import memoryfile, notefiles, recall
-from claw_batch.atomic import write_atomic
 from claw_batch.errors import ToolError
-from claw_batch.taint import holds_marked
+from claw_batch.memory import memoryfile, notefiles
+from claw_batch.memory import search as recall
+from claw_batch.safety.atomic import write_atomic
+from claw_batch.taint.jobtaint import holds_marked
 from claw_batch.tools.base import ToolContext
 from claw_batch.tools.files import load_text, require_file
 

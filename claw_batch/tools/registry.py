@@ -18,7 +18,7 @@ from typing import Any
 import pydantic
 
 from claw_batch.errors import ToolError
-from claw_batch.messages import ToolSpec
+from claw_batch.llm.messages import ToolSpec
 from claw_batch.tools import bash, files, grep, memory
 from claw_batch.tools.base import ToolContext, ToolFn
 

@@ -10,13 +10,14 @@ import datetime as dt
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from claw_batch import cancel, schedule
+from claw_batch import cancel
 from claw_batch.clock import now_for_run
 from claw_batch.config import Project
 from claw_batch.errors import Interrupted, UsageError
-from claw_batch.jobs import select_tasks
-from claw_batch.progress import Progress
-from claw_batch.runner import Runner, RunOptions
+from claw_batch.plan.jobs import select_tasks
+from claw_batch.run.runner import Runner, RunOptions
+from claw_batch.terminal.progress import Progress
+from claw_batch.triggers import schedule
 
 RETRY = dt.timedelta(seconds=30)  # after a run that found the project locked (exit 75)
 

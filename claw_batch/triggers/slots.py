@@ -7,8 +7,8 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from claw_batch.schedule import Due
-from claw_batch.state import State
+from claw_batch.store.state import State
+from claw_batch.triggers.schedule import Due
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS slots (

@@ -27,16 +27,16 @@ from claw_batch import globs
 from claw_batch.clock import now_for_run
 from claw_batch.config import Project, Task
 from claw_batch.errors import ClawError, Interrupted, UsageError
-from claw_batch.filehash import FileHashes
-from claw_batch.jobs import Job, glob_files, select_tasks
-from claw_batch.progress import Progress
-from claw_batch.results import JobResult
-from claw_batch.runner import Runner, RunOptions, RunSummary
-from claw_batch.settle import Settling, StatKey, ignored, stat_key
-from claw_batch.state import State
-from claw_batch.uptodate import KEPT
-from claw_batch.watchfs import EventHandler, alive, directories, move_into
-from claw_batch.watchledger import Handled, WatchLedger, watch_key
+from claw_batch.plan.jobs import Job, glob_files, select_tasks
+from claw_batch.plan.uptodate import KEPT
+from claw_batch.run.results import JobResult
+from claw_batch.run.runner import Runner, RunOptions, RunSummary
+from claw_batch.store.filehash import FileHashes
+from claw_batch.store.state import State
+from claw_batch.terminal.progress import Progress
+from claw_batch.triggers.settle import Settling, StatKey, ignored, stat_key
+from claw_batch.triggers.watchfs import EventHandler, alive, directories, move_into
+from claw_batch.triggers.watchledger import Handled, WatchLedger, watch_key
 
 TICK = 0.05  # seconds between looks at new events
 LOCKED_RETRY = 1.0  # seconds before files are tried again when another run holds the project

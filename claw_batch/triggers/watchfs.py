@@ -13,7 +13,7 @@ from watchdog.observers.api import BaseObserver, ObservedWatch
 
 from claw_batch import globs
 from claw_batch.config import Task
-from claw_batch.settle import StatKey, stat_key
+from claw_batch.triggers.settle import StatKey, stat_key
 
 
 def directories(tasks: Iterable[Task]) -> dict[str, bool]:

@@ -9,8 +9,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from claw_batch.config import Project
-from claw_batch.state import State
-from claw_batch.uptodate import digest, task_digest
+from claw_batch.plan.uptodate import digest, task_digest
+from claw_batch.store.state import State
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS watched (
