@@ -17,7 +17,7 @@ from claw_batch.run import prepare
 from claw_batch.skills import skill as skills
 from claw_batch.tools.registry import TOOLS
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 BUDGET = 1000
 TYPICAL_ROOT = "/home/user/project"  # where the example is checked out changes the count
 

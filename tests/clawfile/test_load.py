@@ -961,7 +961,7 @@ def test_loading_does_not_import_openai_nor_unused_validators(tmp_path: Path) ->
         f"load_project(directory=__import__('pathlib').Path({str(tmp_path)!r})); "
         "print(sorted(m for m in ('openai', 'jsonschema', 'croniter') if m in sys.modules))"
     )
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True
     )

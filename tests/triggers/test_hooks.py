@@ -20,7 +20,7 @@ from helpers import Result, make_project
 from claw_batch.cli import main
 from claw_batch.triggers.hooks import MARKER
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 CLAWFILE = """
     version: 1
