@@ -1,5 +1,5 @@
 """Which project files hold outside content: the watched ones (`Clawfile.untrusted`) and
-those the ledger's `tainted` table names (its schema is in state.py).
+those the ledger's `tainted` table names (its schema is in claw_batch.store.schema).
 
 A row says that a job which had read outside content wrote `path` with the content
 `sha256`. The file is tainted while it has that content: the taint belongs to the bytes the
@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 
 from claw_batch import globs
 from claw_batch.safety.untrusted import printable
-from claw_batch.store.state import loaded_path, stored_path
+from claw_batch.store.schema import loaded_path, stored_path
 from claw_batch.taint import staged as taintstaged
 from claw_batch.taint.staged import Copy, Staged, StagedFiles, file_blob_ids
 
