@@ -41,14 +41,15 @@ from typing import TYPE_CHECKING, Any
 from claw_batch.errors import ToolError
 from claw_batch.safety.untrusted import OutsideName, fence, printable
 from claw_batch.taint import watch as taintwatch
-from claw_batch.taint.ledger import outside_now
+from claw_batch.taint.outside import outside_now
 from claw_batch.taint.staged import blob_ids
 from claw_batch.toolnames import READ_ONLY_TOOLS
 
 if TYPE_CHECKING:
     from claw_batch.plan.render import Upstream
     from claw_batch.safety.paths import Policy
-    from claw_batch.taint.ledger import Moment, Outside, TaintedFiles, Writer
+    from claw_batch.taint.ledger import Moment, TaintedFiles, Writer
+    from claw_batch.taint.outside import Outside
 
 READ_ONLY = frozenset(READ_ONLY_TOOLS)
 UNWATCHABLE = (
