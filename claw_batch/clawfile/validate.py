@@ -1,8 +1,10 @@
-"""clawfile.yaml: finding it, loading it, validating it strictly (SPEC §2).
+"""clawfile.yaml validated strictly (SPEC §2); claw_batch.clawfile.load finds it, and takes
+it from the cache while it is current.
 
 This is the only place that uses pydantic: the models below describe the file, and every
 validation error is turned into `clawfile.yaml:LINE: key.path: message`. Checks that span
-tasks or read other files (needs, cycles, templates) live in `clawcheck`.
+tasks or read other files (needs, cycles, templates) live in `clawcheck`
+(claw_batch.clawfile.checks and claw_batch.clawfile.templates).
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ from claw_batch.clawfile.fields import (
     Workspace,
 )
 from claw_batch.clawfile.yamlsource import Problem, YamlSource, load_yaml, problems_error
-from claw_batch.config import Clawfile, Project, clawfile_path
+from claw_batch.config import Clawfile, Project
 from claw_batch.errors import ClawfileError
 from claw_batch.plan import templatecheck
 from claw_batch.toolnames import READ_ONLY_TOOLS
@@ -171,13 +173,6 @@ class ClawfileModel(_Strict):
     tasks: dict[Name, TaskModel]
     prices: Annotated[dict[str, PriceModel], OrEmpty] = {}
     budget: ProjectBudgetModel | None = None
-
-
-def load_project(*, directory: Path | None = None, file: Path | None = None) -> Project:
-    """Find, read and validate the clawfile (see `config.clawfile_path`)."""
-    path = clawfile_path(directory, file)
-    root = path.parent
-    return Project(root=root, clawfile=path, config=validate(path, root).config)
 
 
 @dataclass(frozen=True)
