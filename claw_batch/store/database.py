@@ -2,8 +2,8 @@
 brought up to date, a corrupt one moved aside), one statement at a time for the jobs'
 threads, and transactions whose failures are said for a user (see ledgerfile).
 
-Every table's module works through it: claw_batch.store.state is one, and the file hashes,
-the taint, verdict, slot and watch ledgers take the State it opened.
+State (claw_batch.store.state) extends it; the other tables' modules (the file hashes, the
+taint, verdict, slot and watch ledgers) work through the State a command opened.
 """
 
 from __future__ import annotations
