@@ -26,7 +26,7 @@ from _common import REPO, machine, table, use_repo
 use_repo()
 
 from claw_batch.agent import systemprompt as context  # noqa: E402
-from claw_batch.clawfile.cache import load_project  # noqa: E402
+from claw_batch.clawfile.load import load_project  # noqa: E402
 from claw_batch.llm.wire import wire_tool  # noqa: E402
 from claw_batch.run import prepare  # noqa: E402
 from claw_batch.skills import skill as skills  # noqa: E402

@@ -32,7 +32,8 @@ from claw_batch.safety.paths import Policy  # noqa: E402
 from claw_batch.sandbox import bubblewrap as sandbox  # noqa: E402
 from claw_batch.store.filehash import FileHashes  # noqa: E402
 from claw_batch.taint.jobtaint import JobTaint  # noqa: E402
-from claw_batch.taint.ledger import TaintedFiles, Writer, outside_now  # noqa: E402
+from claw_batch.taint.ledger import TaintedFiles, Writer  # noqa: E402
+from claw_batch.taint.outside import outside_now  # noqa: E402
 from claw_batch.taint.watch import Watch, walk  # noqa: E402
 from claw_batch.tools.base import ToolContext  # noqa: E402
 from claw_batch.tools.registry import TOOLS  # noqa: E402

@@ -762,6 +762,7 @@ def test_a_ledger_write_that_meets_a_full_disk_midway(tmp_path: Path, small_disk
     """Big enough to spill out of SQLite's cache before COMMIT: the full disk is met by a
     statement inside the transaction, and is said the same way; nothing of it is kept."""
     from claw_batch.errors import ClawError
+    from claw_batch.store import filehash
     from claw_batch.store.state import State
 
     disk = small_disk(tmp_path / ".claw", size=1024 * 1024)
@@ -769,8 +770,8 @@ def test_a_ledger_write_that_meets_a_full_disk_midway(tmp_path: Path, small_disk
     disk.fill()
     entries = {f"inbox/{n:06}.txt": (n, n, n, n, "f" * 64) for n in range(100_000)}
     with pytest.raises(ClawError) as e:
-        state.save_file_entries(entries)
+        filehash.save_entries(state, entries)
     assert str(e.value) == "ledger .claw/state.db: No space left on device"
     disk.free()
-    assert state.file_entries() == {}
+    assert filehash.entries(state) == {}
     state.close()

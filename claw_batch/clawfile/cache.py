@@ -4,8 +4,8 @@ Validating a clawfile imports pydantic, YAML, Jinja2 (and jsonschema, croniter w
 file uses them): about half a second before any work, which is more than a whole no-op run
 may take. What validation read — the clawfile, the prompt files, the skill directories —
 is fingerprinted; while none of it changed, the validated document is loaded as JSON and no
-validator is imported. Only `claw run` writes the cache (dry runs and reports leave `.claw/`
-as it was); `claw validate` always validates.
+validator is imported (claw_batch.clawfile.load). Only the commands that run jobs write the
+cache (a dry run and the reports leave `.claw/` as it was); `claw validate` always validates.
 """
 
 from __future__ import annotations
@@ -18,30 +18,16 @@ from pathlib import Path
 from typing import Any, Literal
 
 from claw_batch import __version__
-from claw_batch.config import Clawfile, Project, clawfile_path, prompt_file
+from claw_batch.config import Clawfile, prompt_file
 
 CACHE = Path(".claw") / "clawfile.json"
 FORMAT = 4  # 2: task variables mark included templates; 3: done:/failed: keys; 4: budget:
 
-Use = Literal["off", "read", "write"]
+Use = Literal["off", "read", "write"]  # how load_project uses the cache
 
 
-def load_project(directory: Path | None, file: Path | None, *, cache: Use = "read") -> Project:
-    path = clawfile_path(directory, file)
-    root = path.parent
-    if cache != "off":
-        cached = _read(root, path)
-        if cached is not None:
-            return Project(root, path, cached)
-    from claw_batch.clawfile.load import validate
-
-    validated = validate(path, root)
-    if cache == "write":
-        _write(root, path, validated.document, validated.variables)
-    return Project(root, path, validated.config)
-
-
-def _read(root: Path, path: Path) -> Clawfile | None:
+def cached(root: Path, path: Path) -> Clawfile | None:
+    """The validated clawfile, while nothing validation read has changed since it was saved."""
     try:
         saved = json.loads((root / CACHE).read_bytes())
         if saved.get("format") != FORMAT or saved.get("claw") != __version__:
@@ -54,7 +40,7 @@ def _read(root: Path, path: Path) -> Clawfile | None:
         return None  # no cache, or one this claw cannot read: validate
 
 
-def _write(
+def save(
     root: Path, path: Path, document: dict[str, Any], variables: dict[str, frozenset[str]]
 ) -> None:
     from claw_batch.safety.atomic import write_atomic

@@ -1,8 +1,6 @@
 """The clawfile checks that pydantic cannot make field by field: references between tasks,
-dependency cycles, providers' endpoints, settings not supported yet, and the templates
-(prompts, which may live in their own files, and output paths). Templates are checked
-statically (`templatecheck`): every variable they read must be one that rendering provides
-(SPEC §3)."""
+dependency cycles, skills, providers' endpoints, limits in USD, grants, what claw watch would
+see again, control files, and the templates (claw_batch.clawfile.templates)."""
 
 from __future__ import annotations
 
@@ -10,10 +8,9 @@ import difflib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from claw_batch.clawfile.fields import path_problem
+from claw_batch.clawfile import templates
 from claw_batch.clawfile.yamlsource import Problem, YamlSource
-from claw_batch.config import KeyPath, Project, prompt_file, provider_keys
-from claw_batch.plan.templatecheck import ITEM, template_errors
+from claw_batch.config import KeyPath, Project, provider_keys
 from claw_batch.safety import control
 
 if TYPE_CHECKING:
@@ -229,12 +226,14 @@ def _task(name: str, task: Task, source: YamlSource, root: Path) -> list[Problem
         )
     problems += _watch(name, task, source)
     problems += _watched_outputs(name, task, source)
-    problems += _prompt(name, task, source, root)
+    problems += templates.prompt(name, task, source, root)
     foreach = task.fans_out
     if task.output is not None:
-        problems += _inline(task.output, _where(source, name, "output"), source, foreach)
+        at = _where(source, name, "output")
+        problems += templates.inline(task.output, at, source, foreach)
     for index, output in enumerate(task.outputs):
-        problems += _inline(output, (*_where(source, name, "outputs"), index), source, foreach)
+        at = (*_where(source, name, "outputs"), index)
+        problems += templates.inline(output, at, source, foreach)
     return problems
 
 
@@ -293,60 +292,6 @@ def _watched_outputs(name: str, task: Task, source: YamlSource) -> list[Problem]
                 )
             )
     return problems
-
-
-def _prompt(name: str, task: Task, source: YamlSource, root: Path) -> list[Problem]:
-    path, foreach = ("tasks", name, "prompt"), task.fans_out
-    if not task.prompt.strip():
-        return [source.problem(path, "the prompt is empty")]
-    file = prompt_file(task.prompt)
-    if file is None:
-        return _inline(task.prompt, path, source, foreach) + _includes(
-            source.name, task.prompt, root
-        )
-    outside = path_problem(file)
-    if outside:
-        return [source.problem(path, outside)]
-    if not (root / file).is_file():
-        return [source.problem(path, f"prompt file {file!r} not found")]
-    try:
-        text = (root / file).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        return [source.problem(path, f"prompt file {file!r} cannot be read: {exc}")]
-    # The file may serve several tasks: say which one lacks the foreach or watch.
-    return [
-        Problem(file, line, (), message + (f" (task {name!r} has none)" if message == ITEM else ""))
-        for line, message in template_errors(text, foreach=foreach)
-    ] + _includes(file, text, root)
-
-
-def _includes(file: str, text: str, root: Path) -> list[Problem]:
-    """Each template `text` includes by a literal name (and they in turn) must be a file that
-    can be read as one: a missing one, a FIFO, one outside the project is said here."""
-    from claw_batch.errors import ToolError
-
-    problems: list[Problem] = []
-    seen, todo = {file}, [(file, text)]
-    while todo and len(seen) < 100:
-        where, body = todo.pop()
-        for name in control.included(body, required=True):
-            if name in seen:
-                continue
-            seen.add(name)
-            try:
-                todo.append((name, control.read_template(root, name)))
-            except (OSError, ToolError) as e:
-                problems.append(Problem(where, None, (), f"included template {name!r}: {e}"))
-    return problems
-
-
-def _inline(text: str, path: KeyPath, source: YamlSource, foreach: bool) -> list[Problem]:
-    """Problems of a template written in the clawfile, at their line in the clawfile."""
-    start = source.text_lines.get(path)
-    return [
-        Problem(source.name, start + line - 1 if start else source.line(path), path, message)
-        for line, message in template_errors(text, foreach=foreach)
-    ]
 
 
 def _where(source: YamlSource, task: str, key: str) -> KeyPath:

@@ -1,294 +1,31 @@
-"""clawfile.yaml: finding it, loading it, validating it strictly (SPEC §2).
-
-This is the only place that uses pydantic: the models below describe the file, and every
-validation error is turned into `clawfile.yaml:LINE: key.path: message`. Checks that span
-tasks or read other files (needs, cycles, templates) live in `clawcheck`.
-"""
+"""The project: its clawfile found (`config.clawfile_path`), then validated
+(claw_batch.clawfile.validate) or, while nothing validation read has changed, taken from the
+cache (claw_batch.clawfile.cache) without importing a validator."""
 
 from __future__ import annotations
 
-import copy
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    NonNegativeFloat,
-    PositiveFloat,
-    PositiveInt,
-    ValidationError,
-)
-from pydantic_core import ErrorDetails
-
-from claw_batch.clawfile import checks as clawcheck
-from claw_batch.clawfile import fielderrors as modelerrors
-from claw_batch.clawfile.fielderrors import describe
-from claw_batch.clawfile.fields import (
-    KEY_ADVICE,
-    BashPolicy,
-    CronExpr,
-    EnvName,
-    Globs,
-    GrantedTools,
-    HttpUrl,
-    JsonSchema,
-    Name,
-    OrEmpty,
-    PassedEnvNames,
-    PathTemplate,
-    PathTemplates,
-    ProjectDir,
-    ProjectGlob,
-    ProjectGlobs,
-    Size,
-    TimeZone,
-    ToolName,
-    Workspace,
-)
-from claw_batch.clawfile.yamlsource import Problem, YamlSource, load_yaml, problems_error
-from claw_batch.config import Clawfile, Project, clawfile_path
-from claw_batch.errors import ClawfileError
-from claw_batch.plan import templatecheck
-from claw_batch.toolnames import READ_ONLY_TOOLS
+from claw_batch.clawfile.cache import Use, cached, save
+from claw_batch.config import Project, clawfile_path
 
 
-class _Strict(BaseModel):
-    # allow_inf_nan: `temperature: .inf` (or "1e400") would pass, and crash the request.
-    model_config = ConfigDict(
-        frozen=True, extra="forbid", populate_by_name=True, allow_inf_nan=False
-    )
-
-
-class ProviderModel(_Strict):
-    base_url: HttpUrl | None = None  # required but for "openai" (clawcheck)
-    api_key_env: EnvName | None = None
-    max_concurrency: PositiveInt | None = None
-    stream: bool = False
-    timeout: PositiveFloat | None = None
-
-    refused_keys: ClassVar[dict[str, str]] = {
-        "api_key": f"literal API keys are refused: {KEY_ADVICE}"
-    }
-
-
-class PermissionsModel(_Strict):
-    write: ProjectGlobs = []
-    bash: BashPolicy = False
-    network: bool = False
-    env: PassedEnvNames = []
-
-
-class UntrustedModel(_Strict):
-    """What a job of the task keeps, beyond the read-only tools, once it has read content
-    from outside the project (claw_batch.taint.jobtaint)."""
-
-    allow: GrantedTools = []
-
-
-class BudgetModel(_Strict):
-    max_tokens: PositiveInt | None = None  # per job run
-    max_usd: PositiveFloat | None = None  # per job run
-    per_day: PositiveFloat | None = None  # USD, all runs of the task in the last 24 hours
-    per_week: PositiveFloat | None = None  # USD, all runs of the task in the last 7 days
-
-
-class LimitsModel(_Strict):
-    """What one sandboxed bash call may use, all its processes together."""
-
-    memory: Size | None = None  # None: the sandbox's default
-    disk: Size | None = None  # free space the write directories' filesystem may lose
-
-
-class ProjectBudgetModel(_Strict):
-    """The clawfile-wide cap: all tasks together."""
-
-    per_day: PositiveFloat | None = None  # USD in the last 24 hours
-    per_week: PositiveFloat | None = None  # USD in the last 7 days
-
-
-class PriceModel(_Strict):
-    """USD per million tokens, for models the built-in price table does not know (or to
-    correct it)."""
-
-    input: NonNegativeFloat
-    output: NonNegativeFloat
-    cached_input: NonNegativeFloat | None = None  # cached prompt tokens; default: input
-
-
-class TaskSettingsModel(_Strict):
-    """Every task key but `prompt`; also what `defaults:` holds."""
-
-    description: str = ""
-    inputs: ProjectGlobs = []
-    output: PathTemplate | None = None
-    outputs: PathTemplates = []
-    needs: Globs = []
-    foreach: ProjectGlob | None = None
-    tools: list[ToolName] | None = None
-    permissions: PermissionsModel = PermissionsModel()
-    json_schema: JsonSchema | None = Field(default=None, alias="schema")
-    schedule: CronExpr | None = None
-    tz: TimeZone | None = None
-    catch_up: Literal["once", "skip"] = "once"
-    watch: ProjectGlobs = []
-    done: ProjectDir | None = None
-    failed: ProjectDir | None = None
-    hook: Literal["pre-commit", "commit-msg", "pre-push"] | None = None
-    check: bool = False
-    on_error: Literal["block", "warn"] = "block"
-    model: str | None = None
-    temperature: NonNegativeFloat | None = None
-    max_steps: PositiveInt = 30
-    timeout: PositiveFloat = 600.0
-    budget: BudgetModel | None = None
-    always: bool = False
-    skills: list[str] | None = None
-    sandbox: Literal["bubblewrap", "none"] = "bubblewrap"
-    limits: LimitsModel | None = None
-
-    refused_keys: ClassVar[dict[str, str]] = {
-        "prompt": "'prompt' cannot have a default: each task sets its own",
-        "untrusted": "'untrusted' cannot have a default: each task that may read outside "
-        "content grants itself what it needs",
-    }
-
-
-class TaskModel(TaskSettingsModel):
-    prompt: str
-    untrusted: UntrustedModel | None = None
-
-
-class ClawfileModel(_Strict):
-    version: Literal[1] = 1
-    model: str = "gpt-4o-mini"
-    workspace: Workspace = "workspace"
-    providers: Annotated[dict[Name, ProviderModel], OrEmpty] = {}
-    defaults: Annotated[TaskSettingsModel, OrEmpty] = TaskSettingsModel()
-    default: Globs | None = None
-    tasks: dict[Name, TaskModel]
-    prices: Annotated[dict[str, PriceModel], OrEmpty] = {}
-    budget: ProjectBudgetModel | None = None
-
-
-def load_project(*, directory: Path | None = None, file: Path | None = None) -> Project:
-    """Find, read and validate the clawfile (see `config.clawfile_path`)."""
+def load_project(
+    directory: Path | None = None, file: Path | None = None, *, cache: Use = "read"
+) -> Project:
+    """The project of `directory` (or the working directory) and its clawfile (`file`, or
+    the one found there or above). `cache`: "read" takes a validated clawfile from the cache
+    while it is current, "write" also saves one it had to validate, "off" always validates."""
     path = clawfile_path(directory, file)
     root = path.parent
-    return Project(root=root, clawfile=path, config=validate(path, root).config)
+    if cache != "off":
+        config = cached(root, path)
+        if config is not None:
+            return Project(root, path, config)
+    # pydantic, YAML and Jinja2, only when the cache cannot answer
+    from claw_batch.clawfile.validate import validate
 
-
-@dataclass(frozen=True)
-class Validated:
-    document: dict[str, Any]  # the validated clawfile, defaults applied, as JSON
-    variables: dict[str, frozenset[str]]  # per task, the template variables it reads
-    config: Clawfile
-    warnings: list[Problem]  # what is allowed but worth a second look (`claw validate`)
-
-
-def validate(path: Path, root: Path) -> Validated:
-    source = load_yaml(path, path.name)
-    _check_document(source)
-    model, problems = _validate(source)
-    if model is not None:
-        document = _without_unset_grants(_apply_defaults(model).model_dump(mode="json"))
-        config = Clawfile.of(document)
-        names = [str(name) for name in source.data["tasks"]]
-        problems += clawcheck.check(config, source, root, names=names)
-    if problems or model is None:  # model is None only when there are problems
-        raise problems_error(problems, source.name)
-    variables = {
-        name: templatecheck.task_variables(task, root) for name, task in config.tasks.items()
-    }
-    config = Clawfile.of(document, variables)
-    warnings = clawcheck.control_warnings(Project(root, path, config), source)
-    return Validated(document, variables, config, warnings)
-
-
-def _check_document(source: YamlSource) -> None:
-    """Refuse what would drown in per-key errors: no mapping at all, an unknown version."""
-    data, name = source.data, source.name
-    if data is None:
-        raise ClawfileError(f"{name}: the file is empty; declare 'version: 1' and 'tasks:'")
-    if not isinstance(data, dict):
-        raise ClawfileError(f"{name}:1: expected a mapping of keys, got {describe(data)}")
-    version = data.get("version", 1)
-    if type(version) is not int or version != 1:
-        raise ClawfileError(
-            f"{name}:{source.line(('version',))}: version: unsupported clawfile version "
-            f"{describe(version)}; this claw reads version 1"
-        )
-
-
-def _validate(source: YamlSource) -> tuple[ClawfileModel | None, list[Problem]]:
-    """Validate; on errors, validate again without the keys that failed, so that the checks
-    across tasks and of templates still run on the rest and all errors come out at once."""
-    try:
-        return ClawfileModel.model_validate(source.data), []
-    except ValidationError as exc:
-        errors = exc.errors()
-        problems = modelerrors.problems(exc, ClawfileModel, source)
-    rest = copy.deepcopy(source.data)
-    for error in errors:
-        if not _drop(rest, error):
-            return None, problems
-    try:
-        return ClawfileModel.model_validate(rest), problems
-    except ValidationError:
-        return None, problems
-
-
-# How deep in the document a failed key is dropped: `tasks.a.tools[1]` -> `tasks.a.tools`.
-_DROP_DEPTH = {"tasks": 3, "providers": 3, "defaults": 2, "prices": 2}
-
-
-def _drop(data: dict[str, Any], error: ErrorDetails) -> bool:
-    """Remove the key that `error` is about, or the whole task (or provider...) when it lacks
-    a required key. False when that would be the document itself."""
-    loc = [part for part in error["loc"] if part != "[key]"]
-    if error["type"] == "missing":
-        loc.pop()
-    loc = loc[: _DROP_DEPTH.get(str(loc[0]), 1)] if loc else []
-    parent: Any = data
-    for part in loc[:-1]:
-        parent = parent.get(part) if isinstance(parent, dict) else None
-    if not loc or not isinstance(parent, dict):
-        return False
-    parent.pop(loc[-1], None)
-    return True
-
-
-def _apply_defaults(config: ClawfileModel) -> ClawfileModel:
-    return config.model_copy(
-        update={
-            "tasks": {
-                name: _with_defaults(task, config.defaults) for name, task in config.tasks.items()
-            }
-        }
-    )
-
-
-def _without_unset_grants(document: dict[str, Any]) -> dict[str, Any]:
-    """A task without `untrusted:` is written as before that key existed: its definition, and
-    so every job's fingerprint, stays what it was (an upgrade reruns nothing)."""
-    for task in document["tasks"].values():
-        if task.get("untrusted") is None:
-            task.pop("untrusted", None)
-    return document
-
-
-def _with_defaults(task: TaskModel, defaults: TaskSettingsModel) -> TaskModel:
-    """The task with the defaults it does not set. A watch task reads files from outside:
-    it takes only the read-only tools of `defaults:`, none of its permissions and not its
-    `sandbox: none`; whatever more it needs, it lists itself and grants in `untrusted:
-    {allow: [...]}` (claw_batch.taint.jobtaint), which has no default."""
-    unset = defaults.model_fields_set - task.model_fields_set
-    update = {key: getattr(defaults, key) for key in unset}
-    if update.get("watch", task.watch):
-        update.pop("permissions", None)
-        update.pop("sandbox", None)
-        if defaults.tools is not None and "tools" in update:
-            update["tools"] = [t for t in defaults.tools if t in READ_ONLY_TOOLS]
-    return task.model_copy(update=update)
+    validated = validate(path, root)
+    if cache == "write":
+        save(root, path, validated.document, validated.variables)
+    return Project(root, path, validated.config)

@@ -43,7 +43,7 @@ def project_options(fn: F) -> F:
 
 def load(directory: Path | None, file: Path | None, *, cache: Use = "read") -> Project:
     """The project; `cache` says whether an unchanged clawfile may skip validation."""
-    from claw_batch.clawfile.cache import load_project
+    from claw_batch.clawfile.load import load_project
 
     return load_project(directory, file, cache=cache)
 

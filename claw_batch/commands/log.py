@@ -31,7 +31,8 @@ def log(
 
     from claw_batch.clock import now_for_run
     from claw_batch.errors import ClawError, UsageError
-    from claw_batch.report import history
+    from claw_batch.report.log import render
+    from claw_batch.store import history
 
     project = load(directory, file)
     if task is not None and task not in project.config.tasks:
@@ -46,7 +47,7 @@ def log(
     if as_json:
         click.echo(json.dumps([r.as_json() for r in rows], indent=2))
     elif rows:
-        click.echo(history.render(rows), nl=False)
+        click.echo(render(rows), nl=False)
     else:
         click.echo("claw: no runs yet" + (" of that task" if task else ""), err=True)
     return 0

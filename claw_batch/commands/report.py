@@ -41,9 +41,9 @@ def report(
     from claw_batch.clock import now_for_run
     from claw_batch.errors import ClawError
     from claw_batch.report import data as reportdata
-    from claw_batch.report import history
     from claw_batch.report import html as htmlreport
     from claw_batch.safety.atomic import write_atomic
+    from claw_batch.store import history
 
     project = load(directory, file)
     now = now_for_run(os.environ)

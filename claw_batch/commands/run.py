@@ -3,11 +3,17 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from claw_batch.commands.common import handle_errors, load, project_options, stop_on_sigterm
 from claw_batch.errors import UsageError
+
+if TYPE_CHECKING:
+    from claw_batch.config import Project
+    from claw_batch.run.runner import RunOptions, RunSummary
+    from claw_batch.terminal.progress import Progress
 
 
 @click.command()
@@ -76,7 +82,7 @@ def run(
     """
     from claw_batch.llm.endpoints import Mode
     from claw_batch.run.envelope import envelope
-    from claw_batch.run.runner import Runner, RunOptions
+    from claw_batch.run.runner import RunOptions
     from claw_batch.terminal.progress import Progress
     from claw_batch.triggers.due import DueSlots
 
@@ -99,18 +105,26 @@ def run(
         argv=tuple(sys.argv),
         select=DueSlots() if due else None,
     )
-    progress = Progress(quiet=quiet, verbose=verbose)
-    runner = Runner(project, options, progress=progress)
-    stop_on_sigterm()
-    with progress:  # Ctrl-C, SIGTERM or a bug: the live area goes, the cursor comes back
-        if progress.live and not (due or dry_run):
-            progress.expect_jobs(runner.plan)
-        summary = runner.run()
-        if not summary.results and not summary.error and not due:  # --due: silent when idle
-            progress.message("claw: nothing to run")
-        progress.finish()
+    summary = _run(project, options, Progress(quiet=quiet, verbose=verbose), due=due)
     if summary.error:
         click.echo(f"claw: {summary.error}", err=True)
     if as_json:
         click.echo(json.dumps(envelope(summary), indent=2))
     return summary.exit_code
+
+
+def _run(project: Project, options: RunOptions, progress: Progress, *, due: bool) -> RunSummary:
+    """The run, on the terminal: its jobs announced when the screen is live, "nothing to run"
+    said when nothing was (but by --due, silent when idle)."""
+    from claw_batch.run.runner import Runner
+
+    runner = Runner(project, options, progress=progress)
+    stop_on_sigterm()
+    with progress:  # Ctrl-C, SIGTERM or a bug: the live area goes, the cursor comes back
+        if progress.live and not (due or options.dry_run):
+            progress.expect_jobs(runner.plan)
+        summary = runner.run()
+        if not summary.results and not summary.error and not due:
+            progress.message("claw: nothing to run")
+        progress.finish()
+    return summary

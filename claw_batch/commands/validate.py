@@ -14,7 +14,7 @@ from claw_batch.errors import ClawfileError
 def validate(directory: Path | None, file: Path | None, verbose: bool, quiet: bool) -> int:
     """Check the clawfile, its templates and the skills (exit 2 on error); say which tasks
     outside content can reach, and from where."""
-    from claw_batch.clawfile.load import validate as validated
+    from claw_batch.clawfile.validate import validate as validated
     from claw_batch.config import Project, clawfile_path
     from claw_batch.plan import graph, taintflow
     from claw_batch.safety.paths import shown_path

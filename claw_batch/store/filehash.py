@@ -1,5 +1,6 @@
-"""Content hashes of project files with a stat shortcut: a file is re-read only when its
-mtime, size, inode or ctime changed, so touching a file without changing it reruns nothing.
+"""Content hashes of project files with a stat shortcut, kept in the ledger's `files` table:
+a file is re-read only when its mtime, size, inode or ctime changed, so touching a file
+without changing it reruns nothing.
 
 The ctime is in the key because these hashes decide taint (claw_batch.taint.ledger compares
 a file's hash with the one a tainted job left): a command can rewrite a file in place with
@@ -18,9 +19,11 @@ import threading
 from collections.abc import Iterable
 from pathlib import Path
 
-from claw_batch.store.state import Entry, State
+from claw_batch.store.schema import loaded_path, stored_path
+from claw_batch.store.state import State
 
 CHUNK = 1 << 20
+Entry = tuple[int, int, int, int | None, str]  # mtime_ns, size, inode, ctime_ns, sha256
 
 
 def sha256_file(path: Path | str, size: int | None = None) -> str:
@@ -69,7 +72,7 @@ class FileHashes:
     def _known(self) -> dict[str, Entry]:
         with self._lock:
             if self._loaded is None:
-                self._loaded = self._state.file_entries() if self._state else {}
+                self._loaded = entries(self._state) if self._state else {}
             return self._loaded
 
     def hash(self, rel: str) -> str | None:
@@ -133,4 +136,20 @@ class FileHashes:
         with self._lock:
             changed, self._changed = self._changed, {}
         if changed and self._state is not None:
-            self._state.save_file_entries(changed)
+            save_entries(self._state, changed)
+
+
+def entries(state: State) -> dict[str, Entry]:
+    """The `files` table: every file hashed, by project-relative path."""
+    ctime = "ctime_ns" if state.has_ctime else "NULL"
+    rows = state.select(f"SELECT path, mtime_ns, size, inode, {ctime}, sha256 FROM files")
+    return {loaded_path(r[0]): (r[1], r[2], r[3], r[4], r[5]) for r in rows}
+
+
+def save_entries(state: State, changed: dict[str, Entry]) -> None:
+    with state.transaction():
+        state.db.executemany(
+            "INSERT OR REPLACE INTO files (path, mtime_ns, size, inode, ctime_ns, sha256) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            [(stored_path(path), *entry) for path, entry in changed.items()],
+        )

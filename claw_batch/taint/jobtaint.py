@@ -13,7 +13,7 @@ every fence taints. A tainted job
 - remembers facts marked with what it read, and its daily-note quote never enters a system
   prompt.
 
-An untainted job's commands are watched (claw_batch.taint.watch): one that reads outside
+An untainted job's commands are watched (claw_batch.taint.bash): one that reads outside
 content (`cat` of a tainted file, a listing of a watched folder, `git diff --cached` while
 something is staged) gets its output fenced and taints the job, and so what that call wrote
 (a copy); one that renames or links such a file without reading it leaves the new name
@@ -33,37 +33,21 @@ from __future__ import annotations
 
 import hashlib
 import threading
-import time
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any
 
-from claw_batch.errors import ToolError
-from claw_batch.safety.untrusted import OutsideName, fence, printable
-from claw_batch.taint import watch as taintwatch
-from claw_batch.taint.ledger import outside_now
+from claw_batch.safety.untrusted import OutsideName, fence
+from claw_batch.taint.bash import BashTaint, joined
 from claw_batch.taint.staged import blob_ids
 from claw_batch.toolnames import READ_ONLY_TOOLS
 
 if TYPE_CHECKING:
     from claw_batch.plan.render import Upstream
     from claw_batch.safety.paths import Policy
-    from claw_batch.taint.ledger import Moment, Outside, TaintedFiles, Writer
+    from claw_batch.taint.ledger import TaintedFiles, Writer
 
 READ_ONLY = frozenset(READ_ONLY_TOOLS)
-UNWATCHABLE = (
-    "refused: bash: the project holds outside content ({source}) and claw cannot watch "
-    "whether a command reads it ({why}), so this job counts as having read it and may use "
-    f"only read-only tools ({', '.join(READ_ONLY_TOOLS)}); its task can grant more with "
-    "untrusted: {{allow: [bash]}}"
-)
-
-
-def joined(sources: list[str]) -> str | None:
-    """What a mark or a refusal says the job read: the first source, and how many more."""
-    if not sources:
-        return None
-    return sources[0] + (f" and {len(sources) - 1} more" if len(sources) > 1 else "")
 
 
 class JobTaint:
@@ -86,7 +70,9 @@ class JobTaint:
         self.bash_dirs = bash_dirs  # where its commands may write ("" is the project root)
         self._sources = list(dict.fromkeys(sources))
         self._lock = threading.Lock()
-        self._watch: taintwatch.Watch | None = None  # the command being run (`watching`)
+        self._bash: BashTaint | None = None  # its commands: when what they write is recorded
+        if files is not None and writer is not None:
+            self._bash = BashTaint(files, writer, bash_dirs, self.allow, self.saw)
 
     @property
     def source(self) -> str | None:
@@ -143,174 +129,20 @@ class JobTaint:
 
     def run(self, tool: str, root: str, invoke: Callable[[], str]) -> str:
         """Call a tool. Around bash: a tainted job's command taints every file it made or
-        changed in its write directories; an untainted job's is watched (`_watched`)."""
-        files, writer = self.files, self.writer
-        if tool != "bash" or files is None or writer is None:
+        changed in its write directories; an untainted job's is watched, and its output
+        fenced when it read outside content (claw_batch.taint.bash)."""
+        bash = self._bash
+        if tool != "bash" or bash is None:
             return invoke()
         source = self.source
-        if source is None:
-            return self._watched(files, writer, root, invoke)
-        before = taintwatch.walk(root, self.bash_dirs)
-        with files.unmarked():
-            try:
-                output = invoke()
-            finally:
-                failed = _mark_changed(files, writer, source, root, self.bash_dirs, before)
-        _unmarked(failed)
-        return output
-
-    def _watched(
-        self, files: TaintedFiles, writer: Writer, root: str, invoke: Callable[[], str]
-    ) -> str:
-        """An untainted job's command, watched (claw_batch.taint.watch): when it read outside
-        content, its output is fenced, the job is tainted and so is what the call wrote;
-        outside content it renamed, linked or changed without reading stays tainted."""
-        moment = files.moment()  # before the listing: what lands after it, `since` says
-        outside = outside_now(root, files, self.bash_dirs)
-        if outside is None:
-            return self._unwatched(files, writer, root, invoke, moment)
-        before = taintwatch.walk(root, self.bash_dirs)
-        watch = self._watch = taintwatch.Watch(root, outside)
-        try:
-            output = invoke()
-        finally:
-            self._watch = None
-            read, failed = self._settle(files, writer, root, before, watch, moment)
-        _unmarked(failed)
+        if source is not None:
+            return bash.tainted(source, root, invoke)
+        output, read = bash.watched(root, invoke)
         return self.fenced(output, read) if read is not None else output
 
-    def _unwatched(
-        self,
-        files: TaintedFiles,
-        writer: Writer,
-        root: str,
-        invoke: Callable[[], str],
-        moment: Moment,
-    ) -> str:
-        """A command started when the project held no outside content: shown as it is,
-        unless another job's outside content landed while it ran (under -j); then it counts
-        as read, and what the command may have written since it started is tainted."""
-        # The kernel stamps ctimes from its coarse clock: a change after this is not older.
-        start = time.clock_gettime_ns(CLOCK_REALTIME_COARSE)
-        output = invoke()
-        landed = files.since(moment)
-        if landed is None:
-            return output
-        read = joined(landed) or LANDED
-        self.saw(read)
-        after = taintwatch.walk(root, self.bash_dirs)
-        _unmarked(_mark_all(files, writer, read, [r for r, k in after.items() if k[4] >= start]))
-        return self.fenced(output, read)
-
-    @contextmanager
-    def watching(self) -> Iterator[None]:
-        """Around the command itself, not what claw does to prepare its sandbox (the bash
-        tool's part of `_watched`). Where nothing can be watched, the job counts as having
-        read the project's outside content: bash is refused unless its task grants it."""
-        watch = self._watch
-        if watch is None:
-            yield
-            return
-        try:
-            watch.start()
-        except taintwatch.Unwatchable as e:
-            watch.seen, watch.blind = taintwatch.Seen(), True
-            source = joined(watch.outside.shown())
-            self.saw(source or "outside content")
-            if "bash" not in self.allow:
-                raise ToolError(UNWATCHABLE.format(source=source, why=e)) from None
-            yield
-            return
-        try:
-            yield
-        finally:
-            watch.seen = watch.stop()
-
-    def _settle(
-        self,
-        files: TaintedFiles,
-        writer: Writer,
-        root: str,
-        before: dict[str, taintwatch.Key],
-        watch: taintwatch.Watch,
-        moment: Moment,
-    ) -> tuple[str | None, list[str]]:
-        """After a watched command: what it read (None: nothing), with the taint it leaves;
-        and what could not be marked. Outside content that landed while it ran (another
-        job's, under -j) was not watched: the command counts as having read it."""
-        seen, outside, dirs = watch.seen, watch.outside, self.bash_dirs
-        if seen is None:
-            return None, []  # the command never started
-        landed = files.since(moment)
-        if not (seen.read or watch.blind or landed is not None):
-            kept = self._kept(files, writer, root, seen, outside)
-            if not kept:
-                return None, []
-            landed = []  # a taint it left could not be recorded: as if it read it all
-        read = ", ".join(sorted(seen.read)) or joined(landed or outside.shown()) or LANDED
-        self.saw(read)
-        return read, _mark_changed(files, writer, read, root, dirs, before)
-
-    def _kept(
-        self,
-        files: TaintedFiles,
-        writer: Writer,
-        root: str,
-        seen: taintwatch.Seen,
-        outside: Outside,
-    ) -> list[str]:
-        """Outside content a command changed or moved without reading it stays tainted;
-        what could not be marked."""
-        marks = [(rel, outside.files[rel]) for rel in sorted(seen.changed)]  # truncated
-        if seen.moved:  # renamed or linked: found again by inode
-            for rel, key in sorted(taintwatch.walk(root, self.bash_dirs).items()):
-                origin = outside.inodes.get((key[3], key[2]))
-                if origin is not None:
-                    marks.append((rel, outside.files[origin]))
-        failed = []
-        for rel, source in marks:
-            if not files.outside(rel):
-                failed += _mark_all(files, writer, source, [rel])
-        return failed
-
-
-LANDED = "outside content another job wrote meanwhile"
-CLOCK_REALTIME_COARSE = 5  # Linux's clock id; the time module does not name it
-UNMARKED = (
-    "claw could not record {paths} as outside content ({error}); a job that reads them "
-    "may not get them fenced: move them aside or delete them"
-)
-
-
-def _mark_changed(
-    files: TaintedFiles,
-    writer: Writer,
-    source: str,
-    root: str,
-    dirs: tuple[str, ...],
-    before: dict[str, taintwatch.Key],
-) -> list[str]:
-    """Every file under `dirs` that is new or changed since `before` is tainted; what
-    could not be marked (with why)."""
-    after = taintwatch.walk(root, dirs)
-    return _mark_all(files, writer, source, [r for r, k in after.items() if before.get(r) != k])
-
-
-def _mark_all(files: TaintedFiles, writer: Writer, source: str, paths: list[str]) -> list[str]:
-    """Each file marked, whatever becomes of the others: a failure does not stop the rest."""
-    failed = []
-    for rel in sorted(paths):
-        try:
-            files.mark_file(rel, source, writer)
-        except Exception as e:  # a full disk, a broken ledger: said once all are tried
-            failed.append(f"{printable(rel)}: {e}")
-    return failed
-
-
-def _unmarked(failed: list[str]) -> None:
-    if failed:
-        paths = ", ".join(f.split(": ", 1)[0] for f in failed)
-        raise ToolError(UNMARKED.format(paths=paths, error=failed[0].split(": ", 1)[1]))
+    def watching(self) -> AbstractContextManager[None]:
+        """Around the command itself (BashTaint.watching)."""
+        return self._bash.watching() if self._bash is not None else nullcontext()
 
 
 def holds_marked(workspace: str, rel: str, lines: Iterable[str]) -> bool:

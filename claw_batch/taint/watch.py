@@ -41,12 +41,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from claw_batch.safety.untrusted import printable
-from claw_batch.taint.ledger import NEVER_WALKED
+from claw_batch.taint.outside import NEVER_WALKED
 
 if TYPE_CHECKING:
     import ctypes
 
-    from claw_batch.taint.ledger import Outside
+    from claw_batch.taint.outside import Outside
 
 IN_MODIFY, IN_ATTRIB, IN_OPEN = 0x2, 0x4, 0x20
 IN_MOVED_FROM, IN_MOVED_TO, IN_CREATE, IN_MOVE_SELF = 0x40, 0x80, 0x100, 0x800

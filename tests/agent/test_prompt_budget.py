@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from claw_batch.agent import systemprompt as context
-from claw_batch.clawfile.cache import load_project
+from claw_batch.clawfile.load import load_project
 from claw_batch.llm.wire import wire_tool
 from claw_batch.run import prepare
 from claw_batch.skills import skill as skills

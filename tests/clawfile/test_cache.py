@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from helpers import make_project
 
-from claw_batch.clawfile.cache import CACHE, load_project
+from claw_batch.clawfile.cache import CACHE
+from claw_batch.clawfile.load import load_project
 from claw_batch.errors import ClawfileError
 
 CLAWFILE = """\
@@ -48,7 +49,7 @@ def test_a_cached_load_imports_no_validator(tmp_path: Path) -> None:
     root = project(tmp_path)
     load_project(root, None, cache="write")
     code = (
-        "import sys; from pathlib import Path; from claw_batch.clawfile.cache import load_project; "
+        "import sys; from pathlib import Path; from claw_batch.clawfile.load import load_project; "
         f"load_project(Path({str(root)!r}), None); "
         "print(sorted(m for m in ('pydantic', 'yaml', 'jinja2') if m in sys.modules))"
     )

@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 from helpers import claw, make_project
 
-from claw_batch.clawfile.load import ClawfileModel
+from claw_batch.clawfile.validate import ClawfileModel
 from claw_batch.config import Clawfile
 from claw_batch.errors import ClawfileError
 from claw_batch.globs import match

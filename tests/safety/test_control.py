@@ -20,7 +20,7 @@ import pytest
 from fake_openai import FakeOpenAI, call, text, tool_calls
 from helpers import claw, make_project
 
-from claw_batch.clawfile.cache import load_project
+from claw_batch.clawfile.load import load_project
 from claw_batch.config import Project
 from claw_batch.safety import control
 

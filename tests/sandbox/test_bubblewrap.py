@@ -747,7 +747,7 @@ def test_sandbox_key_is_checked(tmp_path: Path) -> None:
 
 
 def test_a_watch_task_does_not_take_sandbox_none_from_defaults(tmp_path: Path) -> None:
-    from claw_batch.clawfile.cache import load_project
+    from claw_batch.clawfile.load import load_project
 
     root = make_project(
         tmp_path / "p",

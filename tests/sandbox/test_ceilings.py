@@ -403,7 +403,7 @@ def test_limits_are_checked(tmp_path: Path, limits: str, message: str) -> None:
 
 
 def test_sizes_are_read_in_powers_of_1024(tmp_path: Path) -> None:
-    from claw_batch.clawfile.cache import load_project
+    from claw_batch.clawfile.load import load_project
 
     root = make_project(tmp_path / "p", CLAWFILE.replace("LIMITS", "{memory: 1.5G, disk: 1048576}"))
     limits = load_project(root, None).config.tasks["probe"].limits

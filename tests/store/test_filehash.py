@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from claw_batch.store.filehash import CHUNK, SPECIAL, FileHashes, sha256_file
+from claw_batch.store.filehash import CHUNK, SPECIAL, FileHashes, entries, sha256_file
 from claw_batch.store.state import State
 
 
@@ -40,7 +40,7 @@ def test_an_output_hashed_from_its_bytes_is_known_by_its_stat_key(tmp_path: Path
     hashes.save()
     st = os.stat(tmp_path / "out.md")
     key = (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
-    assert state.file_entries()["out.md"] == (*key, digest)
+    assert entries(state)["out.md"] == (*key, digest)
     state.close()
 
 

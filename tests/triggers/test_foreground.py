@@ -15,7 +15,7 @@ from pathlib import Path
 from fake_openai import FakeOpenAI, text
 from helpers import make_project
 
-from claw_batch.clawfile.cache import load_project
+from claw_batch.clawfile.load import load_project
 from claw_batch.run.runner import RunOptions
 from claw_batch.terminal.progress import Progress
 from claw_batch.triggers.due import DueSlots

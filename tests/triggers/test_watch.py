@@ -20,7 +20,7 @@ import pytest
 from fake_openai import FakeOpenAI, Reply, call, error, hang, text, tool_calls
 from helpers import claw, make_project
 
-from claw_batch.clawfile.cache import load_project
+from claw_batch.clawfile.load import load_project
 from claw_batch.run.lock import ProjectLock
 from claw_batch.run.runner import RunOptions
 from claw_batch.terminal.progress import Progress

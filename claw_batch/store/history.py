@@ -1,4 +1,5 @@
-"""The run ledger read back: recent runs and the jobs that ran in them, for `claw log`."""
+"""The run ledger read back: recent runs and the jobs that ran in them, for `claw log`
+(which shows them: claw_batch.report.log)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 from claw_batch.errors import UsageError
-from claw_batch.llm import prices
 
 _SPAN = re.compile(r"(\d+)([mhdw])\Z")
 _UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
@@ -105,40 +105,3 @@ def runs(
         return found
     finally:
         db.close()
-
-
-def render(rows: list[RunRow]) -> str:
-    """A page a person reads in the morning: one line per run, one per job that ran."""
-    lines = []
-    for run in reversed(rows):  # oldest first, like a log
-        when = run.started[:16].replace("T", " ")
-        took = _took(run.started, run.finished)
-        spent = usd(prices.total(job.cost_usd for job in run.jobs if job.tokens))
-        tokens = sum(job.tokens for job in run.jobs)
-        totals = f", {tokens:,} tokens, {spent}" if run.jobs else ""
-        lines.append(f"{when}  {run.status:<11} {run.argv}{took}{totals}  [{run.id}]")
-        width = max((len(job.name) for job in run.jobs), default=0)
-        for job in run.jobs:
-            seconds = f"{job.duration_s:.1f} s" if job.duration_s is not None else "-"
-            detail = f"→ {job.output}" if job.status == "ok" and job.output else job.error or ""
-            name = job.name.ljust(width)
-            cost = usd(job.cost_usd) if job.tokens else "-"
-            line = f"  {job.status:<11} {name} {seconds:>8} {job.tokens:>9,} tok {cost:>9}  "
-            lines.append((line + detail).rstrip())
-        if not run.jobs:
-            lines.append("  (no job ran: everything was up to date)")
-    return "\n".join(lines) + ("\n" if lines else "")
-
-
-def _took(started: str, finished: str | None) -> str:
-    if not finished:
-        return ""
-    seconds = (
-        dt.datetime.fromisoformat(finished) - dt.datetime.fromisoformat(started)
-    ).total_seconds()
-    return f", {seconds:.1f} s"
-
-
-def usd(value: float | None) -> str:
-    """`$0.0123`; `$?` when the price is not known (tokens are shown beside it)."""
-    return "$?" if value is None else f"${value:.4f}"

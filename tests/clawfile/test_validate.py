@@ -26,7 +26,7 @@ def make_project(root: Path, clawfile: str, files: dict[str, str] | None = None)
 
 
 def load(root: Path, clawfile: str, files: dict[str, str] | None = None) -> Project:
-    return load_project(directory=make_project(root, clawfile, files))
+    return load_project(make_project(root, clawfile, files), cache="off")
 
 
 def error(root: Path, clawfile: str, files: dict[str, str] | None = None) -> str:
@@ -916,7 +916,7 @@ def test_find_clawfile_from_a_subdirectory(tmp_path: Path, monkeypatch: pytest.M
     deep.mkdir(parents=True)
     assert find_clawfile(deep) == tmp_path.resolve() / "clawfile.yaml"
     monkeypatch.chdir(deep)
-    assert load_project().root == tmp_path.resolve()
+    assert load_project(cache="off").root == tmp_path.resolve()
 
 
 def test_no_clawfile_anywhere(tmp_path: Path) -> None:
@@ -932,10 +932,10 @@ def test_clawfile_yml_and_explicit_file(tmp_path: Path) -> None:
     (tmp_path / "clawfile.yml").write_text("tasks:\n  a: {prompt: hi}\n", encoding="utf-8")
     assert find_clawfile(tmp_path) == tmp_path.resolve() / "clawfile.yml"
     (tmp_path / "other.yaml").write_text("tasks:\n  b: {prompt: hi}\n", encoding="utf-8")
-    project = load_project(directory=tmp_path, file=Path("other.yaml"))
+    project = load_project(tmp_path, Path("other.yaml"), cache="off")
     assert list(project.config.tasks) == ["b"]
     with pytest.raises(ClawfileError, match=r"^nope.yaml: no such file$"):
-        load_project(directory=tmp_path, file=Path("nope.yaml"))
+        load_project(tmp_path, Path("nope.yaml"), cache="off")
 
 
 def test_resolve_model(tmp_path: Path) -> None:
@@ -958,7 +958,7 @@ def test_loading_does_not_import_openai_nor_unused_validators(tmp_path: Path) ->
     make_project(tmp_path, "tasks:\n  a: {prompt: hi}\n")
     code = (
         "import sys; from claw_batch.clawfile.load import load_project; "
-        f"load_project(directory=__import__('pathlib').Path({str(tmp_path)!r})); "
+        f"load_project(__import__('pathlib').Path({str(tmp_path)!r}), cache='off'); "
         "print(sorted(m for m in ('openai', 'jsonschema', 'croniter') if m in sys.modules))"
     )
     root = Path(__file__).resolve().parents[2]
