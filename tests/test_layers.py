@@ -37,6 +37,7 @@ LAYERS = (
 )
 TOP = frozenset({"claw_batch.cli", "claw_batch.__main__"})
 CLI_LIBRARIES = ("click",)  # only the commands and cli.py speak to the terminal's arguments
+ADAPTER = "claw_batch.llm.openai_compat"  # the one module that imports openai (~0.5 s)
 
 
 def modules(package: Path) -> dict[str, Path]:
@@ -191,6 +192,12 @@ def test_only_the_commands_speak_click() -> None:
         if targets & set(CLI_LIBRARIES) and not (m in TOP or m.startswith("claw_batch.commands"))
     ]
     assert speaking == []
+
+
+def test_only_the_adapter_imports_openai() -> None:
+    """STYLE.md: `claw list`, `claw plan` and an up-to-date run never pay for it; a module
+    that wants it loaded early imports the adapter."""
+    assert [m for m, targets in EDGES.items() if "openai" in targets and m != ADAPTER] == []
 
 
 # --- the checks can fail -------------------------------------------------------------------

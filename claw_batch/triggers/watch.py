@@ -85,7 +85,7 @@ class Watcher:
         observer = Observer()
         observer.start()
         try:
-            import openai  # noqa: F401  # now, and not in the first file's latency
+            from claw_batch.llm import openai_compat  # noqa: F401  # openai now, not in the first file's latency
 
             return self._loop(observer, until)
         except KeyboardInterrupt:
