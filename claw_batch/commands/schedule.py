@@ -31,7 +31,7 @@ def schedule(
     from claw_batch.run.runner import RunOptions
     from claw_batch.terminal.progress import Progress
     from claw_batch.triggers.due import DueSlots
-    from claw_batch.triggers.foreground import real_clock, serve
+    from claw_batch.triggers.schedule import real_clock, serve
 
     project = load(directory, file, cache="write")
     options = RunOptions(

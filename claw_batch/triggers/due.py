@@ -14,7 +14,7 @@ from claw_batch.plan.jobs import select_tasks
 from claw_batch.run.runner import RunSummary, exit_code
 from claw_batch.run.session import RUN_STATUS
 from claw_batch.store.state import State
-from claw_batch.triggers.schedule import describe_due, due
+from claw_batch.triggers.cron import describe_due, due
 from claw_batch.triggers.slots import Entry, Slots
 
 

@@ -17,7 +17,7 @@ from claw_batch.errors import Interrupted, UsageError
 from claw_batch.plan.jobs import select_tasks
 from claw_batch.run.runner import Runner, RunOptions
 from claw_batch.terminal.progress import Progress
-from claw_batch.triggers import schedule
+from claw_batch.triggers import cron
 
 RETRY = dt.timedelta(seconds=30)  # after a run that found the project locked (exit 75)
 
@@ -60,7 +60,7 @@ def serve(
         if summary.exit_code == Interrupted.exit_code:
             return summary.exit_code
         after = clock.now()
-        wake = min(schedule.next_slot(t.schedule or "", t.tz, after) for t in scheduled.values())
+        wake = min(cron.next_slot(t.schedule or "", t.tz, after) for t in scheduled.values())
         if summary.exit_code == 75:
             wake = min(wake, after + RETRY)
         if until is not None and wake > until:

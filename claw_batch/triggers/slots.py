@@ -8,7 +8,7 @@ import datetime as dt
 from dataclasses import dataclass
 
 from claw_batch.store.state import State
-from claw_batch.triggers.schedule import Due
+from claw_batch.triggers.cron import Due
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS slots (

@@ -14,7 +14,7 @@ import pytest
 from fake_openai import FakeOpenAI, text
 from helpers import claw, make_project
 
-from claw_batch.triggers.schedule import Due, due
+from claw_batch.triggers.cron import Due, due
 
 BERLIN = zoneinfo.ZoneInfo("Europe/Berlin")
 MINUTE = dt.timedelta(minutes=1)

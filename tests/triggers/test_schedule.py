@@ -19,7 +19,7 @@ from claw_batch.clawfile.load import load_project
 from claw_batch.run.runner import RunOptions
 from claw_batch.terminal.progress import Progress
 from claw_batch.triggers.due import DueSlots
-from claw_batch.triggers.foreground import Clock, serve
+from claw_batch.triggers.schedule import Clock, serve
 
 BERLIN = zoneinfo.ZoneInfo("Europe/Berlin")
 
