@@ -16,9 +16,10 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from claw_batch.errors import ClawError
+from claw_batch.llm.usage import Usage
 from claw_batch.store import ledgerfile
 from claw_batch.store.ledgerfile import Corrupt
 
@@ -116,6 +117,27 @@ INSERT_CALL = "INSERT INTO calls VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 MAX_PARAMS = 999
 
 
+class JobEnd(Protocol):
+    """How a job ended, as the ledger keeps it (claw_batch.run.results.JobResult)."""
+
+    @property
+    def status(self) -> str: ...
+    @property
+    def reason(self) -> str | None: ...
+    @property
+    def duration_s(self) -> float: ...
+    @property
+    def usage(self) -> Usage: ...
+    @property
+    def cost_usd(self) -> float | None: ...
+    @property
+    def output(self) -> str | None: ...
+    @property
+    def error(self) -> str | None: ...
+    @property
+    def transcript(self) -> str: ...
+
+
 @dataclass(frozen=True)
 class JobRecord:
     run_id: str
@@ -132,6 +154,28 @@ class JobRecord:
     output: str | None
     error: str | None
     transcript: str | None
+
+    @classmethod
+    def of(cls, run_id: str, task: str, item: str, started: str, end: JobEnd) -> JobRecord:
+        """The row of the job (`task`, `item`) of run `run_id`, started at `started`, that
+        ended as `end` says."""
+        usage = end.usage
+        return cls(
+            run_id,
+            task,
+            item,
+            end.status,
+            end.reason,
+            started,
+            end.duration_s,
+            usage.prompt_tokens,
+            usage.completion_tokens,
+            usage.cached_tokens,
+            end.cost_usd,
+            end.output,
+            end.error,
+            end.transcript,
+        )
 
 
 Entry = tuple[int, int, int, int | None, str]  # mtime_ns, size, inode, ctime_ns, sha256
