@@ -208,7 +208,7 @@ class Done:
     parts_json: str
     outputs_json: str
     result: str
-    quick: str | None = None  # prepare.TaskKey.seal: a digest, then the output paths
+    quick: str | None = None  # plan.quickcheck.TaskKey.seal: a digest, then the output paths
     tainted: str | None = None  # the outside content the job read (claw_batch.taint.jobtaint)
 
     @classmethod
