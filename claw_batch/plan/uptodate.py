@@ -45,7 +45,7 @@ class Decision:
 
 class Candidate(Protocol):
     """A job as the full check reads it, prepared only when asked: the quick check reads
-    none of it (claw_batch.run.prepare.Preparation)."""
+    none of it (claw_batch.run.session.Preparation)."""
 
     @property
     def fingerprint(self) -> Fingerprint: ...
