@@ -8,7 +8,7 @@ import click
 from claw_batch.commands.common import handle_errors, load, project_options
 
 if TYPE_CHECKING:
-    from claw_batch.run.runner import RunSummary
+    from claw_batch.run.results import RunSummary
 
 LABELS = {
     "would-run": "run",

@@ -12,7 +12,8 @@ from claw_batch.errors import UsageError
 
 if TYPE_CHECKING:
     from claw_batch.config import Project
-    from claw_batch.run.runner import RunOptions, RunSummary
+    from claw_batch.run.results import RunSummary
+    from claw_batch.run.runner import RunOptions
     from claw_batch.terminal.progress import Progress
 
 

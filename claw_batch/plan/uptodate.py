@@ -1,87 +1,25 @@
-"""Fingerprints and the up-to-date check (SPEC §4).
+"""The up-to-date check (SPEC §4): whether a job must run, decided by one Decider per run.
 
-A job's fingerprint covers what decides its result: the task definition, the rendered
-prompt, the system prompt (with placeholders for the date and the daily notes, which change
-with every job) and the skills it may read, the model and sampling parameters, the tool set
-and policy, the content of its input files and of its upstream outputs. Secrets, timeouts
-and concurrency settings are not part of it. Each part is kept, so `claw why` can say which
-one changed.
+A job whose task is keyed and whose seal still holds is up to date by stat keys alone (the
+quick check, claw_batch.plan.quickcheck). Any other job is prepared, and its fingerprint
+(claw_batch.plan.fingerprint) and outputs are compared with its last success: it runs when
+one of them changed, and says which (`claw why`); an output edited by hand is kept.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, Protocol
 
-from claw_batch.store.state import Done
-
-# Task fields that do not decide the result: triggers, limits, documentation.
-NOT_FINGERPRINTED = frozenset(
-    {
-        "description",
-        "timeout",
-        "budget",
-        "schedule",
-        "tz",
-        "catch_up",
-        "watch",
-        "done",
-        "failed",
-        "hook",
-        "always",
-        "on_error",
-        "sandbox",  # how bash runs, not what the job is: like a timeout
-        "limits",  # what a bash call may use: like a timeout
-    }
-)
-
-
-def digest(value: Any) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()
-
-
-@dataclass(frozen=True)
-class Fingerprint:
-    parts: dict[str, Any]  # name -> digest, or {path: sha256} for files
-
-    @property
-    def value(self) -> str:
-        return digest(self.parts)
-
-
-def task_digest(task: Mapping[str, Any]) -> str:
-    """The part of a task definition that decides its result."""
-    return digest({k: v for k, v in task.items() if k not in NOT_FINGERPRINTED})
-
-
-def fingerprint(
-    *,
-    task: str,
-    prompt: str,
-    system: str,
-    skills: Mapping[str, str | None],
-    model: str,
-    tools: Any,
-    inputs: Mapping[str, str | None],
-    upstream: Mapping[str, str | None],
-) -> Fingerprint:
-    return Fingerprint(
-        {
-            "task": task,
-            "prompt": digest(prompt),
-            "system": digest(system),
-            "skills": digest(skills),
-            "model": model,
-            "tools": digest(tools),
-            "inputs": dict(sorted(inputs.items())),
-            "upstream": dict(sorted(upstream.items())),
-        }
-    )
-
+from claw_batch.config import Task
+from claw_batch.plan.fingerprint import Fingerprint
+from claw_batch.plan.graph import Graph
+from claw_batch.plan.jobs import Job
+from claw_batch.plan.quickcheck import TaskKey, keyed
+from claw_batch.store.filehash import FileHashes
+from claw_batch.store.state import Done, State
 
 # How a reason for not running says that an output edited by hand is kept.
 KEPT = "was modified by hand; kept (-B overwrites it)"
@@ -92,12 +30,127 @@ class Decision:
     run: bool
     reasons: tuple[str, ...]  # why it runs; or, when it does not, what the user should know
     modified: tuple[str, ...] = ()  # outputs edited by hand since claw wrote them
+    # A job that need not run: its last success, when it was read (the quick check of a job
+    # no task reads after it needs none); its outputs' hashes now (None: as recorded); and
+    # the output its result names.
+    done: Done | None = None
+    outputs: Mapping[str, str | None] | None = None
+    output: str | None = None
 
     @property
-    def status(self) -> str:
-        if self.run:
-            return "run"
+    def status(self) -> Literal["up-to-date", "modified"]:
+        """What a job that need not run is."""
         return "modified" if self.modified else "up-to-date"
+
+
+class Candidate(Protocol):
+    """A job as the full check reads it, prepared only when asked: the quick check reads
+    none of it (claw_batch.run.session.Preparation)."""
+
+    @property
+    def fingerprint(self) -> Fingerprint: ...
+
+    def output_hash(self, rel: str) -> str | None:
+        """An output's hash now (None: missing, or where the job may not write)."""
+        ...
+
+
+class Decider:
+    """Whether each job of one run must run; asked once per job, in dependency order. A dry
+    run remembers the tasks that would run: the tasks that need them would run too."""
+
+    def __init__(
+        self,
+        state: State | None,
+        hashes: FileHashes,
+        graph: Graph,
+        tasks: Mapping[str, Task],
+        *,
+        key: Callable[[str], TaskKey],  # a keyed task's key
+        force: bool = False,
+        dry_run: bool = False,
+    ) -> None:
+        self.state = state
+        self.hashes = hashes
+        self.graph = graph
+        self.tasks = tasks
+        self.key_of = key
+        self.force = force
+        self.dry_run = dry_run
+        self.sealed = state.sealed() if state else {}  # every job with a last success
+        self.keys: dict[str, TaskKey | None] = {}  # per task, for the quick check
+        self.pending: set[str] = set()  # dry run: tasks that would run
+        self.quick_updates: list[tuple[str, str, str]] = []  # (quick, task, item)
+
+    def decide(self, job: Job, candidate: Candidate) -> Decision:
+        key = self.task_key(job.task)
+        sealed = self.sealed.get((job.task, job.item or ""))
+        if key and sealed and key.unchanged(sealed, job.item, self.hashes.stamp):
+            if not self.graph.dependents(job.task):  # no task after it reads its record
+                return Decision(False, (), output=TaskKey.first_output(sealed))
+            return _kept(Decision(False, ()), self.last_success(job), None)
+        done = self.last_success(job)
+        fp = candidate.fingerprint
+        outputs = {o: candidate.output_hash(o) for o in done.outputs} if done else {}
+        decision = self._full(job, done, fp, outputs)
+        if decision.run:
+            if self.dry_run:
+                self.pending.add(job.task)
+            return decision
+        if key and not decision.modified and not self.dry_run:
+            quick = self.seal(job, fp, list(outputs))
+            if quick is not None and (done is None or quick != done.quick):
+                self.quick_updates.append((quick, job.task, job.item or ""))
+        return _kept(decision, done, outputs)
+
+    def task_key(self, task: str) -> TaskKey | None:
+        """The task's key for the quick check, once per run; None: every job of it takes
+        the full check (-B, an upstream that would run, templates that read the clock...)."""
+        if task not in self.keys:
+            pending = any(n in self.pending for n in self.graph.upstream(task))
+            eligible = not (self.force or pending) and keyed(self.tasks[task])
+            self.keys[task] = self.key_of(task) if eligible else None
+        return self.keys[task]
+
+    def seal(self, job: Job, fp: Fingerprint, outputs: list[str]) -> str | None:
+        """What the quick check compares next time, from the stat keys the job's item and
+        outputs had when they were hashed for this fingerprint; None: it takes the full
+        check."""
+        key = self.task_key(job.task)
+        if key is None:
+            return None
+        if job.item in outputs or not key.shared.keys().isdisjoint(outputs):
+            return None  # a job that rewrites what it reads: its inputs' stats are not its own
+        stamp = self.hashes.hashed_stamp([job.item, *outputs] if job.item else outputs)
+        return key.seal(fp, stamp, outputs)
+
+    def save(self) -> None:
+        """The seals of the jobs the full check found up to date, for the next run."""
+        if self.state is not None:
+            self.state.set_quick(self.quick_updates)
+
+    def last_success(self, job: Job) -> Done | None:
+        """The job's last success, from the ledger."""
+        if self.state is None or (job.task, job.item or "") not in self.sealed:
+            return None
+        return self.state.done(job.task, job.item or "")
+
+    def _full(
+        self, job: Job, done: Done | None, fp: Fingerprint, outputs: Mapping[str, str | None]
+    ) -> Decision:
+        pending = [n for n in self.graph.upstream(job.task) if n in self.pending]
+        if pending:
+            return Decision(True, tuple(f"upstream {n} would run" for n in pending))
+        always = self.tasks[job.task].always
+        return decide(done, fp, outputs, force=self.force, always=always)
+
+
+def _kept(
+    decision: Decision, done: Done | None, outputs: Mapping[str, str | None] | None
+) -> Decision:
+    assert done is not None  # only a job that succeeded before is not run
+    output = next(iter(done.outputs), None)
+    return dataclasses.replace(decision, done=done, outputs=outputs, output=output)
 
 
 def decide(
@@ -108,8 +161,8 @@ def decide(
     force: bool = False,
     always: bool = False,
 ) -> Decision:
-    """Whether a job must run. `outputs_now` maps each output recorded at its last success
-    to the file's current hash (None when missing)."""
+    """Whether a job must run by the full check. `outputs_now` maps each output recorded at
+    its last success to the file's current hash (None when missing)."""
     if force:
         return Decision(True, ("forced (-B)",))
     if always:

@@ -6,8 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from claw_batch.run.results import JobResult
-    from claw_batch.run.runner import RunSummary
+    from claw_batch.run.results import JobResult, RunSummary
 
 
 def envelope(summary: RunSummary) -> dict[str, Any]:

@@ -1,15 +1,31 @@
-"""What became of a job: the value the scheduler, the summary and the reports share."""
+"""What became of a job, and of a run: the values the scheduler, the summary and the
+reports share."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Literal
 
 from claw_batch.llm.usage import Usage
 from claw_batch.plan.jobs import Job
 
-# ok | failed | limit | interrupted : the job ran.   skipped : its upstream failed.
-# up-to-date | modified : it did not need to run.   would-run : dry run (-n / plan).
-NOT_RUN = frozenset({"up-to-date", "modified", "skipped", "would-run"})
+Status = Literal[
+    # The job ran.
+    "ok",
+    "failed",
+    "limit",
+    "interrupted",
+    # Its upstream failed.
+    "skipped",
+    # It did not need to run.
+    "up-to-date",
+    "modified",
+    # A dry run (-n, `claw plan`).
+    "would-run",
+    # What stopped the run stopped it too: only its row in the ledger says so.
+    "error",
+]
+NOT_RUN: frozenset[Status] = frozenset({"up-to-date", "modified", "skipped", "would-run"})
 
 
 NO_USAGE = Usage()
@@ -18,7 +34,7 @@ NO_USAGE = Usage()
 @dataclass(frozen=True)
 class JobResult:
     job: Job
-    status: str
+    status: Status
     reason: str | None
     duration_s: float
     usage: Usage
@@ -37,8 +53,16 @@ class JobResult:
 
 
 def not_run(
-    job: Job, status: str, reasons: tuple[str, ...], output: str | None = None
+    job: Job, status: Status, reasons: tuple[str, ...], output: str | None = None
 ) -> JobResult:
     reason = reasons[0] if reasons else None
     error = reason if status == "skipped" else None
     return JobResult(job, status, reason, 0.0, NO_USAGE, output, error, "", reasons=reasons)
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    run_id: str
+    results: list[JobResult] = field(default_factory=list)
+    exit_code: int = 0
+    error: str | None = None  # what stopped the run early (a replay miss, a template error)

@@ -17,8 +17,8 @@ from claw_batch.llm.endpoints import Mode, Models, api_keys
 from claw_batch.plan.graph import Graph, build
 from claw_batch.plan.jobs import Job, expand, select_tasks
 from claw_batch.run.lock import ProjectLock
-from claw_batch.run.results import JobResult
-from claw_batch.run.session import RunSession
+from claw_batch.run.results import JobResult, RunSummary
+from claw_batch.run.session import RunSession, RunSetup
 from claw_batch.safety.redact import Redactor, secrets_from_env
 from claw_batch.store.state import State
 from claw_batch.terminal.progress import Progress
@@ -63,14 +63,6 @@ class RunOptions:
     select: Selection | None = None  # which tasks run, decided under the lock (--due)
     hook: str | None = None  # the git hook this run serves: its tools cannot commit or stash
     only: tuple[Job, ...] = ()  # claw watch: these jobs of their tasks, not every match
-
-
-@dataclass
-class RunSummary:
-    run_id: str
-    results: list[JobResult] = field(default_factory=list)
-    exit_code: int = 0
-    error: str | None = None  # what stopped the run early (a replay miss, a template error)
 
 
 def exit_code(results: Sequence[JobResult]) -> int:
@@ -146,19 +138,18 @@ class Runner:
     def _run(self, names: list[str]) -> RunSummary:
         cancel.reset()
         now = now_for_run(self.environ)
-        summary = RunSummary("" if self.options.dry_run else new_run_id(now))
+        run_id = "" if self.options.dry_run else new_run_id(now)
         try:
             state = self._open_state()
         except ClawError as e:  # a ledger that cannot be written (a full disk): nothing ran
-            summary.exit_code, summary.error = e.exit_code, str(e)
-            return summary
+            return RunSummary(run_id, exit_code=e.exit_code, error=str(e))
         select = self.options.select
         if select is not None:
             chosen = select.choose(
                 state,
                 names,
                 now,
-                summary.run_id,
+                run_id,
                 dry_run=self.options.dry_run,
                 say=self.progress.message,
             )
@@ -166,21 +157,43 @@ class Runner:
             if not names:  # nothing to run: no run in the ledger, nothing printed
                 if state is not None:
                     state.close()
-                return summary
-        run = RunSession(self, state, summary, now)
-        summary.exit_code = 1  # what the ledger says if a bug ends the run
+                return RunSummary(run_id)
+        run = RunSession(self._setup(), state, run_id, now)
+        code, error = 1, None  # what the ledger says if a bug ends the run
         try:
             run.tasks(names)
-            summary.exit_code = exit_code(self._counted(summary.results))
+            code = exit_code(self._counted(run.results))
         except ClawError as e:
-            summary.exit_code, summary.error = e.exit_code, self.redact(str(e))
+            code, error = e.exit_code, self.redact(str(e))
         except KeyboardInterrupt:
-            summary.exit_code, summary.error = Interrupted.exit_code, "interrupted"
+            code, error = Interrupted.exit_code, "interrupted"
         finally:
+            summary = RunSummary(run_id, run.results, code, error)
             if select is not None:
                 select.finish(summary)
-            run.close()
+            summary = run.close(summary)
         return summary
+
+    def _setup(self) -> RunSetup:
+        """What the run's session is given."""
+        o = self.options
+        return RunSetup(
+            project=self.project,
+            graph=self.graph,
+            models=self.models,
+            redact=self.redact,
+            progress=self.progress,
+            environ=self.environ,
+            jobs_of=self.jobs_of,
+            dry_run=o.dry_run,
+            force=o.force,
+            keep_going=o.keep_going,
+            jobs=o.jobs,
+            files=o.files,
+            model=o.model,
+            hook=o.hook,
+            argv=o.argv,
+        )
 
     def _counted(self, results: list[JobResult]) -> list[JobResult]:
         """The results that decide the exit code: with `on_error: warn`, a job that failed

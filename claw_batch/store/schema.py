@@ -47,7 +47,7 @@ CREATE TABLE IF NOT EXISTS done (
     outputs TEXT NOT NULL,         -- JSON: {path: sha256} of the outputs as written
     result TEXT NOT NULL,          -- the final answer, for needs.X.result downstream
     run_id TEXT NOT NULL,
-    quick TEXT,                    -- prepare.TaskKey.quick: up to date by stat keys alone
+    quick TEXT,                    -- plan.quickcheck.TaskKey: up to date by stat keys alone
     tainted TEXT,                  -- the outside content the job read (its result is fenced)
     PRIMARY KEY (task, item)
 );

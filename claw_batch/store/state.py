@@ -14,11 +14,33 @@ import json
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
+from claw_batch.llm.usage import Usage
 from claw_batch.store.database import Database
 
 INSERT_CALL = "INSERT INTO calls VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+
+
+class JobEnd(Protocol):
+    """How a job ended, as the ledger keeps it (claw_batch.run.results.JobResult)."""
+
+    @property
+    def status(self) -> str: ...
+    @property
+    def reason(self) -> str | None: ...
+    @property
+    def duration_s(self) -> float: ...
+    @property
+    def usage(self) -> Usage: ...
+    @property
+    def cost_usd(self) -> float | None: ...
+    @property
+    def output(self) -> str | None: ...
+    @property
+    def error(self) -> str | None: ...
+    @property
+    def transcript(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -38,6 +60,28 @@ class JobRecord:
     error: str | None
     transcript: str | None
 
+    @classmethod
+    def of(cls, run_id: str, task: str, item: str, started: str, end: JobEnd) -> JobRecord:
+        """The row of the job (`task`, `item`) of run `run_id`, started at `started`, that
+        ended as `end` says."""
+        usage = end.usage
+        return cls(
+            run_id,
+            task,
+            item,
+            end.status,
+            end.reason,
+            started,
+            end.duration_s,
+            usage.prompt_tokens,
+            usage.completion_tokens,
+            usage.cached_tokens,
+            end.cost_usd,
+            end.output,
+            end.error,
+            end.transcript,
+        )
+
 
 @dataclass(frozen=True)
 class Done:
@@ -50,7 +94,7 @@ class Done:
     parts_json: str
     outputs_json: str
     result: str
-    quick: str | None = None  # prepare.TaskKey.seal: a digest, then the output paths
+    quick: str | None = None  # plan.quickcheck.TaskKey.seal: a digest, then the output paths
     tainted: str | None = None  # the outside content the job read (claw_batch.taint.jobtaint)
 
     @classmethod
@@ -135,7 +179,7 @@ class State(Database):
         self._end_job(r, done)
 
     def sealed(self) -> dict[tuple[str, str], str | None]:
-        """Every job with a last success, and its quick seal (prepare.TaskKey): all that a
+        """Every job with a last success, and its quick seal (plan.quickcheck.TaskKey): all that a
         no-op needs of the ledger, a tenth of its bytes."""
         quick = "quick" if self.has_quick else "NULL"
         rows = self._query(f"SELECT task, item, {quick} FROM done")

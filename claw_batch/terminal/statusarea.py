@@ -29,7 +29,7 @@ class Running:
     answered: bool = False  # a final answer came: the job checks and writes it
 
     def follow(self, kind: str, fields: Mapping[str, Any]) -> None:
-        """One of the job's events (see jobrun.JobSink)."""
+        """One of the job's events (see claw_batch.run.jobsink.JobSink)."""
         if kind == "assistant":
             self.step = fields["step"]
             self.calls = [call["name"] for call in fields.get("tool_calls", [])]

@@ -11,8 +11,9 @@ from collections.abc import Callable
 from claw_batch.config import Clawfile
 from claw_batch.errors import Interrupted
 from claw_batch.plan.jobs import select_tasks
-from claw_batch.run.runner import RunSummary, exit_code
-from claw_batch.run.session import RUN_STATUS
+from claw_batch.run.closeout import RUN_STATUS
+from claw_batch.run.results import RunSummary
+from claw_batch.run.runner import exit_code
 from claw_batch.store.state import State
 from claw_batch.triggers.cron import describe_due, due
 from claw_batch.triggers.slots import Entry, Slots

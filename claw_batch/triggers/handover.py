@@ -22,8 +22,8 @@ from claw_batch.config import Project, Task
 from claw_batch.errors import ClawError
 from claw_batch.plan.jobs import Job
 from claw_batch.plan.uptodate import KEPT
-from claw_batch.run.results import JobResult
-from claw_batch.run.runner import Runner, RunOptions, RunSummary
+from claw_batch.run.results import JobResult, RunSummary
+from claw_batch.run.runner import Runner, RunOptions
 from claw_batch.store.filehash import FileHashes
 from claw_batch.store.state import State
 from claw_batch.terminal.progress import Progress

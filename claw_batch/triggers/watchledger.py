@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from claw_batch.config import Project
-from claw_batch.plan.uptodate import digest, task_digest
+from claw_batch.plan.fingerprint import digest, task_digest
 from claw_batch.store.state import State
 
 SCHEMA = """

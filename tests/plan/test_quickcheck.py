@@ -1,4 +1,4 @@
-"""The quick check (prepare.TaskKey): a job whose task key, item and outputs have not
+"""The quick check (plan.quickcheck.TaskKey): a job whose task key, item and outputs have not
 changed is up to date by stat keys alone; every change the full fingerprint sees still
 reruns what it should."""
 
@@ -82,7 +82,7 @@ def test_a_noop_reads_no_template_and_imports_no_validator(
         "    main(['run'])\n"
         "except SystemExit as e:\n"
         "    assert e.code == 0, e.code\n"
-        "print(sorted(m for m in ('jinja2', 'pydantic', 'yaml', 'openai', 'claw_batch.run.execute')"
+        "print(sorted(m for m in ('jinja2', 'pydantic', 'yaml', 'openai', 'claw_batch.run.job')"
         " if m in sys.modules))\n"
     )
     done = subprocess.run(

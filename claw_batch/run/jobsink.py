@@ -1,19 +1,15 @@
-"""One job's execution as the runner sees it: its event sink (transcript, ledger, progress),
-the attempt, and the result that goes into the summary."""
+"""Where one running job's events go (its transcript, the ledger's calls, the progress
+display), and its transcript's name."""
 
 from __future__ import annotations
 
 import hashlib
 from typing import Any
 
-from claw_batch.errors import LimitExceeded, TaskFailed
 from claw_batch.llm.messages import Usage
 from claw_batch.plan.jobs import Job
-from claw_batch.run.execute import JobExecution, Outcome
-from claw_batch.run.prepare import Prepared, RunContext
 from claw_batch.store.state import State
 from claw_batch.store.transcript import Transcript
-from claw_batch.taint.jobtaint import JobTaint
 from claw_batch.terminal.progress import Progress
 
 
@@ -56,35 +52,6 @@ class JobSink:
     def flush(self) -> None:
         """Called before each model call: the turn so far goes to disk (see Transcript)."""
         self.transcript.flush()
-
-
-Attempt = tuple["Outcome | None", str, "str | None", "str | None"]
-
-
-def attempt(ctx: RunContext, prepared: Prepared, sink: JobSink, taint: JobTaint) -> Attempt:
-    """Run the job; (outcome, status, reason, error). What ends a job is caught here; what
-    ends the run (a clawfile or template error, a replay miss) propagates. `taint` says at
-    the end what the job read from outside."""
-    try:
-        execution = JobExecution(ctx, prepared, sink, before_call=sink.flush, taint=taint)
-        outcome = execution.execute()
-    except KeyboardInterrupt:
-        return None, "interrupted", "interrupted", "interrupted (Ctrl-C or SIGTERM)"
-    except LimitExceeded as e:
-        return None, "limit", str(e).split(":")[0], str(e)
-    except TaskFailed as e:
-        return None, "failed", type(e).__name__, str(e)
-    if outcome.verdict is not None and not outcome.verdict.get("ok"):
-        return outcome, "failed", "check failed", str(outcome.verdict.get("summary", ""))
-    return outcome, "ok", None, None
-
-
-def findings(outcome: Outcome | None) -> tuple[str, ...]:
-    from claw_batch.agent.answers import findings_text
-
-    if outcome is None or outcome.verdict is None:
-        return ()
-    return tuple(findings_text(outcome.verdict))
 
 
 def transcript_name(job: Job) -> str:

@@ -1,0 +1,123 @@
+"""The quick check (make's): a job whose task key, item and outputs have not changed since
+it last succeeded is up to date by stat keys alone, without rendering, hashing or reading
+anything. Every other job takes the full check of its fingerprint (claw_batch.plan.uptodate
+decides which)."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from claw_batch.config import Project, Task
+from claw_batch.plan import render
+from claw_batch.plan.fingerprint import Fingerprint, TaskParts, digest
+from claw_batch.plan.jobs import glob_files
+
+# Template variables whose values are the same for every run of a job with the same item
+# content and shared inputs: a task reading only these may take the quick check.
+STABLE_VARIABLES = frozenset({"item", "task", "inputs"})
+# ... and those whose values the task key holds itself: the staged changes a pre-commit review
+# reads (three git calls, no rendering), the `--files` of a hook run.
+KEYED_VARIABLES = frozenset({"git", "files"})
+
+
+def keyed(task: Task) -> bool:
+    """Whether the task's fingerprint is a function of its key and of its item's content:
+    its templates read only STABLE_VARIABLES and KEYED_VARIABLES, and it has no `needs:`."""
+    if task.needs or task.always or task.variables is None:
+        return False
+    return task.variables <= STABLE_VARIABLES | KEYED_VARIABLES
+
+
+@dataclass(frozen=True)
+class TaskKey:
+    """What a job's fingerprint holds besides its item, for a task that is `keyed`. A job
+    that succeeds stores `seal(...)`: this key and the stat keys (mtime, size, inode) its
+    item and outputs had when they were hashed. While the key and those stat keys are the
+    same, the job is up to date. Anything else takes the full check."""
+
+    value: str
+    shared: Mapping[str, str | None]  # the task's own `inputs:` and their hashes
+
+    @classmethod
+    def of(
+        cls,
+        project: Project,
+        name: str,
+        parts: TaskParts,
+        *,
+        files: tuple[str, ...],
+        hash_file: Callable[[str], str | None],
+    ) -> TaskKey:
+        """The key of a `keyed` task; `hash_file` hashes a project-relative path."""
+        task = project.config.tasks[name]
+        reads = task.variables or frozenset()
+        root = project.root
+        shared = sorted({p for pattern in task.inputs for p in glob_files(root, pattern)})
+        hashes = {path: hash_file(path) for path in shared}
+        value = digest(
+            {
+                "code": code_stamp(),  # tool schemas, prompt instructions: claw's own code
+                "task": parts.digest,
+                "prompt": project.prompt_source(name)[0],
+                "system": parts.system,
+                "skills": parts.skills,
+                "model": parts.model,
+                "tools": sorted(task.offered_tools),
+                "untrusted": list(project.config.untrusted),  # what is fenced, tools withheld
+                "inputs": hashes,
+                "files": list(files) if "files" in reads else None,
+                "git": _git_state(root) if "git" in reads else None,
+            }
+        )
+        return cls(value, hashes)
+
+    def quick(self, stamp: str) -> str:
+        return hashlib.sha256(f"{self.value}\0{stamp}".encode()).hexdigest()
+
+    def seal(self, fp: Fingerprint, stamp: str | None, outputs: Sequence[str]) -> str | None:
+        """The done row's `quick`: the quick digest, then one output path per line. None
+        when the job's inputs are not the ones this key saw (a file changed in between)."""
+        inputs = fp.parts["inputs"]
+        if stamp is None or any(inputs.get(path) != h for path, h in self.shared.items()):
+            return None
+        if any("\n" in path for path in outputs):
+            return None
+        return "\n".join([self.quick(stamp), *outputs])
+
+    @staticmethod
+    def first_output(sealed: str) -> str | None:
+        paths = sealed.split("\n", 2)
+        return paths[1] if len(paths) > 1 else None
+
+    def unchanged(
+        self, sealed: str, item: str | None, stamp: Callable[[list[str]], str | None]
+    ) -> bool:
+        """Whether a job sealed as `sealed` is up to date; `stamp` gives files' stat keys now."""
+        quick, *outputs = sealed.split("\n")
+        now = stamp([item, *outputs] if item else outputs)
+        return now is not None and quick == self.quick(now)
+
+
+def _git_state(root: Path) -> list[str]:
+    """What `git.*` can show a template: the staged diff and files, and HEAD."""
+    git = render.GitInfo(root)
+    return [digest(git.staged_diff), digest(git.staged_files), git.head]
+
+
+@functools.cache
+def code_stamp() -> str:
+    """Which claw this is, down to its source files (an editable install changes under the
+    same version): mtime and size of every module."""
+    package = Path(__file__).parent.parent  # claw_batch/
+    stamps = []
+    for directory, _, files in os.walk(package):
+        for file in files:
+            if file.endswith(".py"):
+                st = os.stat(os.path.join(directory, file))
+                stamps.append(f"{directory}/{file}:{st.st_mtime_ns}:{st.st_size}")
+    return digest(sorted(stamps))

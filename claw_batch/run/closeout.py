@@ -1,0 +1,139 @@
+"""What a run writes of its own: the daily note (an entry per task as the task ends, and at
+the end for the tasks the run stopped in the middle of), then the file hashes, the quick
+seals, summary.json and the ledger's end of run. Each is tried even when one before failed
+(a full disk): what could not be written becomes the run's error (exit 1), never a
+traceback."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import functools
+import json
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from claw_batch.agent.systemprompt import daily_note_path
+from claw_batch.clock import now_for_run
+from claw_batch.config import Project
+from claw_batch.errors import ClawError, LimitExceeded, TaskFailed
+from claw_batch.memory import notes
+from claw_batch.plan.jobs import Job
+from claw_batch.plan.uptodate import Decider
+from claw_batch.run.envelope import envelope
+from claw_batch.run.results import NOT_RUN, JobResult, RunSummary
+from claw_batch.safety.atomic import write_atomic
+from claw_batch.safety.paths import shown_path
+from claw_batch.store.filehash import FileHashes
+from claw_batch.store.state import State
+
+# The ledger's word for each exit code.
+RUN_STATUS = {0: "ok", 1: "failed", 2: "error", 3: "limit", 130: "interrupted"}
+
+
+class CloseOut:
+    def __init__(
+        self,
+        state: State | None,
+        project: Project,
+        run_dir: Path,
+        *,
+        hashes: FileHashes,
+        decider: Decider,
+        redact: Callable[[str], str],
+        environ: Mapping[str, str],
+        now: dt.datetime,
+        dry_run: bool,
+    ) -> None:
+        self.state = state
+        self.project = project
+        self.run_dir = run_dir
+        self.hashes = hashes
+        self.decider = decider
+        self.redact = redact
+        self.environ = environ
+        self.now = now
+        self.dry_run = dry_run
+        self.outside: set[Job] = set()  # jobs that read content from outside the project
+        self.noted: set[str] = set()  # tasks whose daily-note entry is written
+        self.unwritten: list[str] = []  # files of the run's own that could not be written
+        self._lock = threading.Lock()  # jobs run in threads (-j)
+
+    def read_outside(self, job: Job) -> None:
+        """The job read outside content: its daily-note quote stays out of system prompts."""
+        with self._lock:
+            self.outside.add(job)
+
+    def note(self, task: str, results: Sequence[JobResult]) -> None:
+        """One daily-note entry per task per run, for the jobs that ran."""
+        ran = [r for r in results if r.job.task == task and r.status not in NOT_RUN]
+        if self.dry_run or not ran or task in self.noted:
+            return
+        self.noted.add(task)
+        jobs = [
+            notes.NoteJob(
+                r.job.item or "",
+                r.status,
+                r.duration_s,
+                r.tokens,
+                self.redact(r.text if r.status == "ok" else r.error or ""),
+                r.cost_usd,
+                r.job in self.outside,
+            )
+            for r in ran
+        ]
+        entry = notes.format_task_entry(when=self.now, task=task, jobs=jobs)
+        root, ws = self.project.root, self.project.config.workspace
+        path = daily_note_path(root, ws, self.now.date())
+        try:
+            notes.append(path, entry)
+        except OSError as e:  # a full disk: the note is as it was; the run says so
+            self.unwritten.append(f"daily note {shown_path(path, root)}: {e.strerror or e}")
+
+    def close(self, summary: RunSummary) -> RunSummary:
+        """The run's last writes; the summary as they leave it."""
+        if self.state is None:
+            return summary
+        if not self.dry_run:
+            self._try(self.hashes.save)
+            self._try(self.decider.save)
+            for task in dict.fromkeys(r.job.task for r in summary.results):
+                self.note(task, summary.results)  # tasks the run stopped in the middle of
+            summary = self._settled(summary)
+            self._try(functools.partial(self._write_summary, summary))
+            self._try(functools.partial(self._end_run, summary))
+        self._try(self.state.close)
+        return self._settled(summary)
+
+    def _try(self, step: Callable[[], None]) -> None:
+        try:
+            step()
+        except ClawError as e:
+            self.unwritten.append(str(e))
+
+    def _settled(self, summary: RunSummary) -> RunSummary:
+        """What could not be written is the run's error, when nothing else was."""
+        if not self.unwritten:
+            return summary
+        error = summary.error if summary.error is not None else self.redact(self.unwritten[0])
+        code = summary.exit_code
+        if code in (0, LimitExceeded.exit_code):
+            code = TaskFailed.exit_code
+        return dataclasses.replace(summary, error=error, exit_code=code)
+
+    def _write_summary(self, summary: RunSummary) -> None:
+        if not self.run_dir.is_dir():
+            return
+        path = self.run_dir / "summary.json"
+        try:
+            write_atomic(path, json.dumps(envelope(summary), indent=2))
+        except OSError as e:
+            shown = shown_path(path, self.project.root)
+            raise ClawError(f"run summary {shown}: {e.strerror}") from e
+
+    def _end_run(self, summary: RunSummary) -> None:
+        assert self.state is not None
+        finished = now_for_run(self.environ).isoformat()
+        status = RUN_STATUS.get(summary.exit_code, "error")
+        self.state.end_run(summary.run_id, finished, status, summary.exit_code)

@@ -1,0 +1,306 @@
+"""Run one job: its row in the ledger and its transcript opened, the tool loop, its output
+checked and written, and what became of it recorded. `run_job` is the way in: what ends the
+job is caught there; what ends the run (a clawfile or template error, a replay miss)
+propagates, the job's records closed first."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime as dt
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from claw_batch.agent import answers
+from claw_batch.agent.budget import JobBudget
+from claw_batch.agent.loop import LoopResult, LoopSettings, ToolLoop
+from claw_batch.config import Task, provider_keys
+from claw_batch.errors import LimitExceeded, TaskFailed, ToolError
+from claw_batch.llm.messages import Message
+from claw_batch.plan.fingerprint import Fingerprint
+from claw_batch.plan.jobs import Job
+from claw_batch.plan.uptodate import Decision
+from claw_batch.run.context import RunContext
+from claw_batch.run.jobsink import JobSink
+from claw_batch.run.prepare import Prepared, key_prompt, system_prompt
+from claw_batch.run.record import Recorder
+from claw_batch.run.results import JobResult, Status
+from claw_batch.safety.childenv import scrubbed_env
+from claw_batch.safety.paths import Policy, checked_output
+from claw_batch.safety.safeopen import write_file
+from claw_batch.sandbox import bubblewrap as sandbox
+from claw_batch.store.transcript import Transcript
+from claw_batch.taint.jobtaint import JobTaint
+from claw_batch.taint.ledger import Writer
+from claw_batch.terminal.progress import Progress
+from claw_batch.tools.base import ToolContext
+
+
+@dataclass(frozen=True)
+class Outcome:
+    text: str  # the final answer as written to `output`
+    loop: LoopResult
+    output: str | None  # project-relative output path
+    verdict: dict[str, Any] | None = None
+
+
+def run_job(
+    run: RunContext,
+    p: Prepared,
+    fp: Fingerprint,
+    decision: Decision,
+    *,
+    records: Recorder,
+    progress: Progress,
+    read_outside: Callable[[Job], None],
+) -> JobResult:
+    """Run the job, record what became of it, and return that; `read_outside` is told
+    of it when it read outside content."""
+    job = p.job
+    taint = _taint(run, p, records.run_id)
+    started_wall = records.start(job)
+    transcript = records.transcript(job)
+    sink = records.sink(job, transcript, progress)
+    sink("start", job=job.name, task=job.task, item=job.item, reasons=decision.reasons)
+    progress.job_started(job)
+    started = time.monotonic()
+    try:
+        attempt = _attempt(run, p, sink, taint)
+    except Exception as e:  # it stops the run: close the job's records first
+        _abort(run, job, records, transcript, sink, started, started_wall, e)
+        raise
+    finally:
+        if taint.source is not None:  # its daily-note quote stays out of system prompts
+            read_outside(job)
+    duration = round(time.monotonic() - started, 3)
+    outcome, status, reason, error = _ended(transcript, attempt, duration, run.redact)
+    result = JobResult(
+        job=job,
+        status=status,
+        reason=reason,
+        duration_s=duration,
+        usage=sink.usage,
+        output=outcome.output if outcome else None,
+        error=run.redact(error) if error else None,
+        transcript=records.shown(transcript),
+        text=outcome.text if outcome else "",
+        findings=tuple(run.redact(f) for f in _findings(outcome)),
+        reasons=decision.reasons,
+        cost_usd=sink.cost_usd,
+    )
+    records.record(result, started_wall, p, fp, taint.source)
+    return result
+
+
+def _taint(run: RunContext, p: Prepared, run_id: str) -> JobTaint:
+    """What the job has read from outside: what it reads before its model is called, and
+    then what its tools read (claw_batch.taint.jobtaint)."""
+    task, policy = p.task, p.policy
+    # Where its commands may write: what a granted bash of a tainted job taints.
+    dirs: tuple[str, ...] = ("",)
+    if task.sandbox != "none":
+        dirs = sandbox.write_dirs(policy.write_globs, policy.outputs)
+    return JobTaint(
+        sources=p.tainted,
+        files=run.tainted,
+        allow=task.untrusted_allow,
+        tools=task.offered_tools,
+        writer=Writer(p.job.task, p.job.item or "", run_id),
+        bash_dirs=dirs,
+    )
+
+
+Attempt = tuple["Outcome | None", Status, "str | None", "str | None"]
+
+
+def _attempt(run: RunContext, p: Prepared, sink: JobSink, taint: JobTaint) -> Attempt:
+    """(outcome, status, reason, error). What ends a job is caught here; what ends the run
+    propagates. `taint` says at the end what the job read from outside."""
+    try:
+        outcome = _Execution(run, p, sink, taint).run()
+    except KeyboardInterrupt:
+        return None, "interrupted", "interrupted", "interrupted (Ctrl-C or SIGTERM)"
+    except LimitExceeded as e:
+        return None, "limit", str(e).split(":")[0], str(e)
+    except TaskFailed as e:
+        return None, "failed", type(e).__name__, str(e)
+    if outcome.verdict is not None and not outcome.verdict.get("ok"):
+        return outcome, "failed", "check failed", str(outcome.verdict.get("summary", ""))
+    return outcome, "ok", None, None
+
+
+def _ended(
+    transcript: Transcript, attempt: Attempt, duration: float, redact: Callable[[str], str]
+) -> Attempt:
+    """The transcript's last event, and the transcript closed: a job whose transcript
+    could not be written whole (a full disk) is not done."""
+    _, status, reason, error = attempt
+    shown = redact(error) if error else None
+    transcript.event("end", status=status, reason=reason, error=shown, seconds=duration)
+    try:
+        transcript.close()
+    except TaskFailed as e:
+        if status == "ok":
+            return None, "failed", "TaskFailed", str(e)
+    return attempt
+
+
+def _abort(
+    run: RunContext,
+    job: Job,
+    records: Recorder,
+    transcript: Transcript,
+    sink: JobSink,
+    started: float,
+    started_wall: dt.datetime,
+    error: Exception,
+) -> None:
+    """The records of a job that an error ends with the run."""
+    message = run.redact(str(error))
+    transcript.event("end", status="error", error=message)
+    with contextlib.suppress(TaskFailed):  # unwritable: the error in flight says more
+        transcript.close()
+    duration = round(time.monotonic() - started, 3)
+    ended = JobResult(
+        job=job,
+        status="error",
+        reason=type(error).__name__,
+        duration_s=duration,
+        usage=sink.usage,
+        output=None,
+        error=message,
+        transcript=records.shown(transcript),
+        cost_usd=sink.cost_usd,
+    )
+    records.ended(ended, started_wall)
+
+
+def _findings(outcome: Outcome | None) -> tuple[str, ...]:
+    if outcome is None or outcome.verdict is None:
+        return ()
+    return tuple(answers.findings_text(outcome.verdict))
+
+
+class _Execution:
+    """The tool loop, then the answer checked and written."""
+
+    def __init__(self, run: RunContext, prepared: Prepared, sink: JobSink, taint: JobTaint) -> None:
+        self.ctx = run
+        self.p = prepared
+        self.on_event = sink
+        self.before_call = sink.flush  # the turn so far goes to disk before each call
+        self.taint = taint
+
+    def run(self) -> Outcome:
+        started = time.monotonic()
+        p = self.p
+        output_path = self._output_path()  # refuse a bad output before paying a model
+        system = system_prompt(self.ctx, p.job, p.skills)  # now: with the latest daily notes
+        # Redacted before the model sees them, as tool results are: a key a prompt shows (a
+        # staged .env in the diff, a file read()) it could pass on reversed, past redaction.
+        redact = self.ctx.redact
+        prompt = redact(p.prompt)
+        keys = (
+            Message("system", redact(system.key_text)),
+            Message("user", redact(key_prompt(self.ctx, p))),
+        )
+        loop = self._loop(started, keys)
+        self.on_event("system", content=redact(system.text))
+        self.on_event("user", content=prompt)
+        result = loop.run([Message("system", redact(system.text)), Message("user", prompt)])
+        return self._finish(result, output_path)
+
+    def _loop(self, started: float, key_messages: tuple[Message, ...]) -> ToolLoop:
+        p, task = self.p, self.p.task
+        llm, model_name = self.ctx.models.get(p.model)
+        deadline = started + task.timeout
+        tools = ToolContext(
+            root=self.ctx.project.root,
+            policy=p.policy,
+            env=self._env(),
+            deadline=deadline,
+            bash_allow=_bash_allow(task),
+            sandbox=None if task.sandbox == "none" else _sandbox(p.policy, task),
+            workspace=self.ctx.workspace,
+            today=self.ctx.now.date(),
+            taint=self.taint,
+            on_event=self.on_event,
+            redact=self.ctx.redact,
+        )
+        settings = LoopSettings(
+            model=model_name,
+            temperature=task.temperature,
+            max_steps=task.max_steps,
+            deadline=deadline,
+            timeout=task.timeout,
+            job=p.job.name,
+            key_messages=key_messages,
+        )
+        schema = p.schema
+        return ToolLoop(
+            llm,
+            p.tools,
+            tools,
+            settings,
+            on_event=self.on_event,
+            before_call=self.before_call,
+            check_answer=answers.checker(schema) if schema is not None else None,
+            budget=self._budget(),
+        )
+
+    def _env(self) -> dict[str, str]:
+        """The run's scrubbed environment and the task's `permissions.env`, never a
+        provider's key (validation refuses those names too)."""
+        keys = provider_keys(self.ctx.project.config)
+        names = [n for n in self.p.task.permissions.env if n not in keys]
+        return {**scrubbed_env(names), **self.ctx.env}
+
+    def _budget(self) -> JobBudget:
+        task = self.p.task
+        if self.ctx.spend is not None:
+            return self.ctx.spend.job(self.p.job.task, self.p.model)
+        return JobBudget.tokens_only(task.budget.max_tokens if task.budget else None)
+
+    def _output_path(self) -> Path | None:
+        return checked_output(self.p.policy, self.p.output) if self.p.output else None
+
+    def _finish(self, result: LoopResult, output_path: Path | None) -> Outcome:
+        p = self.p
+        text = answers.normalise(result.text) if p.schema is not None else result.text + "\n"
+        # Redacted at the source: the output file, the ledger's copy and what downstream tasks
+        # and the daily note see are one text, and none of them holds a key.
+        text = self.ctx.redact(text)
+        # What the job's tools made of its other outputs: checked as `output` was.
+        missing = [o for o in p.outputs if not checked_output(p.policy, o).is_file()]
+        if missing:
+            raise TaskFailed(f"declared output(s) not created: {', '.join(missing)}")
+        if output_path is not None:
+            data = text.encode()
+            try:  # into the folder that was checked, even if a symlink has replaced it since
+                with self.taint.writing(str(p.output), data):  # tainted: recorded first
+                    write_file(p.policy.root, output_path, str(p.output), data)
+            except ToolError as e:
+                raise TaskFailed(f"output {p.output}: {e}") from e
+            except OSError as e:  # a full disk: the old file stays
+                raise TaskFailed(f"output {p.output}: {e.strerror or e}") from e
+        verdict = json.loads(text) if p.task.check else None
+        return Outcome(text, result, p.output, verdict)
+
+
+def _sandbox(policy: Policy, task: Task) -> sandbox.Bubblewrap:
+    asked = task.limits
+    default = sandbox.Limits()
+    limits = dataclasses.replace(
+        default, memory=asked.memory or default.memory, disk=asked.disk or default.disk
+    )
+    return sandbox.for_job(policy, network=task.permissions.network, limits=limits)
+
+
+def _bash_allow(task: Task) -> tuple[str, ...] | bool:
+    # Patterns come as a tuple: taken for a list, they read as `bash: true`.
+    bash = task.permissions.bash
+    return bash if isinstance(bash, bool) else tuple(bash)
