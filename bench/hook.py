@@ -68,20 +68,20 @@ tasks:
 # Where a cached hook run's time goes; rows nest.
 PHASES = (
     ("imports (all, wherever they happen)", "<frozen importlib._bootstrap>", "_find_and_load"),
-    ("load the clawfile (validated-config cache)", "claw_batch/configcache.py", "load_project"),
-    ("run under the lock", "claw_batch/runner.py", "run"),
-    ("  discover skills", "claw_batch/skills.py", "discover"),
-    ("  check the job", "claw_batch/session.py", "check"),
-    ("    the task key (git state: three git calls)", "claw_batch/prepare.py", "task_key"),
-    ("      git diff --cached, --name-only, rev-parse HEAD", "claw_batch/render.py", "_git"),
+    ("load the clawfile (validated-config cache)", "claw_batch/clawfile/load.py", "load_project"),
+    ("run under the lock", "claw_batch/run/runner.py", "run"),
+    ("  discover skills", "claw_batch/skills/skill.py", "discover"),
+    ("  check the job", "claw_batch/run/session.py", "check"),
+    ("    the task key (git state: three git calls)", "claw_batch/plan/quickcheck.py", "of"),
+    ("      git diff --cached, --name-only, rev-parse HEAD", "claw_batch/plan/render.py", "_git"),
     (
         "    prepare (the full check; not taken when the key matches)",
-        "claw_batch/prepare.py",
+        "claw_batch/run/prepare.py",
         "prepare",
     ),
-    ("      the tool set (tool registry import)", "claw_batch/prepare.py", "offered_tools"),
-    ("      render the prompt", "claw_batch/render.py", "render"),
-    ("  end of run", "claw_batch/session.py", "close"),
+    ("      the tool set (tool registry import)", "claw_batch/run/prepare.py", "offered_tools"),
+    ("      render the prompt", "claw_batch/plan/render.py", "render"),
+    ("  end of run", "claw_batch/run/closeout.py", "close"),
 )
 
 

@@ -58,19 +58,19 @@ SETUP_JOBS = 4  # -j of the run that makes every job up to date
 # Where a no-op's time goes; rows nest.
 PHASES = (
     ("imports (inside the run)", "<frozen importlib._bootstrap>", "_find_and_load"),
-    ("load the clawfile (validated-config cache)", "claw_batch/configcache.py", "load_project"),
-    ("glob the fan-out", "claw_batch/jobs.py", "glob_files"),
-    ("run under the lock", "claw_batch/runner.py", "_run"),
-    ("  load the ledger: each job's seal", "claw_batch/state.py", "sealed"),
-    ("  check a job", "claw_batch/session.py", "check"),
-    ("    the task key, once per task", "claw_batch/prepare.py", "task_key"),
-    ("    quick check: stat keys, one sha256", "claw_batch/prepare.py", "unchanged"),
-    ("      stat item and output", "claw_batch/filehash.py", "stamp"),
-    ("    full check: prepare (not taken)", "claw_batch/prepare.py", "prepare"),
-    ("    the up-to-date result", "claw_batch/results.py", "not_run"),
-    ("  scheduler: settle a result", "claw_batch/scheduler.py", "_settle"),
-    ("  progress", "claw_batch/progress.py", "job_finished"),
-    ("  end of run", "claw_batch/session.py", "close"),
+    ("load the clawfile (validated-config cache)", "claw_batch/clawfile/load.py", "load_project"),
+    ("glob the fan-out", "claw_batch/plan/jobs.py", "glob_files"),
+    ("run under the lock", "claw_batch/run/runner.py", "_run"),
+    ("  load the ledger: each job's seal", "claw_batch/store/state.py", "sealed"),
+    ("  check a job", "claw_batch/run/session.py", "check"),
+    ("    the task key, once per task", "claw_batch/plan/quickcheck.py", "of"),
+    ("    quick check: stat keys, one sha256", "claw_batch/plan/quickcheck.py", "unchanged"),
+    ("      stat item and output", "claw_batch/store/filehash.py", "stamp"),
+    ("    full check: prepare (not taken)", "claw_batch/run/prepare.py", "prepare"),
+    ("    the up-to-date result", "claw_batch/run/results.py", "not_run"),
+    ("  scheduler: settle a result", "claw_batch/run/pool.py", "_settle"),
+    ("  progress", "claw_batch/terminal/progress.py", "job_finished"),
+    ("  end of run", "claw_batch/run/closeout.py", "close"),
 )
 
 

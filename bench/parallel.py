@@ -74,10 +74,10 @@ ITEM = re.compile(r"inbox/\d+\.txt")
 
 PHASES = (
     ("imports (inside the run)", "<frozen importlib._bootstrap>", "_find_and_load"),
-    ("check a job: prepare, fingerprint, decide", "claw_batch/session.py", "check"),
-    ("run a job", "claw_batch/session.py", "execute"),
-    ("  OpenAI client (imports openai), once", "claw_batch/endpoints.py", "_make"),
-    ("  the tool loop", "claw_batch/loop.py", "run"),
+    ("check a job: prepare, fingerprint, decide", "claw_batch/run/session.py", "check"),
+    ("run a job", "claw_batch/run/job.py", "run_job"),
+    ("  OpenAI client (imports openai), once", "claw_batch/llm/endpoints.py", "_make"),
+    ("  the tool loop", "claw_batch/agent/loop.py", "run"),
     ("    tool specs for the loop", "claw_batch/tools/registry.py", "spec"),
     ("    model call, waited for by the job", "claw_batch/llm/openai_compat.py", "complete"),
     ("      SDK post + HTTP", "claw_batch/llm/openai_compat.py", "_call"),
@@ -88,11 +88,11 @@ PHASES = (
     ("        httpx: send, read the reply", "httpx2/_client.py", "send"),
     ("        reply to a Completion", "claw_batch/llm/wire.py", "completion_from_reply"),
     ("    a tool call (read, ls)", "claw_batch/tools/registry.py", "invoke"),
-    ("    events: transcript, ledger, progress", "claw_batch/jobrun.py", "__call__"),
-    ("    transcript writes, once a turn", "claw_batch/transcript.py", "flush"),
-    ("  write the output (fsync, rename)", "claw_batch/safeopen.py", "write_file"),
-    ("  ledger: every transaction", "claw_batch/state.py", "transaction"),
-    ("  ledger: job ends, by group commit", "claw_batch/state.py", "_write_ends"),
+    ("    events: transcript, ledger, progress", "claw_batch/run/jobsink.py", "__call__"),
+    ("    transcript writes, once a turn", "claw_batch/store/transcript.py", "flush"),
+    ("  write the output (fsync, rename)", "claw_batch/safety/safeopen.py", "write_file"),
+    ("  ledger: every transaction", "claw_batch/store/database.py", "transaction"),
+    ("  ledger: job ends, by group commit", "claw_batch/store/state.py", "_write_ends"),
 )
 
 
