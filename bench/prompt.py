@@ -25,9 +25,10 @@ from _common import REPO, machine, table, use_repo
 
 use_repo()
 
-from claw_batch.agent import systemprompt as context  # noqa: E402
+from claw_batch.agent import systemprompt  # noqa: E402
 from claw_batch.clawfile.load import load_project  # noqa: E402
 from claw_batch.llm.wire import wire_tool  # noqa: E402
+from claw_batch.memory import notes  # noqa: E402
 from claw_batch.run import prepare  # noqa: E402
 from claw_batch.skills import skill as skills  # noqa: E402
 from claw_batch.tools.registry import TOOLS  # noqa: E402
@@ -60,7 +61,7 @@ def system_prompt(root: Path, task: str) -> str:
     found = skills.pick(skills.scan(skills.skill_dirs(root, project.config.workspace)))
     config = project.config.tasks[task]
     offered = skills.select(found, config.skills, prepare.tool_names(config))
-    return context.build_system_prompt(
+    return systemprompt.build_system_prompt(
         root=root, workspace=project.config.workspace, task=task, skills=offered, today=TODAY
     ).text
 
@@ -101,7 +102,7 @@ def main() -> int:
             else:
                 root.mkdir(parents=True, exist_ok=True)
                 (root / rel).write_bytes(source.read_bytes())
-        note = context.daily_note_path(root, project.config.workspace, TODAY)
+        note = notes.daily_note_path(root, project.config.workspace, TODAY)
         note.parent.mkdir(parents=True, exist_ok=True)
         note.write_text(NOTE)
         with_note = max(tokens(system_prompt(root, t)) for t in project.config.tasks)

@@ -2,7 +2,7 @@
 
 `clawfile` validates the YAML with pydantic and hands over a JSON document of the result;
 this module turns that document into the classes below. It imports neither pydantic nor
-YAML nor Jinja2, so a run whose clawfile has not changed (see `configcache`) loads in
+YAML nor Jinja2, so a run whose clawfile has not changed (see claw_batch.clawfile.cache) loads in
 microseconds instead of importing a validation stack.
 """
 

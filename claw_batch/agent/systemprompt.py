@@ -35,10 +35,6 @@ class SystemPrompt:
     key_text: str
 
 
-def daily_note_path(root: Path, workspace: str, day: dt.date) -> Path:
-    return root / workspace / "memory" / f"{day.isoformat()}.md"
-
-
 def truncate(text: str, cap: int, source: str) -> str:
     """At most `cap` characters: the head and the tail, with a marker saying what is missing."""
     if len(text) <= cap:

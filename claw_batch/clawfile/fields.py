@@ -2,8 +2,8 @@
 project paths, cron expressions, time zones, JSON Schemas, environment variable names, URLs,
 sizes.
 
-Each refusal is a `PydanticCustomError` of type "claw" whose message is final: `modelerrors`
-shows it as is, after the file, line and key path.
+Each refusal is a `PydanticCustomError` of type "claw" whose message is final:
+claw_batch.clawfile.fielderrors shows it as is, after the file, line and key path.
 """
 
 from __future__ import annotations

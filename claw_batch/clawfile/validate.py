@@ -3,8 +3,8 @@ it from the cache while it is current.
 
 This is the only place that uses pydantic: the models below describe the file, and every
 validation error is turned into `clawfile.yaml:LINE: key.path: message`. Checks that span
-tasks or read other files (needs, cycles, templates) live in `clawcheck`
-(claw_batch.clawfile.checks and claw_batch.clawfile.templates).
+tasks or read other files (needs, cycles, templates) live in claw_batch.clawfile.checks
+and claw_batch.clawfile.templates.
 """
 
 from __future__ import annotations
@@ -25,8 +25,7 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
-from claw_batch.clawfile import checks as clawcheck
-from claw_batch.clawfile import fielderrors as modelerrors
+from claw_batch.clawfile import checks, fielderrors
 from claw_batch.clawfile.fielderrors import describe
 from claw_batch.clawfile.fields import (
     KEY_ADVICE,
@@ -65,7 +64,7 @@ class _Strict(BaseModel):
 
 
 class ProviderModel(_Strict):
-    base_url: HttpUrl | None = None  # required but for "openai" (clawcheck)
+    base_url: HttpUrl | None = None  # required but for "openai" (checks)
     api_key_env: EnvName | None = None
     max_concurrency: PositiveInt | None = None
     stream: bool = False
@@ -191,14 +190,14 @@ def validate(path: Path, root: Path) -> Validated:
         document = _without_unset_grants(_apply_defaults(model).model_dump(mode="json"))
         config = Clawfile.of(document)
         names = [str(name) for name in source.data["tasks"]]
-        problems += clawcheck.check(config, source, root, names=names)
+        problems += checks.check(config, source, root, names=names)
     if problems or model is None:  # model is None only when there are problems
         raise problems_error(problems, source.name)
     variables = {
         name: templatecheck.task_variables(task, root) for name, task in config.tasks.items()
     }
     config = Clawfile.of(document, variables)
-    warnings = clawcheck.control_warnings(Project(root, path, config), source)
+    warnings = checks.control_warnings(Project(root, path, config), source)
     return Validated(document, variables, config, warnings)
 
 
@@ -224,7 +223,7 @@ def _validate(source: YamlSource) -> tuple[ClawfileModel | None, list[Problem]]:
         return ClawfileModel.model_validate(source.data), []
     except ValidationError as exc:
         errors = exc.errors()
-        problems = modelerrors.problems(exc, ClawfileModel, source)
+        problems = fielderrors.problems(exc, ClawfileModel, source)
     rest = copy.deepcopy(source.data)
     for error in errors:
         if not _drop(rest, error):

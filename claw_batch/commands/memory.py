@@ -34,21 +34,21 @@ def search(
     notes rank higher. Exits 1 when nothing matches."""
     from claw_batch.clock import now_for_run
     from claw_batch.errors import UsageError
-    from claw_batch.memory import search as recall
+    from claw_batch.memory import search as memory_search
 
     text = " ".join(query)
-    if not recall.words(text):
+    if not memory_search.words(text):
         raise UsageError("query is empty; give one or more words to look for")
     project = load(directory, file)
     workspace = project.config.workspace
     if not (project.root / workspace).is_dir():
         raise UsageError(f"no workspace: {project.root / workspace} is not a directory")
     today = now_for_run(os.environ).date()
-    found = recall.search(project.root, workspace, text, limit=limit, today=today)
+    found = memory_search.search(project.root, workspace, text, limit=limit, today=today)
     if as_json:
         click.echo(json.dumps(found.as_json(), indent=2, ensure_ascii=False))
     elif found.hits:
-        click.echo(recall.render(found))
+        click.echo(memory_search.render(found))
     else:
         click.echo(f"claw: no memory matches {found.query!r}", err=True)
     return 0 if found.hits else 1

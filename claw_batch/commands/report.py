@@ -40,18 +40,17 @@ def report(
 
     from claw_batch.clock import now_for_run
     from claw_batch.errors import ClawError
-    from claw_batch.report import data as reportdata
-    from claw_batch.report import html as htmlreport
+    from claw_batch.report import data, html
     from claw_batch.safety.atomic import write_atomic
     from claw_batch.store import history
 
     project = load(directory, file)
     now = now_for_run(os.environ)
     try:
-        period = reportdata.gather(project.root, history.since(since_text, now), now)
+        period = data.gather(project.root, history.since(since_text, now), now)
     except sqlite3.DatabaseError as e:  # corrupt: the next `claw run` moves it aside
         raise ClawError(f"ledger .claw/state.db: {e}") from None
     path = (output or project.root / ".claw" / "report.html").absolute()
-    write_atomic(path, htmlreport.render(period, root=project.root, out=path))
+    write_atomic(path, html.render(period, root=project.root, out=path))
     click.echo(path)
     return 0

@@ -10,6 +10,14 @@ import os
 from pathlib import Path
 from typing import NamedTuple
 
+from claw_batch.memory.memoryfile import NOTES_DIR
+
+
+def daily_note_path(root: Path, workspace: str, day: dt.date) -> Path:
+    """The day's note: `<workspace>/memory/YYYY-MM-DD.md`."""
+    return root / workspace / NOTES_DIR / f"{day.isoformat()}.md"
+
+
 FIRST_LINES = 3
 LINE_WIDTH = 160
 

@@ -127,7 +127,7 @@ def build(config: Clawfile) -> Graph:
 def analyse(config: Clawfile) -> tuple[Graph, list[GraphProblem]]:
     """The graph, and what is wrong with it: the first cycle (walking the tasks in file order),
     then every pair of tasks whose outputs can name the same file. Unknown `needs` are left
-    out (clawcheck reports them)."""
+    out (claw_batch.clawfile.checks reports them)."""
     reads, writes = _paths(config)
     edges: dict[str, tuple[str, ...]] = {}
     implicit: dict[tuple[str, str], Via] = {}

@@ -14,22 +14,21 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from claw_batch.agent.systemprompt import daily_note_path
 from claw_batch.clock import now_for_run
 from claw_batch.config import Project
 from claw_batch.errors import ClawError, LimitExceeded, TaskFailed
 from claw_batch.memory import notes
+from claw_batch.memory.notes import daily_note_path
 from claw_batch.plan.jobs import Job
 from claw_batch.plan.uptodate import Decider
 from claw_batch.run.envelope import envelope
-from claw_batch.run.results import NOT_RUN, JobResult, RunSummary
+from claw_batch.run.results import NOT_RUN, RUN_STATUS, JobResult, RunSummary
 from claw_batch.safety.atomic import write_atomic
 from claw_batch.safety.paths import shown_path
 from claw_batch.store.filehash import FileHashes
 from claw_batch.store.state import State
 
 # The ledger's word for each exit code.
-RUN_STATUS = {0: "ok", 1: "failed", 2: "error", 3: "limit", 130: "interrupted"}
 
 
 class CloseOut:

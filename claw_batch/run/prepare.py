@@ -9,8 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from claw_batch.agent import answers
-from claw_batch.agent import systemprompt as context
+from claw_batch.agent import answers, systemprompt
 from claw_batch.config import Task
 from claw_batch.plan import render
 from claw_batch.plan.fingerprint import Fingerprint, TaskParts, digest, fingerprint, task_digest
@@ -135,8 +134,8 @@ def estimate(run: RunContext, p: Prepared) -> int:
 
 def system_prompt(
     run: RunContext, job: Job, offered: tuple[skills.Skill, ...]
-) -> context.SystemPrompt:
-    return context.build_system_prompt(
+) -> systemprompt.SystemPrompt:
+    return systemprompt.build_system_prompt(
         root=run.project.root,
         workspace=run.workspace,
         task=job.task,

@@ -60,6 +60,10 @@ def not_run(
     return JobResult(job, status, reason, 0.0, NO_USAGE, output, error, "", reasons=reasons)
 
 
+# What the ledger calls a run that ended with each exit code (SPEC §7).
+RUN_STATUS = {0: "ok", 1: "failed", 2: "error", 3: "limit", 130: "interrupted"}
+
+
 @dataclass(frozen=True)
 class RunSummary:
     run_id: str

@@ -24,14 +24,23 @@ from claw_batch.store.state import State
 from claw_batch.terminal.progress import Progress
 
 
+@dataclass(frozen=True)
+class Chosen:
+    """What a `Selection` chose for one run."""
+
+    tasks: list[str]  # to run, in any order
+    finish: Callable[[RunSummary], None]  # after the run, before the lock is let go
+
+
 class Selection(Protocol):
     """Which of the selected tasks a run runs, decided under the project lock
-    (`claw run --due`: claw_batch.triggers.due)."""
+    (`claw run --due`: claw_batch.triggers.due). It keeps no state between runs."""
 
     def candidates(self, config: Clawfile, targets: tuple[str, ...]) -> list[str]: ...
 
     def choose(
         self,
+        config: Clawfile,
         state: State | None,
         names: list[str],
         now: dt.datetime,
@@ -39,12 +48,8 @@ class Selection(Protocol):
         *,
         dry_run: bool,
         say: Callable[[str], None],
-    ) -> list[str]:
-        """The tasks to run, in any order (a dry run writes nothing)."""
-        ...
-
-    def finish(self, summary: RunSummary) -> None:
-        """After the run, before the lock is let go."""
+    ) -> Chosen:
+        """Among `names` (the candidates), what runs now; a dry run writes nothing."""
         ...
 
 
@@ -143,9 +148,10 @@ class Runner:
             state = self._open_state()
         except ClawError as e:  # a ledger that cannot be written (a full disk): nothing ran
             return RunSummary(run_id, exit_code=e.exit_code, error=str(e))
-        select = self.options.select
+        select, chosen = self.options.select, None
         if select is not None:
             chosen = select.choose(
+                self.project.config,
                 state,
                 names,
                 now,
@@ -153,7 +159,7 @@ class Runner:
                 dry_run=self.options.dry_run,
                 say=self.progress.message,
             )
-            names = self.graph.order(chosen)
+            names = self.graph.order(chosen.tasks)
             if not names:  # nothing to run: no run in the ledger, nothing printed
                 if state is not None:
                     state.close()
@@ -169,9 +175,11 @@ class Runner:
             code, error = Interrupted.exit_code, "interrupted"
         finally:
             summary = RunSummary(run_id, run.results, code, error)
-            if select is not None:
-                select.finish(summary)
-            summary = run.close(summary)
+            try:
+                if chosen is not None:
+                    chosen.finish(summary)
+            finally:
+                summary = run.close(summary)
         return summary
 
     def _setup(self) -> RunSetup:

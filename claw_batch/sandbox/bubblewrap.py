@@ -8,7 +8,7 @@ What the command sees, and nothing else (not the homes, not the host's /tmp, /ru
   directory part of each `permissions.write` glob (`out/**` -> out/, `**` -> the whole
   project) and the directory of each declared output. Inside those, the protected paths
   (what decides what a run does: the clawfile, prompts, skills, .git…) can be neither
-  changed nor made, and .claw/ is hidden (`sandboxmounts`);
+  changed nor made, and .claw/ is hidden (claw_batch.sandbox.mounts);
 - the offered user-level and built-in skills' folders, read-only: claw chose those;
   nothing inside the project decides that anything else is mounted (a `.git` file naming
   another directory, a symlink, a repository above the project: git in the sandbox sees

@@ -2,11 +2,11 @@
 together, watched while it runs (the bash tool asks every `CHECK_SECONDS`, and once more when
 the command has ended).
 
-Memory: what the sandbox holds (`sandboxmemory`): its processes' memory, the memory files
+Memory: what the sandbox holds (claw_batch.sandbox.memory): its processes' memory, the memory files
 they hold open, the files of its /tmp and /dev/shm, and the SysV shared memory segments of its
-IPC namespace (`sysvshm`). Each process also has RLIMIT_DATA at the same size (sandbox.py),
+IPC namespace (`sysvshm`). Each process also has RLIMIT_DATA at the same size (bubblewrap.py),
 which refuses at once a single allocation past it; /tmp and /dev/shm have sizes of their own
-(sandboxhost), which refuse at once a write past them; a segment of more than 16M is refused
+(host.py), which refuse at once a write past them; a segment of more than 16M is refused
 (setid). What no count here sees: a memory file in flight in a socket, kernel memory (pipes,
 socket buffers); only a cgroup's `memory.max` would bound those, and claw makes none.
 
@@ -38,7 +38,7 @@ CHECK_SECONDS = 0.1
 
 @dataclass(frozen=True)
 class Ceilings:
-    memory: int | None = None  # bytes, all the sandbox holds (sandboxmemory)
+    memory: int | None = None  # bytes, all the sandbox holds (sandbox.memory)
     disk: int | None = None  # bytes of free space the filesystems of `places` may lose
     places: tuple[str, ...] = ()  # a path on each filesystem the call may write
 

@@ -6,7 +6,7 @@
   their holders);
 - the memory files they hold open (memfds: their pages are in no process's resident size
   unless mapped, nor in RLIMIT_DATA), each counted once, however many processes hold it;
-- its memory filesystems, `/tmp` and `/dev/shm` (sandboxhost): the bytes of their files,
+- its memory filesystems, `/tmp` and `/dev/shm` (claw_batch.sandbox.host): the bytes of their files,
   also of files deleted but still open, and `INODE_BYTES` for each of their inodes (an empty
   file takes no block, but kernel memory);
 - the SysV shared memory segments of its IPC namespace, attached or not: the pages each

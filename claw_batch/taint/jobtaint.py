@@ -67,7 +67,6 @@ class JobTaint:
         self.allow = frozenset(allow)  # the task's `untrusted.allow`
         self.tools = tools  # the task's own tools, to say why one is withheld
         self.writer = writer  # the job, for the ledger's rows (None: nothing recorded)
-        self.bash_dirs = bash_dirs  # where its commands may write ("" is the project root)
         self._sources = list(dict.fromkeys(sources))
         self._lock = threading.Lock()
         self._bash: BashTaint | None = None  # its commands: when what they write is recorded

@@ -22,8 +22,7 @@ from typing import Annotated
 from pydantic import AfterValidator, Field
 
 from claw_batch.errors import ToolError
-from claw_batch.memory import memoryfile, notefiles
-from claw_batch.memory import search as recall
+from claw_batch.memory import memoryfile, notefiles, search
 from claw_batch.safety.atomic import write_atomic
 from claw_batch.taint.jobtaint import holds_marked
 from claw_batch.tools.base import ToolContext
@@ -94,12 +93,12 @@ def memory_search(
 ) -> str:
     """Search MEMORY.md, daily notes and archive: keys, then headings and #tags, then text;
     newer first."""
-    if not recall.words(query):
+    if not search.words(query):
         raise ToolError("query is empty; give one or more words to look for")
-    found = recall.search(ctx.root, ctx.workspace, query, limit=limit, today=_today(ctx))
+    found = search.search(ctx.root, ctx.workspace, query, limit=limit, today=_today(ctx))
     if not found.hits:
         return f"no memory matches {found.query!r}"
-    shown = recall.render(found)
+    shown = search.render(found)
     marked = sorted(
         {
             hit.path

@@ -11,31 +11,24 @@ from collections.abc import Callable
 from claw_batch.config import Clawfile
 from claw_batch.errors import Interrupted
 from claw_batch.plan.jobs import select_tasks
-from claw_batch.run.closeout import RUN_STATUS
-from claw_batch.run.results import RunSummary
-from claw_batch.run.runner import exit_code
+from claw_batch.run.results import RUN_STATUS, RunSummary
+from claw_batch.run.runner import Chosen, exit_code
 from claw_batch.store.state import State
 from claw_batch.triggers.cron import describe_due, due
 from claw_batch.triggers.slots import Entry, Slots
 
 
 class DueSlots:
-    """A run's `Selection` (claw_batch.run.runner) by schedule slot; one per run at a time."""
-
-    def __init__(self) -> None:
-        self.config: Clawfile | None = None
-        self.slots: Slots | None = None
-        self.entries: list[Entry] = []
-        self.dry_run = True
+    """A run's `Selection` (claw_batch.run.runner) by schedule slot."""
 
     def candidates(self, config: Clawfile, targets: tuple[str, ...]) -> list[str]:
         """The scheduled tasks among the targets (all of them without targets)."""
-        self.config = config
         chosen = select_tasks(config, targets) if targets else config.tasks
         return [name for name in chosen if config.tasks[name].schedule]
 
     def choose(
         self,
+        config: Clawfile,
         state: State | None,
         names: list[str],
         now: dt.datetime,
@@ -43,15 +36,13 @@ class DueSlots:
         *,
         dry_run: bool,
         say: Callable[[str], None],
-    ) -> list[str]:
+    ) -> Chosen:
         """Each task's latest slot that needs something; recorded before anything runs
         (not in a dry run)."""
-        assert self.config is not None, "candidates() first"
-        self.dry_run = dry_run
-        self.slots = slots = Slots(state, readonly=self.dry_run)
-        self.entries = []
+        slots = Slots(state, readonly=dry_run)
+        entries = []
         for name in names:
-            task = self.config.tasks[name]
+            task = config.tasks[name]
             assert task.schedule is not None
             found = due(
                 task.schedule,
@@ -62,20 +53,23 @@ class DueSlots:
                 catch_up=task.catch_up,
             )
             if found is not None:
-                self.entries.append(Entry(name, found))
-        for e in self.entries:
+                entries.append(Entry(name, found))
+        for e in entries:
             say(describe_due(e.task, e.due))
-        if self.entries and not self.dry_run:
-            slots.record(self.entries, run_id, now)
-        return [e.task for e in self.entries if e.due.run]
+        if entries and not dry_run:
+            slots.record(entries, run_id, now)
+        ran = [e for e in entries if e.due.run]
+        finish = functools.partial(_finish, slots, ran) if not dry_run else _nothing
+        return Chosen([e.task for e in ran], finish)
 
-    def finish(self, summary: RunSummary) -> None:
-        """Each slot that ran gets its status (what the run's jobs of its task came to)."""
-        if self.dry_run or self.slots is None:
-            return
-        for e in self.entries:
-            if not e.due.run:
-                continue
-            results = [r for r in summary.results if r.job.task == e.task]
-            code = exit_code(results) if results else summary.exit_code or Interrupted.exit_code
-            self.slots.finish(e.task, e.due.slot.name, RUN_STATUS.get(code, "error"))
+
+def _finish(slots: Slots, ran: list[Entry], summary: RunSummary) -> None:
+    """Each slot that ran gets its status (what the run's jobs of its task came to)."""
+    for e in ran:
+        results = [r for r in summary.results if r.job.task == e.task]
+        code = exit_code(results) if results else summary.exit_code or Interrupted.exit_code
+        slots.finish(e.task, e.due.slot.name, RUN_STATUS.get(code, "error"))
+
+
+def _nothing(summary: RunSummary) -> None:
+    """A dry run records no slot."""
