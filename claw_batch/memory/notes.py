@@ -34,6 +34,21 @@ def first_lines(text: str, n: int = FIRST_LINES) -> list[str]:
     return shown
 
 
+CUT = "…"  # how first_lines marks a line it shortened, and lines it left out
+
+
+def cut_mark(head: str | None, quoted: list[str]) -> str | None:
+    """What a search says under a hit in a note entry whose quote first_lines shortened
+    (`head`: the entry's `### HH:MM task · …` line); None when nothing was cut."""
+    if not any(ln.endswith(CUT) or ln.lstrip("> ").startswith(f"{CUT} (") for ln in quoted):
+        return None
+    task = head.split(" · ")[0].split(" ", 2)[-1] if head else "TASK"
+    return (
+        f"[cut: a daily note keeps {FIRST_LINES} lines of {LINE_WIDTH} characters of a "
+        f"result; `claw log` names the run, `claw show RUN {task}` shows it whole]"
+    )
+
+
 def format_entry(
     *,
     when: dt.datetime,

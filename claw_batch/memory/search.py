@@ -1,8 +1,9 @@
 """Progressive retrieval over the workspace's memory: MEMORY.md, the daily notes
 (memory/YYYY-MM-DD.md, and other memory/*.md) and the archive (memory/archive/*.md).
 
-ripgrep finds the lines that hold any of the query's words (literally, ignoring case); each
-is then taken as the best of three kinds of hit:
+ripgrep finds the lines that hold any of the query's words (literally, ignoring case) at the
+start of a word ("ci" finds "CI" and "ci-runner", not "Decided"); each is then taken as the
+best of three kinds of hit:
 
   (A) key      a fact `- key: ...` whose key is the query (its words joined by `-`), holds
                it, holds all its words, or is one of them;
@@ -24,6 +25,7 @@ call per core.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import functools
 import os
@@ -36,7 +38,7 @@ from typing import Any
 
 import python_ripgrep
 
-from claw_batch.memory import memoryfile, notefiles
+from claw_batch.memory import memoryfile, notefiles, notes
 from claw_batch.memory.notefiles import NoteFile
 
 DIVERSITY = 0.6
@@ -61,6 +63,8 @@ class Hit:
     text: str
     score: float
     context: tuple[tuple[int, str], ...] = ()  # (line, text) around a text hit, itself included
+    daily: bool = False  # in a daily note, whose quotes of results may be cut short
+    cut: str | None = None  # what the note cut of the result the hit quotes (notes.cut_mark)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -70,6 +74,7 @@ class Hit:
             "score": round(self.score, 6),
             "text": self.text,
             "context": [{"line": n, "text": t} for n, t in self.context],
+            "cut": self.cut,
         }
 
 
@@ -131,6 +136,8 @@ def render(found: Recall) -> str:
         for n, line in hit.context:
             mark = ":" if n == hit.line else "-"
             out.append(f"  {n:>{width}}{mark} {_cut(line)}")
+        if hit.cut:
+            out.append(f"  {hit.cut}")
     if found.more:
         at_least = "" if found.complete else "at least "
         out.append(f"[{at_least}{found.more} more matches not shown; raise limit or add words]")
@@ -141,7 +148,7 @@ def render(found: Recall) -> str:
 
 
 def _grep(wanted: list[str], window: Sequence[NoteFile], today: dt.date) -> list[Hit]:
-    pattern = "(?i)(?:" + "|".join(map(_literal, wanted)) + ")"
+    pattern = "(?i)(?:" + "|".join(r"\b" * _starts_word(w) + _literal(w) for w in wanted) + ")"
     parts = _split(window)
     if len(parts) == 1:
         outputs = [_ripgrep(pattern, parts[0])]
@@ -165,7 +172,7 @@ def _grep(wanted: list[str], window: Sequence[NoteFile], today: dt.date) -> list
             if note.day not in fresh:
                 fresh[note.day] = notefiles.freshness(note.day, today)
             score = WEIGHTS[kind] * relevance * fresh[note.day]
-            hits.append(Hit(note.shown, number, kind, text.strip(), score))
+            hits.append(Hit(note.shown, number, kind, text.strip(), score, daily=not note.curated))
     return hits
 
 
@@ -201,7 +208,7 @@ def _matches(output: list[str], files: Sequence[NoteFile]) -> Iterator[tuple[str
 def classify(text: str, wanted: Sequence[str], slug: str) -> tuple[str, float]:
     """A matched line's kind, and how much of the query it holds (0: none of it, after all)."""
     lowered = text.lower()
-    held = sum(1 for w in wanted if w in lowered)
+    held = sum(1 for w in wanted if holds(lowered, w))
     if not held:
         return "text", 0.0  # ripgrep folds case beyond what lower() does
     coverage = held / len(wanted)
@@ -209,9 +216,9 @@ def classify(text: str, wanted: Sequence[str], slug: str) -> tuple[str, float]:
     if key is not None:
         if key == slug:
             return "key", 1.0
-        if slug in key:
+        if holds(key, slug):
             return "key", 0.8
-        if len(wanted) > 1 and all(w in key for w in wanted):
+        if len(wanted) > 1 and all(holds(key, w) for w in wanted):
             return "key", 0.6
         if key in wanted:
             return "key", 0.5 * coverage
@@ -219,9 +226,24 @@ def classify(text: str, wanted: Sequence[str], slug: str) -> tuple[str, float]:
         return "heading", coverage
     if "#" in text:
         tags = [t.lower() for t in _TAG.findall(text)]
-        if any(w.lstrip("#") and w.lstrip("#") in t for w in wanted for t in tags):
+        if any(w.lstrip("#") and holds(t, w.lstrip("#")) for w in wanted for t in tags):
             return "tag", coverage
     return "text", coverage
+
+
+def holds(text: str, word: str) -> bool:
+    """Whether `text` (lower-cased) holds `word` where a word starts, as the ripgrep
+    pattern asks (a word that starts with punctuation, `#ci` or `.env`: anywhere)."""
+    return _word(word).search(text) is not None
+
+
+@functools.lru_cache(maxsize=256)
+def _word(word: str) -> re.Pattern[str]:
+    return re.compile(r"\b" * _starts_word(word) + re.escape(word))
+
+
+def _starts_word(word: str) -> bool:
+    return re.match(r"\w", word) is not None
 
 
 def _literal(word: str) -> str:
@@ -253,7 +275,7 @@ def rank(hits: Sequence[Hit]) -> list[Hit]:
         per_file[hit.path] = n + 1
         weighed.append((hit.score * DIVERSITY**n, order, hit))
     weighed.sort(key=lambda w: (-w[0], w[1]))
-    return [Hit(h.path, h.line, h.kind, h.text, s) for s, _, h in weighed]
+    return [dataclasses.replace(h, score=s) for s, _, h in weighed]
 
 
 def _settled(ranked: Sequence[Hit], limit: int, following: NoteFile, today: dt.date) -> bool:
@@ -278,7 +300,26 @@ def _with_context(root: Path, hit: Hit) -> Hit:
                     break
     except OSError:  # gone since ripgrep read it: the hit as found
         return hit
-    return Hit(hit.path, hit.line, hit.kind, hit.text, hit.score, tuple(lines))
+    cut = _entry_cut(root, hit) if hit.daily else None
+    return dataclasses.replace(hit, context=tuple(lines), cut=cut)
+
+
+def _entry_cut(root: Path, hit: Hit) -> str | None:
+    """What the daily note cut of the result whose quote holds the hit: the note quotes a
+    job's first lines, shortened, and the rest of it no search can find."""
+    try:
+        with open(root / hit.path, encoding="utf-8", errors="replace", newline="\n") as f:
+            lines = [line.rstrip("\r\n") for line in f]
+    except OSError:
+        return None
+    before = lines[: hit.line - 1]
+    head = next((ln for ln in reversed(before) if ln.startswith("### ")), None)
+    quoted: list[str] = []
+    for line in lines[hit.line - 1 :]:
+        if not line.startswith(">"):  # the entry's quote ends at a blank line or a head
+            break
+        quoted.append(line)
+    return notes.cut_mark(head, quoted)
 
 
 def _cut(text: str) -> str:

@@ -24,6 +24,7 @@ TEMPLATE_VARIABLES = frozenset(
 )
 
 READ_HELPER_LIMIT = 200_000  # bytes a template may pull in with read()
+LINE_BREAK_NEAR = 8_192  # bytes: a cut moves back to a line break this close to the limit
 
 
 @dataclass(frozen=True)
@@ -183,29 +184,58 @@ def globber(
 
 
 def reader(
-    root: Path, outside: Callable[[str], bool], saw: Callable[[str], None] | None = None
+    root: Path,
+    outside: Callable[[str], bool],
+    saw: Callable[[str], None] | None = None,
+    cut: Callable[[str], None] | None = None,
 ) -> Callable[[str], str]:
     """The template `read()`: a file for which `outside` holds (project-relative) is fenced,
-    and `saw` is told its path (the job that reads it is tainted)."""
+    and `saw` is told its path (the job that reads it is tainted). A file over
+    READ_HELPER_LIMIT is cut, the cut marked in the text and told to `cut`."""
     from claw_batch.safety.paths import Policy
 
     policy = Policy(root)
 
     def read(path: str) -> str:
-        from claw_batch.safety.safeopen import read_file
+        from claw_batch.safety.safeopen import read_head
 
         real = policy.resolve_read(path)
         shown = policy.relative(real)
         # Where it was checked, and only a regular file: a FIFO swapped in would hang the run.
-        data = read_file(real, shown, READ_HELPER_LIMIT)[:READ_HELPER_LIMIT]
+        data, size = read_head(real, shown, READ_HELPER_LIMIT)
+        data, note = clipped(data, size, shown)
         text = data.decode("utf-8", errors="replace")
+        marker = "" if note is None else f"\n[claw: {note}]\n"
+        if note is not None and cut is not None:
+            cut(note)
         if not outside(shown):
-            return text
+            return text + marker
         if saw is not None:
             saw(shown)
-        return fence(text, shown)
+        return fence(text, shown) + marker  # the marker is claw's word: outside the fence
 
     return read
+
+
+def clipped(data: bytes, size: int, shown: str) -> tuple[bytes, str | None]:
+    """`data` cut to READ_HELPER_LIMIT bytes, and what was cut (None: nothing). The cut is
+    at a line break when one is near, and never inside a UTF-8 character."""
+    if len(data) <= READ_HELPER_LIMIT:
+        return data, None
+    end = READ_HELPER_LIMIT
+    while end > 0 and data[end] & 0xC0 == 0x80:  # a continuation byte: inside a character
+        end -= 1
+    brk = data.rfind(b"\n", end - LINE_BREAK_NEAR, end)
+    if brk >= 0:
+        end = brk + 1
+    kept = data[:end]
+    lines = kept.count(b"\n")
+    where = f"the end of line {lines:,}" if brk >= 0 else f"the middle of line {lines + 1:,}"
+    note = (
+        f"read({shown!r}) cut: the file is {size:,} bytes; the prompt holds its first {end:,}, "
+        f"up to {where} (read() takes at most {READ_HELPER_LIMIT:,} bytes of a file)"
+    )
+    return kept, note
 
 
 @functools.lru_cache(maxsize=256)

@@ -66,6 +66,9 @@ def run_job(
     transcript = records.transcript(job)
     sink = records.sink(job, transcript, progress)
     sink("start", job=job.name, task=job.task, item=job.item, reasons=decision.reasons)
+    for note in p.cuts:  # the job still runs: the marker in its prompt tells the model
+        sink("warning", message=note)
+        progress.warn_once(f"claw: warning: {job.task}: {note}")
     progress.job_started(job)
     started = time.monotonic()
     try:

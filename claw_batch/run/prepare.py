@@ -45,6 +45,7 @@ class Prepared:
     # item or inputs that are outside content, what its templates showed fenced, else a
     # watch task's globs. Empty: nothing (yet; its tools may still read some).
     tainted: tuple[str, ...] = ()
+    cuts: tuple[str, ...] = ()  # what its templates' read() cut (render.clipped)
 
     @property
     def declared_outputs(self) -> tuple[str, ...]:
@@ -62,8 +63,9 @@ def prepare(
     root = run.project.root
     inputs = sorted({p for pattern in task.inputs for p in glob_files(root, pattern)})
     fenced: list[str] = []  # what the templates show fenced, as they render
+    cuts: list[str] = []
     needs = upstream_names or tuple(task.needs)
-    variables = _variables(run, cache, job, inputs, needs, fenced.append)
+    variables = _variables(run, cache, job, inputs, needs, fenced.append, cuts.append)
     schema = answers.VERDICT_SCHEMA if task.check else task.json_schema
     output = _render_path(run, job, task.output, variables)
     outputs = tuple(_render_path(run, job, p, variables) or "" for p in task.outputs)
@@ -86,6 +88,7 @@ def prepare(
         tools=offered_tools(task, tainted=bool(tainted)),
         inputs=read,
         tainted=tainted,
+        cuts=tuple(dict.fromkeys(cuts)),
     )
 
 
@@ -183,9 +186,10 @@ def _variables(
     inputs: list[str],
     upstream_names: tuple[str, ...],
     saw: Callable[[str], None],
+    cut: Callable[[str], None],
 ) -> dict[str, Any]:
     """The template variables of one job; `saw` is told of each outside content they show
-    (fenced), as they show it."""
+    (fenced), as they show it, `cut` of each file read() cut."""
     root = run.project.root
     # `files` is a plain list: a job is tainted by the outside names in it if it may show them.
     shows_files = _reads(run.project.config.tasks[job.task], "files")
@@ -198,7 +202,7 @@ def _variables(
         "files": render.listing(run.files, run.outside, "files", saw if shows_files else None),
         "git": render.GitInfo(root, saw),
         # Over the helpers: these know the ledger, and taint the job.
-        "read": render.reader(root, run.outside, saw),
+        "read": render.reader(root, run.outside, saw, cut),
         "glob": render.globber(root, run.outside, saw),
     }
     if job.item is not None:

@@ -67,10 +67,16 @@ def open_checked(real: Path, shown: str) -> tuple[int, os.stat_result]:
 
 def read_file(real: Path, shown: str, limit: int) -> bytes:
     """Up to limit + 1 bytes of the regular file at `real` (a path a check approved)."""
+    return read_head(real, shown, limit)[0]
+
+
+def read_head(real: Path, shown: str, limit: int) -> tuple[bytes, int]:
+    """As read_file, and the file's size then (what a cut at `limit` leaves out)."""
     with opened(real, shown) as (fd, st):
         if not stat.S_ISREG(st.st_mode):
             raise ToolError(f"{shown} is not a regular file ({kind(st.st_mode)}); refused")
-        return read_bytes(fd, st.st_size, limit)
+        data = read_bytes(fd, st.st_size, limit)
+        return data, max(st.st_size, len(data))  # it may have grown since fstat
 
 
 def read_bytes(fd: int, size: int, limit: int) -> bytes:

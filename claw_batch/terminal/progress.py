@@ -101,6 +101,7 @@ class Progress:
         self.totals = RunTotals()
         self._running: dict[str, Running] = {}
         self._planned: dict[str, int] = {}
+        self._warned: set[str] = set()
 
     @property
     def up_to_date(self) -> int:
@@ -134,6 +135,15 @@ class Progress:
         if self.quiet:
             return
         with self._lock:
+            self._frames.print(text.split("\n"), force=True)
+
+    def warn_once(self, text: str) -> None:
+        """A warning, printed once a run however many jobs meet it (a fan-out's read() of
+        one large file); shown with -q too: it says the run did less than asked."""
+        with self._lock:
+            if text in self._warned:
+                return
+            self._warned.add(text)
             self._frames.print(text.split("\n"), force=True)
 
     def job_started(self, job: _Job) -> None:

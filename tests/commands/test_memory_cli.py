@@ -75,6 +75,7 @@ def test_search_json(project: Path) -> None:
                 "score": 4.0,
                 "text": "- release-day: Friday",
                 "context": [],
+                "cut": None,
             }
         ],
         "more": 0,
@@ -138,3 +139,42 @@ def test_no_clawfile_exits_2(tmp_path: Path) -> None:
     r = memory_search(tmp_path, "deploy")
     assert r.exit_code == 2
     assert r.stderr.startswith("claw: ")
+
+
+def test_search_matches_words_where_they_start(tmp_path: Path) -> None:
+    note = (
+        "# 2026-11-21\n\n### 09:00 plan · ok\n> Decided to ship on Friday.\n\n"
+        "### 10:00 triage · ok\n> The flaky CI job timed out again.\n\n"
+    )
+    root = make_project(tmp_path / "p", CLAWFILE, {"workspace/memory/2026-11-21.md": note})
+    r = memory_search(root, "flaky CI")
+    assert (r.exit_code, r.stderr) == (0, "")
+    assert r.stdout == (  # not "Decided", which holds "ci"
+        "workspace/memory/2026-11-21.md:7 [text]\n"
+        "  6- ### 10:00 triage · ok\n"
+        "  7: > The flaky CI job timed out again.\n"
+    )
+
+
+def test_search_says_when_the_note_cut_the_result_it_quotes(tmp_path: Path) -> None:
+    long = "The flaky CI job timed out " + "x" * 200
+    note = (
+        "# 2026-11-21\n\n"
+        f"### 10:00 triage · ok\n> {long[:159]}…\n> second line\n> … (4 more lines)\n\n"
+        "### 11:00 plan · ok\n> flaky tests are quarantined\n\n"
+    )
+    root = make_project(tmp_path / "p", CLAWFILE, {"workspace/memory/2026-11-21.md": note})
+    r = memory_search(root, "flaky")
+    assert (r.exit_code, r.stderr) == (0, "")
+    assert r.stdout == (
+        "workspace/memory/2026-11-21.md:4 [text]\n"
+        "  3- ### 10:00 triage · ok\n"
+        f"  4: > {long[:159]}…\n"
+        "  5- > second line\n"
+        "  6- > … (4 more lines)\n"
+        "  [cut: a daily note keeps 3 lines of 160 characters of a result; `claw log` names "
+        "the run, `claw show RUN triage` shows it whole]\n"
+        "workspace/memory/2026-11-21.md:9 [text]\n"
+        "  8- ### 11:00 plan · ok\n"
+        "  9: > flaky tests are quarantined\n"
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -366,3 +367,57 @@ def test_a_template_a_job_wrote_runs_sandboxed(tmp_path: Path) -> None:
     )
     assert not marker.exists()
     assert not (root / "out/summary.md").exists()
+
+
+# --- read() of a file over its limit: cut where it says, and said ------------------------------
+
+BIG_READ = """
+version: 1
+model: fake-model
+tasks:
+  triage:
+    prompt: "Triage {{ item.path }}: {{ read('logs/big.log') }}"
+    foreach: "tickets/*.md"
+"""
+LINE = "x" * 69 + "\n"  # 70 bytes: the limit, 200,000, falls inside line 2,858
+BIG_CUT = (
+    "read('logs/big.log') cut: the file is 210,000 bytes; the prompt holds its first 199,990, "
+    "up to the end of line 2,857 (read() takes at most 200,000 bytes of a file)"
+)
+
+
+def test_read_cuts_a_large_file_at_a_line_break_and_says_so(tmp_path: Path) -> None:
+    files = {"logs/big.log": LINE * 3000, "tickets/a.md": "a", "tickets/b.md": "b"}
+    root = make_project(tmp_path / "p", BIG_READ, files)
+    with FakeOpenAI() as server:
+        server.enqueue(text("looked"), text("looked"))
+        env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-test"}
+        r = claw(root, "run", "-q", env=env)
+    assert r.exit_code == 0, r.stderr
+    assert r.stderr == f"claw: warning: triage: {BIG_CUT}\n"  # once for the two jobs
+    prompts = sorted(req["messages"][1]["content"] for req in server.requests)
+    for name, prompt in zip(["a", "b"], prompts, strict=True):
+        assert prompt == f"Triage tickets/{name}.md: {LINE * 2857}\n[claw: {BIG_CUT}]\n"
+    for transcript in (root / ".claw/runs").rglob("*.jsonl"):
+        events = [json.loads(line) for line in transcript.read_text().splitlines()]
+        assert [e["message"] for e in events if e["type"] == "warning"] == [BIG_CUT]
+
+
+def test_read_never_cuts_inside_a_character(tmp_path: Path) -> None:
+    clawfile = BIG_READ.replace('    foreach: "tickets/*.md"\n', "").replace(
+        "{{ item.path }}", "it"
+    )
+    # no line break to cut at; byte 200,000 is the second byte of an 'é'
+    root = make_project(tmp_path / "p", clawfile, {"logs/big.log": "a" + "é" * 150_000})
+    with FakeOpenAI() as server:
+        server.enqueue(text("looked"))
+        env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-test"}
+        r = claw(root, "run", env=env)
+    cut = (
+        "read('logs/big.log') cut: the file is 300,001 bytes; the prompt holds its first "
+        "199,999, up to the middle of line 1 (read() takes at most 200,000 bytes of a file)"
+    )
+    assert r.exit_code == 0, r.stderr
+    assert r.stderr.splitlines()[0] == f"claw: warning: triage: {cut}"
+    (request,) = server.requests
+    assert request["messages"][1]["content"] == f"Triage it: a{'é' * 99_999}\n[claw: {cut}]\n"

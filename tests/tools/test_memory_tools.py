@@ -490,8 +490,10 @@ def test_search_takes_regex_metacharacters_literally(root: Path) -> None:
     assert call(root, "memory_search", query="a|b") == "workspace/MEMORY.md:4 [fact] - a|b"
     assert call(root, "memory_search", query="#tag") == "workspace/MEMORY.md:5 [tag] - #tag & ~x -y"
     assert call(root, "memory_search", query="&") == "workspace/MEMORY.md:5 [fact] - #tag & ~x -y"
-    assert call(root, "memory_search", query="k\\s") == "workspace/MEMORY.md:6 [fact] - back\\slash"
+    assert call(root, "memory_search", query="\\sl") == "workspace/MEMORY.md:6 [fact] - back\\slash"
     assert call(root, "memory_search", query=".*") == "no memory matches '.*'"
+    # as `claw memory search`: a word matches where a word starts, not inside one
+    assert call(root, "memory_search", query="ack") == "no memory matches 'ack'"
 
 
 def test_search_skips_notes_outside_the_project(root: Path, tmp_path: Path) -> None:

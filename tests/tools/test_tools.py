@@ -315,7 +315,10 @@ def test_the_template_read_helper_refuses_them_too(root: Path) -> None:
     with pytest.raises(ToolError) as e:
         read("env")
     assert str(e.value).startswith(f"refused reading env: it resolves to /proc/{os.getpid()}/")
-    assert read("a.txt") == "x" * 200_000
+    assert read("a.txt") == "x" * 200_000 + (
+        "\n[claw: read('a.txt') cut: the file is 300,000 bytes; the prompt holds its first "
+        "200,000, up to the middle of line 1 (read() takes at most 200,000 bytes of a file)]\n"
+    )
 
 
 def test_folders_with_special_files_are_searched_and_listed(root: Path) -> None:
