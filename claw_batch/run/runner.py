@@ -12,8 +12,15 @@ from typing import Protocol
 from claw_batch import cancel
 from claw_batch.clock import new_run_id, now_for_run
 from claw_batch.config import Clawfile, Project
-from claw_batch.errors import ClawError, Interrupted, LimitExceeded, Locked, TaskFailed
-from claw_batch.llm.endpoints import Mode, Models, api_keys
+from claw_batch.errors import (
+    ClawError,
+    Interrupted,
+    LimitExceeded,
+    Locked,
+    TaskFailed,
+    UsageError,
+)
+from claw_batch.llm.endpoints import Mode, Models, api_keys, missing_keys
 from claw_batch.plan.graph import Graph, build
 from claw_batch.plan.jobs import Job, expand, select_tasks
 from claw_batch.run.lock import ProjectLock
@@ -164,6 +171,16 @@ class Runner:
                 if state is not None:
                     state.close()
                 return RunSummary(run_id)
+        unset = self._unset_keys(names)
+        if unset is not None:  # before the run's first write: no job, no note, no ledger run
+            summary = RunSummary(run_id, exit_code=unset.exit_code, error=str(unset))
+            try:
+                if chosen is not None:
+                    chosen.finish(summary)
+            finally:
+                if state is not None:
+                    state.close()
+            return summary
         run = RunSession(self._setup(), state, run_id, now)
         code, error = 1, None  # what the ledger says if a bug ends the run
         try:
@@ -181,6 +198,20 @@ class Runner:
             finally:
                 summary = run.close(summary)
         return summary
+
+    def _unset_keys(self, names: list[str]) -> UsageError | None:
+        """A provider the run's tasks call whose key variable is unset: the first job would
+        fail on it and stop the others, so the run does not start. Recorded replies need no
+        key; a dry run calls nothing, and says it."""
+        o = self.options
+        if o.mode.replay:
+            return None
+        unset = missing_keys(self.project.config, self.environ, names, model=o.model)
+        if o.dry_run:
+            for missing in unset:
+                self.progress.message(f"claw: warning: {missing}")
+            return None
+        return UsageError("\n".join(str(m) for m in unset)) if unset else None
 
     def _setup(self) -> RunSetup:
         """What the run's session is given."""
