@@ -46,6 +46,18 @@ def _loopback(url: str) -> bool:
         return False
 
 
+def error_detail(body: object, fallback: str | None) -> str:
+    """An error reply's message in one line, with the cause a gateway nests in it; at most
+    300 characters. `body`: the reply's `error` object as the SDK gives it."""
+    message = body.get("message") if isinstance(body, dict) else body
+    text = str(message or fallback or "no error message").strip()
+    cause = nested_cause(body)  # a gateway's "Provider returned error" says little
+    if cause:
+        text = f"{text} ({cause})"
+    text = " ".join(text.split())
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
 def nested_cause(body: object) -> str | None:
     """The upstream provider's own words a gateway nests in its error (`metadata.raw`,
     OpenRouter's, with `metadata.provider_name`), in one line; None when there are none."""

@@ -215,7 +215,7 @@ class OpenAICompatLLM:
         self, exc: openai.APIStatusError, request: ChatRequest, ticket: Ticket
     ) -> _Retryable:
         status = exc.status_code
-        detail = self._redact(_error_detail(exc))
+        detail = self._redact(failures.error_detail(exc.body, exc.message))
         quota = "insufficient_quota" in (exc.code, exc.type)
         if status in RETRY_STATUSES and not quota:
             reason = f"HTTP {status}: {detail}"
@@ -289,14 +289,3 @@ def retry_after(headers: Mapping[str, str]) -> float | None:
     except (TypeError, ValueError):
         return None
     return max(0.0, when.timestamp() - time.time())
-
-
-def _error_detail(exc: openai.APIStatusError) -> str:
-    body = exc.body
-    message = body.get("message") if isinstance(body, dict) else body
-    text = str(message or exc.message or "no error message").strip()
-    cause = failures.nested_cause(body)  # a gateway's "Provider returned error" says little
-    if cause:
-        text = f"{text} ({cause})"
-    text = " ".join(text.split())  # one line
-    return text if len(text) <= 300 else text[:297] + "..."

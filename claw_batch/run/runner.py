@@ -168,19 +168,11 @@ class Runner:
             )
             names = self.graph.order(chosen.tasks)
             if not names:  # nothing to run: no run in the ledger, nothing printed
-                if state is not None:
-                    state.close()
-                return RunSummary(run_id)
+                return self._ended_early(RunSummary(run_id), state, chosen)
         unset = self._unset_keys(names)
         if unset is not None:  # before the run's first write: no job, no note, no ledger run
             summary = RunSummary(run_id, exit_code=unset.exit_code, error=str(unset))
-            try:
-                if chosen is not None:
-                    chosen.finish(summary)
-            finally:
-                if state is not None:
-                    state.close()
-            return summary
+            return self._ended_early(summary, state, chosen)
         run = RunSession(self._setup(), state, run_id, now)
         code, error = 1, None  # what the ledger says if a bug ends the run
         try:
@@ -197,6 +189,18 @@ class Runner:
                     chosen.finish(summary)
             finally:
                 summary = run.close(summary)
+        return summary
+
+    def _ended_early(
+        self, summary: RunSummary, state: State | None, chosen: Chosen | None
+    ) -> RunSummary:
+        """A run that ends before its session begins: its chosen slots get its outcome."""
+        try:
+            if chosen is not None:
+                chosen.finish(summary)
+        finally:
+            if state is not None:
+                state.close()
         return summary
 
     def _unset_keys(self, names: list[str]) -> UsageError | None:
