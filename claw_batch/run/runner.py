@@ -3,7 +3,9 @@ record what happened."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import io
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -215,7 +217,24 @@ class Runner:
             for missing in unset:
                 self.progress.message(f"claw: warning: {missing}")
             return None
+        if unset and not o.force:  # a task whose jobs are all up to date calls no model
+            running = self._would_run(names)
+            unset = missing_keys(self.project.config, self.environ, running, model=o.model)
         return UsageError("\n".join(str(m) for m in unset)) if unset else None
+
+    def _would_run(self, names: list[str]) -> list[str]:
+        """The tasks of `names` with a job that would run: what `claw run -n` finds, said
+        nowhere. Only asked when a key is missing, so a run pays for it only then."""
+        dry = dataclasses.replace(self.options, dry_run=True, select=None)
+        quiet = Progress(io.StringIO(), quiet=True, tty=False, ticker=False)
+        summary = Runner(self.project, dry, progress=quiet, environ=self.environ)._run(names)
+        if summary.error:  # e.g. a template error: the run itself will say it
+            return names
+        return [
+            n
+            for n in names
+            if any(r.job.task == n for r in summary.results if r.status == "would-run")
+        ]
 
     def _setup(self) -> RunSetup:
         """What the run's session is given."""

@@ -96,3 +96,20 @@ def test_dry_run_warns_and_replay_needs_no_key(tmp_path: Path, server: FakeOpenA
     r = claw(root, "run", "-B", "--replay", "digest", "triage", env=env(server))
     assert r.exit_code == 0, r.stderr
     assert len(server.requests) == 2
+
+
+def test_up_to_date_tasks_need_no_key(tmp_path: Path, server: FakeOpenAI) -> None:
+    root = project(tmp_path, server)
+    server.enqueue(text("local"), text("digest"), text("triage"))
+    keyed = env(server, ROUTER_KEY="sk-router-0123456789")
+    assert claw(root, "run", "local", "digest", "triage", env=keyed).exit_code == 0
+    # only `local` is out of date: it runs, and the router's tasks call nothing
+    (root / "local.md").unlink()
+    server.enqueue(text("local again"))
+    r = claw(root, "run", "local", "digest", "triage", env=env(server))
+    assert r.exit_code == 0, r.stderr
+    assert (root / "local.md").read_text() == "local again\n"
+    # -B runs them all: the key is needed again
+    r = claw(root, "run", "-B", "digest", "triage", env=env(server))
+    assert (r.exit_code, r.stderr) == (2, f"claw: {MISSING}\n")
+    assert len(server.requests) == 4
