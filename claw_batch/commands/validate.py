@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
@@ -16,6 +17,7 @@ def validate(directory: Path | None, file: Path | None, verbose: bool, quiet: bo
     outside content can reach, and from where."""
     from claw_batch.clawfile.validate import validate as validated
     from claw_batch.config import Project, clawfile_path
+    from claw_batch.llm.endpoints import missing_keys
     from claw_batch.plan import graph, taintflow
     from claw_batch.safety.paths import shown_path
     from claw_batch.skills import skill as skills
@@ -35,6 +37,10 @@ def validate(directory: Path | None, file: Path | None, verbose: bool, quiet: bo
     found = skills.discover(dirs)
     for warning in checked.warnings:
         click.echo(str(warning), err=True)
+    for missing in missing_keys(project.config, os.environ, project.config.tasks):
+        # The environment, not the clawfile: a warning, as cron or CI may set it later.
+        where = f"{project.clawfile.name}: providers.{missing.provider}.api_key_env"
+        click.echo(f"{where}: warning: {missing}", err=True)
     if not quiet:
         n = len(project.config.tasks)
         click.echo(

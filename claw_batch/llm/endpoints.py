@@ -5,7 +5,7 @@ when a model is really called."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -34,6 +34,46 @@ def api_keys(config: Clawfile, environ: Mapping[str, str]) -> list[str]:
     """The API keys this project can use: redacted from every sink."""
     names = {"OPENAI_API_KEY"} | {p.api_key_env for p in config.providers.values() if p.api_key_env}
     return [environ[n] for n in sorted(names) if environ.get(n)]
+
+
+@dataclass(frozen=True)
+class MissingKey:
+    """A provider whose `api_key_env` names a variable the environment does not set."""
+
+    provider: str
+    variable: str
+    tasks: tuple[str, ...]  # the tasks that call it
+
+    def __str__(self) -> str:
+        return (
+            f"environment variable {self.variable} is not set: provider '{self.provider}' "
+            f"reads its API key from it (api_key_env), for tasks {', '.join(self.tasks)}; "
+            f"set it (export {self.variable}=...) or run with --replay"
+        )
+
+
+def missing_keys(
+    config: Clawfile,
+    environ: Mapping[str, str],
+    tasks: Iterable[str],
+    *,
+    model: str | None = None,
+) -> list[MissingKey]:
+    """The providers that `tasks` (with `model` for every task, as `--model` gives) would
+    call and whose key variable is unset: found before any job, not by the first one that
+    fails. The default endpoint is left out: a keyless local server needs no
+    $OPENAI_API_KEY."""
+    callers: dict[str, list[str]] = {}
+    for name in tasks:
+        chosen = model or config.tasks[name].model or config.model
+        provider_name, provider, _ = resolve_model(config, chosen)
+        env = provider.api_key_env if provider is not None else None
+        if env and not environ.get(env):
+            callers.setdefault(provider_name, []).append(name)
+    return [
+        MissingKey(p, config.providers[p].api_key_env or "", tuple(names))
+        for p, names in callers.items()
+    ]
 
 
 class Models:

@@ -24,7 +24,7 @@ import openai
 
 from claw_batch import cancel
 from claw_batch.errors import LimitExceeded, ModelError
-from claw_batch.llm import interruptible, wire
+from claw_batch.llm import failures, interruptible, wire
 from claw_batch.llm.breaker import Breaker, Ticket
 from claw_batch.llm.callthreads import CallThreads
 from claw_batch.llm.messages import ChatRequest, Completion
@@ -131,7 +131,7 @@ class OpenAICompatLLM:
         except openai.APIStatusError as exc:
             failure = self._classify(exc, request, ticket)
         except openai.APIConnectionError as exc:  # includes APITimeoutError
-            failure = _Retryable(f"connection error: {exc.message}", None)
+            failure = self._connection_failure(exc, request, ticket)
         except openai.OpenAIError as exc:
             self._breaker.abandoned(ticket)
             raise ModelError(f"{self._where(request)}: {self._redact(str(exc))}") from None
@@ -215,7 +215,7 @@ class OpenAICompatLLM:
         self, exc: openai.APIStatusError, request: ChatRequest, ticket: Ticket
     ) -> _Retryable:
         status = exc.status_code
-        detail = self._redact(_error_detail(exc))
+        detail = self._redact(failures.error_detail(exc.body, exc.message))
         quota = "insufficient_quota" in (exc.code, exc.type)
         if status in RETRY_STATUSES and not quota:
             reason = f"HTTP {status}: {detail}"
@@ -229,8 +229,23 @@ class OpenAICompatLLM:
             self._breaker.broken(message, request.model)
         raise ModelError(message)
 
+    def _connection_failure(
+        self, exc: openai.APIConnectionError, request: ChatRequest, ticket: Ticket
+    ) -> _Retryable:
+        """Retryable, unless no wait can fix it: nothing listens on this machine's port, or
+        the host does not exist (five retries would only make the user wait ~15 s)."""
+        hopeless = failures.hopeless(exc, str(self._client.base_url).rstrip("/"))
+        if hopeless is None:
+            return _Retryable(f"connection error: {exc.message}", None)
+        self._breaker.abandoned(ticket)
+        raise ModelError(
+            f"{hopeless} (model {request.model!r}); is the server running? "
+            "check the provider's base_url (or $OPENAI_BASE_URL)"
+        ) from None
+
     def _where(self, request: ChatRequest) -> str:
-        return f"model {request.model!r} at {str(self._client.base_url).rstrip('/')}"
+        url = failures.shown_url(str(self._client.base_url).rstrip("/"))
+        return f"model {request.model!r} at {url}"
 
 
 class _HttpClient(openai.DefaultHttpxClient):
@@ -274,11 +289,3 @@ def retry_after(headers: Mapping[str, str]) -> float | None:
     except (TypeError, ValueError):
         return None
     return max(0.0, when.timestamp() - time.time())
-
-
-def _error_detail(exc: openai.APIStatusError) -> str:
-    body = exc.body
-    message = body.get("message") if isinstance(body, dict) else body
-    text = str(message or exc.message or "no error message").strip()
-    text = " ".join(text.split())  # one line
-    return text if len(text) <= 300 else text[:297] + "..."

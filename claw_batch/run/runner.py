@@ -3,7 +3,9 @@ record what happened."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import io
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -12,8 +14,15 @@ from typing import Protocol
 from claw_batch import cancel
 from claw_batch.clock import new_run_id, now_for_run
 from claw_batch.config import Clawfile, Project
-from claw_batch.errors import ClawError, Interrupted, LimitExceeded, Locked, TaskFailed
-from claw_batch.llm.endpoints import Mode, Models, api_keys
+from claw_batch.errors import (
+    ClawError,
+    Interrupted,
+    LimitExceeded,
+    Locked,
+    TaskFailed,
+    UsageError,
+)
+from claw_batch.llm.endpoints import Mode, Models, api_keys, missing_keys
 from claw_batch.plan.graph import Graph, build
 from claw_batch.plan.jobs import Job, expand, select_tasks
 from claw_batch.run.lock import ProjectLock
@@ -161,9 +170,11 @@ class Runner:
             )
             names = self.graph.order(chosen.tasks)
             if not names:  # nothing to run: no run in the ledger, nothing printed
-                if state is not None:
-                    state.close()
-                return RunSummary(run_id)
+                return self._ended_early(RunSummary(run_id), state, chosen)
+        unset = self._unset_keys(names)
+        if unset is not None:  # before the run's first write: no job, no note, no ledger run
+            summary = RunSummary(run_id, exit_code=unset.exit_code, error=str(unset))
+            return self._ended_early(summary, state, chosen)
         run = RunSession(self._setup(), state, run_id, now)
         code, error = 1, None  # what the ledger says if a bug ends the run
         try:
@@ -181,6 +192,49 @@ class Runner:
             finally:
                 summary = run.close(summary)
         return summary
+
+    def _ended_early(
+        self, summary: RunSummary, state: State | None, chosen: Chosen | None
+    ) -> RunSummary:
+        """A run that ends before its session begins: its chosen slots get its outcome."""
+        try:
+            if chosen is not None:
+                chosen.finish(summary)
+        finally:
+            if state is not None:
+                state.close()
+        return summary
+
+    def _unset_keys(self, names: list[str]) -> UsageError | None:
+        """A provider the run's tasks call whose key variable is unset: the first job would
+        fail on it and stop the others, so the run does not start. Recorded replies need no
+        key; a dry run calls nothing, and says it."""
+        o = self.options
+        if o.mode.replay:
+            return None
+        unset = missing_keys(self.project.config, self.environ, names, model=o.model)
+        if o.dry_run:
+            for missing in unset:
+                self.progress.message(f"claw: warning: {missing}")
+            return None
+        if unset and not o.force:  # a task whose jobs are all up to date calls no model
+            running = self._would_run(names)
+            unset = missing_keys(self.project.config, self.environ, running, model=o.model)
+        return UsageError("\n".join(str(m) for m in unset)) if unset else None
+
+    def _would_run(self, names: list[str]) -> list[str]:
+        """The tasks of `names` with a job that would run: what `claw run -n` finds, said
+        nowhere. Only asked when a key is missing, so a run pays for it only then."""
+        dry = dataclasses.replace(self.options, dry_run=True, select=None)
+        quiet = Progress(io.StringIO(), quiet=True, tty=False, ticker=False)
+        summary = Runner(self.project, dry, progress=quiet, environ=self.environ)._run(names)
+        if summary.error:  # e.g. a template error: the run itself will say it
+            return names
+        return [
+            n
+            for n in names
+            if any(r.job.task == n for r in summary.results if r.status == "would-run")
+        ]
 
     def _setup(self) -> RunSetup:
         """What the run's session is given."""

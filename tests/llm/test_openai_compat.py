@@ -603,7 +603,8 @@ def test_retry_after_beyond_the_deadline_fails_at_once(srv: FakeOpenAI) -> None:
     assert sleeps == []
 
 
-def test_connection_errors_are_retried_then_reported() -> None:
+def test_refused_local_connection_fails_at_once() -> None:
+    """Nothing listens on this machine's port: no wait fixes that (timeouts are retried)."""
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -614,10 +615,10 @@ def test_connection_errors_are_retried_then_reported() -> None:
     with pytest.raises(ModelError) as exc:
         ask(llm)
     assert str(exc.value) == (
-        f"model 'gpt-test' at http://127.0.0.1:{port}/v1: connection error: Connection error. "
-        "after 2 attempts; the endpoint is down or overloaded, try again later"
+        f"connection refused: http://127.0.0.1:{port}/v1 (model 'gpt-test'); is the server "
+        "running? check the provider's base_url (or $OPENAI_BASE_URL)"
     )
-    assert len(sleeps) == 1
+    assert sleeps == []
 
 
 def test_never_reads_the_environment(srv: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> None:
