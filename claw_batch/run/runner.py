@@ -12,7 +12,7 @@ from typing import Protocol
 from claw_batch import cancel
 from claw_batch.clock import new_run_id, now_for_run
 from claw_batch.config import Clawfile, Project
-from claw_batch.errors import ClawError, Interrupted, LimitExceeded, Locked, TaskFailed
+from claw_batch.errors import ClawError, Interrupted, LimitExceeded, Locked, TaskFailed, said
 from claw_batch.llm.endpoints import Mode, Models, api_keys
 from claw_batch.plan.graph import Graph, build
 from claw_batch.plan.jobs import Job, expand, select_tasks
@@ -224,7 +224,7 @@ class Runner:
             try:
                 return State(path, readonly=True) if path.exists() else None
             except ClawError as e:  # corrupt: the next run starts afresh, and so does the plan
-                self.progress.message(f"claw: {e}")
+                self.progress.message(said(e))
                 return None
         state = State(path, recover=True)  # under the project lock
         if state.recovered:
