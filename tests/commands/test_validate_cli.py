@@ -157,3 +157,23 @@ def test_an_included_template_that_cannot_be_read_is_an_error(tmp_path: Path) ->
         "claw: prompts/part.md: included template 'prompts/no.md': no such file or directory: "
         "prompts/no.md",
     ]
+
+
+def test_an_unclosed_quote_is_reported_on_the_line_it_opens(tmp_path: Path) -> None:
+    # PyYAML marks where it gave up — the end of the file, or past the next quote, which
+    # closed the string lines later — not the line that lacks its quote.
+    opened = "version: 1\ntasks:\n  a:\n    prompt: hi\n    description: \"Summarise\n  b:\n"
+    root = make_project(tmp_path / "end", opened + "    prompt: go\n")
+    r = claw(root, "validate")
+    assert (r.exit_code, r.stderr) == (
+        2,
+        "claw: clawfile.yaml:5: the quoted string that starts here is never closed; "
+        "add the closing quote\n",
+    )
+    root = make_project(tmp_path / "next", opened + '    prompt: "go"\n')
+    r = claw(root, "validate")
+    assert (r.exit_code, r.stderr) == (
+        2,
+        "claw: clawfile.yaml:5: the quoted string that starts here runs on to the quote on "
+        "line 7 (expected <block end>, but found '<scalar>'); close it on line 5\n",
+    )
