@@ -162,7 +162,7 @@ def test_an_included_template_that_cannot_be_read_is_an_error(tmp_path: Path) ->
 def test_an_unclosed_quote_is_reported_on_the_line_it_opens(tmp_path: Path) -> None:
     # PyYAML marks where it gave up — the end of the file, or past the next quote, which
     # closed the string lines later — not the line that lacks its quote.
-    opened = "version: 1\ntasks:\n  a:\n    prompt: hi\n    description: \"Summarise\n  b:\n"
+    opened = 'version: 1\ntasks:\n  a:\n    prompt: hi\n    description: "Summarise\n  b:\n'
     root = make_project(tmp_path / "end", opened + "    prompt: go\n")
     r = claw(root, "validate")
     assert (r.exit_code, r.stderr) == (
