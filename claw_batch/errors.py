@@ -21,6 +21,12 @@ class ClawError(Exception):
     exit_code = 1
 
 
+def said(message: object) -> str:
+    """`message` as claw says it on stderr: every line starts `claw: `, so that each problem
+    of a many-problem error reads (and greps) like a one-problem error."""
+    return "\n".join(f"claw: {line}" for line in str(message).splitlines() or [""])
+
+
 class UsageError(ClawError):
     exit_code = 2
 

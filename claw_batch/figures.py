@@ -9,6 +9,11 @@ def tokens(n: int) -> str:
     return f"{n:,}"
 
 
+def count(n: int, word: str, plural: str = "") -> str:
+    """`1 job`, `2 jobs`, `1,200 tokens`: a count in words, singular only for exactly one."""
+    return f"{n:,} {word if n == 1 else plural or word + 's'}"
+
+
 def short(n: float) -> str:
     """An axis label: 950, 12k, 1.5M."""
     for size, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):

@@ -21,7 +21,8 @@ from claw_batch import __version__
 from claw_batch.config import Clawfile, prompt_file
 
 CACHE = Path(".claw") / "clawfile.json"
-FORMAT = 4  # 2: task variables mark included templates; 3: done:/failed: keys; 4: budget:
+FORMAT = 5  # 2: task variables mark included templates; 3: done:/failed: keys; 4: budget:;
+# 5: tasks in clawfile order (4 sorted them, and `claw list` with them)
 
 Use = Literal["off", "read", "write"]  # how load_project uses the cache
 
@@ -55,7 +56,8 @@ def save(
         "variables": {name: sorted(names) for name, names in variables.items()},
     }
     with contextlib.suppress(OSError):  # only a cache: the next run validates again
-        write_atomic(root / CACHE, json.dumps(saved, sort_keys=True))
+        # No sort_keys: the document's order is the clawfile's, which `claw list` shows.
+        write_atomic(root / CACHE, json.dumps(saved))
 
 
 def _sources(root: Path, path: Path, document: dict[str, Any]) -> dict[str, str]:

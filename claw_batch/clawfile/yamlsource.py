@@ -89,7 +89,7 @@ def load_yaml(path: Path, name: str) -> YamlSource:
         _walk(node, (), source, set())
         data = loader.construct_document(node)
     except yaml.MarkedYAMLError as exc:
-        raise ClawfileError(_syntax_message(exc, name)) from None
+        raise ClawfileError(_syntax_message(exc, name, text)) from None
     except yaml.YAMLError as exc:  # unmarked errors are rare; keep PyYAML's words
         raise ClawfileError(f"{name}: {exc}") from None
     finally:
@@ -124,7 +124,24 @@ def _unprintable(exc: yaml.reader.ReaderError, text: str, name: str) -> str:
     )
 
 
-def _syntax_message(exc: yaml.MarkedYAMLError, name: str) -> str:
+# PyYAML's problems with a quoted string that is never closed: it reads on to the end of the
+# file (or the next `---`) and marks that place, lines below the quote that opened it.
+_UNCLOSED = ("found unexpected end of stream", "found unexpected document separator")
+
+
+def _syntax_message(exc: yaml.MarkedYAMLError, name: str, text: str) -> str:
+    opened = exc.context_mark
+    if exc.context == "while scanning a quoted scalar" and exc.problem in _UNCLOSED and opened:
+        return (
+            f"{name}:{opened.line + 1}: the quoted string that starts here is never closed; "
+            "add the closing quote"
+        )
+    start = _runaway_quote(text, exc.problem_mark)
+    if start is not None and exc.problem_mark:
+        return (
+            f"{name}:{start}: the quoted string that starts here runs on to the quote on "
+            f"line {exc.problem_mark.line + 1} ({exc.problem}); close it on line {start}"
+        )
     mark = exc.problem_mark or exc.context_mark
     where = f"{name}:{mark.line + 1}" if mark else name
     problem = exc.problem or "invalid YAML"
@@ -133,6 +150,25 @@ def _syntax_message(exc: yaml.MarkedYAMLError, name: str) -> str:
     if exc.context and exc.context.startswith("while"):
         problem = f"{problem} ({exc.context})"
     return f"{where}: {problem}"
+
+
+def _runaway_quote(text: str, mark: yaml.Mark | None) -> int | None:
+    """The line where a quoted string opens that a missing quote let run on to the line of
+    `mark`: the next quote closed it there, and PyYAML marks what follows, lines too low."""
+    if mark is None:
+        return None
+    last: yaml.Token | None = None
+    try:
+        for token in yaml.scan(text, Loader=yaml.SafeLoader):
+            if token.start_mark.index >= mark.index:
+                break
+            last = token
+    except yaml.YAMLError:
+        pass  # the scanner stops at the error too: the tokens before it are what counts
+    quoted = isinstance(last, yaml.ScalarToken) and last.style in ('"', "'")
+    if last is None or not quoted or last.end_mark.line != mark.line:
+        return None
+    return None if last.start_mark.line == mark.line else last.start_mark.line + 1
 
 
 def _walk(node: yaml.Node, path: KeyPath, source: YamlSource, active: set[int]) -> None:

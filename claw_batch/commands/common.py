@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from claw_batch.errors import ClawError
+from claw_batch.errors import ClawError, said
 
 if TYPE_CHECKING:
     from claw_batch.clawfile.cache import Use
@@ -58,7 +58,7 @@ def handle_errors(fn: Callable[..., int | None]) -> Callable[..., None]:
         except ClawError as e:
             from claw_batch.safety.redact import redact_environment
 
-            click.echo(f"claw: {redact_environment(str(e))}", err=True)
+            click.echo(said(redact_environment(str(e))), err=True)
             sys.exit(e.exit_code)
         except KeyboardInterrupt:
             click.echo("claw: interrupted", err=True)

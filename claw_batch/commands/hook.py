@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from claw_batch.commands.common import handle_errors, load, project_options
+from claw_batch.errors import said
 
 HOOK_NAMES = ("pre-commit", "commit-msg", "pre-push")  # = triggers.hooks.HOOKS, unimported
 STOPPED = frozenset({"failed", "limit", "interrupted"})
@@ -98,7 +99,7 @@ def run_hook(
         summary = runner.run()
         progress.finish()
     if summary.error:
-        click.echo(f"claw: {summary.error}", err=True)
+        click.echo(said(summary.error), err=True)
     if summary.exit_code:
         failed = ", ".join(r.job.name for r in summary.results if r.status in STOPPED) or name
         click.echo(f"claw: the {name} hook failed ({failed}); git stops here", err=True)

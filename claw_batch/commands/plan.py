@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 import click
 
 from claw_batch.commands.common import handle_errors, load, project_options
+from claw_batch.errors import said
 
 if TYPE_CHECKING:
     from claw_batch.run.results import RunSummary
@@ -46,7 +47,7 @@ def plan(
     prompt of each job's first model call: no model calls, no writes."""
     summary = dry_run(directory, file, targets, force)
     if summary.error:
-        click.echo(f"claw: {summary.error}", err=True)
+        click.echo(said(summary.error), err=True)
         return summary.exit_code
     width = max((len(r.job.name) for r in summary.results), default=0)
     for r in summary.results:
@@ -66,7 +67,7 @@ def why(task: str, directory: Path | None, file: Path | None, verbose: bool, qui
     model changed, upstream changed, output missing or modified…"""
     summary = dry_run(directory, file, (task,), False)
     if summary.error:
-        click.echo(f"claw: {summary.error}", err=True)
+        click.echo(said(summary.error), err=True)
         return summary.exit_code
     for r in summary.results:
         if r.job.task != task:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from claw_batch.commands.common import handle_errors, load, project_options, stop_on_sigterm
-from claw_batch.errors import UsageError
+from claw_batch.errors import UsageError, said
 
 if TYPE_CHECKING:
     from claw_batch.config import Project
@@ -108,7 +108,7 @@ def run(
     )
     summary = _run(project, options, Progress(quiet=quiet, verbose=verbose), due=due)
     if summary.error:
-        click.echo(f"claw: {summary.error}", err=True)
+        click.echo(said(summary.error), err=True)
     if as_json:
         click.echo(json.dumps(envelope(summary), indent=2))
     return summary.exit_code

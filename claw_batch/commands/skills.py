@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from claw_batch.commands.common import handle_errors, load, project_options
+from claw_batch.figures import count
 
 if TYPE_CHECKING:
     from claw_batch.skills.report import Entry
@@ -73,7 +74,9 @@ def check(directory: Path | None, file: Path | None, verbose: bool, quiet: bool)
         raise ClawfileError("\n".join(errors))
     if not quiet:
         ok = sum(e.state == "ok" for e in listed)
-        click.echo(f"claw: {len(listed)} skills found, {ok} offered, none invalid", err=True)
+        click.echo(
+            f"claw: {count(len(listed), 'skill')} found, {ok} offered, none invalid", err=True
+        )
     return 0
 
 

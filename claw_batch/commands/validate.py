@@ -7,6 +7,7 @@ import click
 
 from claw_batch.commands.common import handle_errors, project_options
 from claw_batch.errors import ClawfileError
+from claw_batch.figures import count
 
 
 @click.command()
@@ -44,8 +45,7 @@ def validate(directory: Path | None, file: Path | None, verbose: bool, quiet: bo
     if not quiet:
         n = len(project.config.tasks)
         click.echo(
-            f"{project.clawfile.name}: ok ({n} task{'s' if n != 1 else ''}, "
-            f"{len(found)} skill{'s' if len(found) != 1 else ''})",
+            f"{project.clawfile.name}: ok ({count(n, 'task')}, {count(len(found), 'skill')})",
             err=True,
         )
         for line in taintflow.report(project.config, graph.build(project.config)):

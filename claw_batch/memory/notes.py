@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 from typing import NamedTuple
 
+from claw_batch.figures import count
 from claw_batch.memory.memoryfile import NOTES_DIR
 
 
@@ -60,7 +61,8 @@ def format_entry(
     cost: float | None = None,
     outside: bool = False,
 ) -> str:
-    head = f"### {when.strftime('%H:%M')} {job} · {status} · {seconds:.1f} s · {tokens:,} tokens"
+    head = f"### {when.strftime('%H:%M')} {job} · {status} · {seconds:.1f} s · "
+    head += count(tokens, "token")
     head += f" · ${cost:.4f}" if cost is not None else ""
     quote = OUTSIDE if outside else "> "
     body = "\n".join(f"{quote}{ln}" for ln in first_lines(text))
@@ -133,8 +135,9 @@ def format_task_entry(*, when: dt.datetime, task: str, jobs: list[NoteJob]) -> s
         counts[j.status] = counts.get(j.status, 0) + 1
     tally = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
     head = (
-        f"### {when.strftime('%H:%M')} {task} · {len(jobs)} jobs: {tally} · {seconds:.1f} s · "
-        f"{tokens:,} tokens" + (f" · ${cost:.4f}" if cost is not None else "")
+        f"### {when.strftime('%H:%M')} {task} · {count(len(jobs), 'job')}: {tally} · "
+        f"{seconds:.1f} s · {count(tokens, 'token')}"
+        + (f" · ${cost:.4f}" if cost is not None else "")
     )
     failed = [j for j in jobs if j.status != "ok"][:SHOWN_FAILURES]
     done = [j for j in jobs if j.status == "ok"][:SHOWN_ITEMS]

@@ -34,7 +34,7 @@ def job_tooltip(job: JobSpan) -> str:
     cost = figures.usd(job.cost_usd) if job.cost_usd is not None else "cost unknown"
     parts = [job.name, job.status + (f" ({job.reason})" if job.reason else "")]
     if job.started is not None:
-        parts += [figures.duration(job.duration_s), f"{figures.tokens(job.tokens)} tokens", cost]
+        parts += [figures.duration(job.duration_s), figures.count(job.tokens, "token"), cost]
     return " · ".join(parts)
 
 

@@ -107,7 +107,7 @@ def _cost_text(cell: Cell) -> tuple[str, str]:
         return "unknown", "no job's model has a known price"
     if not cell.unpriced_jobs:
         return figures.usd(cell.cost_usd), "&nbsp;"
-    left_out = f"+ {figures.tokens(cell.unpriced_tokens)} tokens at unknown prices"
+    left_out = f"+ {figures.count(cell.unpriced_tokens, 'token')} at unknown prices"
     return figures.usd(cell.cost_usd), escape(left_out)
 
 
@@ -255,19 +255,19 @@ def _cost_chart(days: list[dt.date], layers: list[tuple[str, str, dict[dt.date, 
     note = ""
     if whole.unpriced_jobs:
         note = (
-            f'<p class="dim">Not in this chart: {whole.unpriced_jobs} jobs '
-            f"({figures.tokens(whole.unpriced_tokens)} tokens) whose model has no known price."
+            f'<p class="dim">Not in this chart: {figures.count(whole.unpriced_jobs, "job")} '
+            f"({figures.count(whole.unpriced_tokens, 'token')}) whose model has no known price."
             "</p>"
         )
     return f'<div class="chart-box">{svg}</div>{legend}{note}'
 
 
 def _job_notes(cells: dict[dt.date, Cell]) -> dict[dt.date, str]:
-    return {d: f" · {c.jobs} job{'s' if c.jobs != 1 else ''}" for d, c in cells.items()}
+    return {d: f" · {figures.count(c.jobs, 'job')}" for d, c in cells.items()}
 
 
 def _tok(n: float) -> str:
-    return f"{figures.tokens(int(n))} tokens"
+    return figures.count(int(n), "token")
 
 
 def _legend(entries: Iterable[tuple[str, str, str]]) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+from claw_batch.figures import count
 from claw_batch.llm import prices
 from claw_batch.store.history import RunRow
 
@@ -17,7 +18,7 @@ def render(rows: list[RunRow]) -> str:
         took = _took(run.started, run.finished)
         spent = usd(prices.total(job.cost_usd for job in run.jobs if job.tokens))
         tokens = sum(job.tokens for job in run.jobs)
-        totals = f", {tokens:,} tokens, {spent}" if run.jobs else ""
+        totals = f", {count(tokens, 'token')}, {spent}" if run.jobs else ""
         lines.append(f"{when}  {run.status:<11} {run.argv}{took}{totals}  [{run.id}]")
         width = max((len(job.name) for job in run.jobs), default=0)
         for job in run.jobs:

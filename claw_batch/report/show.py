@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from claw_batch.errors import UsageError
+from claw_batch.figures import count
 from claw_batch.store.state import State
 from claw_batch.store.transcript import read_events
 
@@ -86,7 +87,7 @@ def _assistant(e: Mapping[str, Any]) -> Iterator[str]:
     tokens = usage.get("prompt", 0) + usage.get("completion", 0)
     cost = e.get("cost_usd")
     spent = f", ${cost:.4f}" if isinstance(cost, (int, float)) else ""
-    yield f"assistant (step {e.get('step')}, {tokens} tokens{spent}):"
+    yield f"assistant (step {e.get('step')}, {count(tokens, 'token')}{spent}):"
     if e.get("content"):
         yield indent(str(e["content"]).strip())
     for call in e.get("tool_calls", []):

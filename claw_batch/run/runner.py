@@ -21,6 +21,7 @@ from claw_batch.errors import (
     Locked,
     TaskFailed,
     UsageError,
+    said,
 )
 from claw_batch.llm.endpoints import Mode, Models, api_keys, missing_keys
 from claw_batch.plan.graph import Graph, build
@@ -278,7 +279,7 @@ class Runner:
             try:
                 return State(path, readonly=True) if path.exists() else None
             except ClawError as e:  # corrupt: the next run starts afresh, and so does the plan
-                self.progress.message(f"claw: {e}")
+                self.progress.message(said(e))
                 return None
         state = State(path, recover=True)  # under the project lock
         if state.recovered:

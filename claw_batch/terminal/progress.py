@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Protocol, TextIO
 
+from claw_batch.figures import count
 from claw_batch.terminal.livescreen import Frames, Ticker
 from claw_batch.terminal.runtotals import RunTotals
 from claw_batch.terminal.statusarea import Counters, Running, lines
@@ -218,7 +219,7 @@ class Progress:
         if status in QUIET_STATUSES:
             return self._not_run(result)
         failed = status != "ok"
-        detail = f"{result.duration_s:.1f} s, {result.tokens:,} tokens"
+        detail = f"{result.duration_s:.1f} s, {count(result.tokens, 'token')}"
         if result.output and not failed:
             detail += f" → {result.output}"
         if self.tty:

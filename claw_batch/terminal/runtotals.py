@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from claw_batch.figures import count
+
 # The statuses of jobs that ran, or were stopped before they could (their upstream failed).
 RAN = frozenset({"ok", "failed", "limit", "interrupted", "skipped"})
 # Table columns: (status, heading); all but the first two only when a job has that status.
@@ -109,7 +111,7 @@ class RunTotals:
         """The summary in one line, for a log: `total: 12 ok, 1 failed (35.7 s, …)`."""
         t = self.total()
         parts = [f"{n} {word}" for status, word in _WORDS if (n := t.statuses.get(status, 0))]
-        detail = f"{self._elapsed(now):.1f} s, {t.tokens:,} tokens"
+        detail = f"{self._elapsed(now):.1f} s, {count(t.tokens, 'token')}"
         if any(task.costed for task in self.tasks.values()):
             detail += f", {cost_text(t)}"
         return f"total: {', '.join(parts)} ({detail})"

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from claw_batch import globs
 from claw_batch.clock import now_for_run
 from claw_batch.config import Project, Task
-from claw_batch.errors import ClawError
+from claw_batch.errors import ClawError, said
 from claw_batch.plan.jobs import Job
 from claw_batch.plan.uptodate import KEPT
 from claw_batch.run.results import JobResult, RunSummary
@@ -107,7 +107,7 @@ class Batch:
         summary = runner.run(then=self._record)
         self.progress.finish()
         if summary.error:
-            self.progress.message(f"claw: {summary.error}")
+            self.progress.message(said(summary.error))
         return summary.exit_code
 
     def _sort(self, ready: list[str], ledger: WatchLedger | None, hashes: FileHashes) -> None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from claw_batch import cancel
 from claw_batch.clock import now_for_run
 from claw_batch.config import Project
-from claw_batch.errors import Interrupted, UsageError
+from claw_batch.errors import Interrupted, UsageError, said
 from claw_batch.plan.jobs import select_tasks
 from claw_batch.run.runner import Runner, RunOptions
 from claw_batch.terminal.progress import Progress
@@ -56,7 +56,7 @@ def serve(
         summary = Runner(project, options, progress=progress, environ=env).run()
         progress.finish()
         if summary.error:
-            progress.message(f"claw: {summary.error}")
+            progress.message(said(summary.error))
         if summary.exit_code == Interrupted.exit_code:
             return summary.exit_code
         after = clock.now()

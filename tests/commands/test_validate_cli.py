@@ -27,9 +27,33 @@ def test_bash_without_permission_and_unknown_skill(tmp_path: Path) -> None:
     assert r.stderr == (
         "claw: clawfile.yaml:5: tasks.a.tools: bash needs permissions.bash: "
         "a list of command patterns, or true\n"
-        "clawfile.yaml:6: tasks.a.skills[0]: unknown skill 'plain-reprot' "
+        "claw: clawfile.yaml:6: tasks.a.skills[0]: unknown skill 'plain-reprot' "
         "(did you mean 'plain-report'?)\n"
     )
+
+
+def test_each_problem_of_a_clawfile_is_a_line_that_starts_claw(tmp_path: Path) -> None:
+    # Only the first of several problems used to say `claw:`; the others looked like output.
+    root = make_project(
+        tmp_path,
+        """
+        version: 1
+        tasks:
+          a:
+            prompt: hi
+            temperature: -1
+          b:
+            prompt: hi
+            needs: [c]
+        """,
+    )
+    expected = (
+        "claw: clawfile.yaml:5: tasks.a.temperature: must be at least 0, got -1\n"
+        "claw: clawfile.yaml:8: tasks.b.needs[0]: unknown task 'c' (known: a, b)\n"
+    )
+    for command in ("validate", "run", "list"):
+        r = claw(root, command)
+        assert (command, r.exit_code, r.stderr) == (command, 2, expected)
 
 
 def test_invalid_skill_file_fails_validate(tmp_path: Path) -> None:
@@ -95,12 +119,13 @@ def test_validate_reports_what_the_template_sandbox_refuses(tmp_path: Path) -> N
     assert (r.exit_code, r.stderr) == (
         2,
         "claw: clawfile.yaml:6: tasks.b.prompt: template error: No filter named 'nosuchfilter'.\n"
-        "clawfile.yaml:8: tasks.c.prompt: the template is nested too deeply (brackets or blocks)\n"
-        f"prompts/a.md:1: templates may not use '__globals__': {sandbox}\n"
-        f"prompts/a.md:1: templates may not use '__init__': {sandbox}\n"
-        f"prompts/a.md:2: templates may not use '__class__': {sandbox}\n"
-        f"prompts/a.md:2: templates may not use 'append': {sandbox}\n"
-        f"prompts/a.md:3: templates may not use '__dict__': {sandbox}\n",
+        "claw: clawfile.yaml:8: tasks.c.prompt: the template is nested too deeply "
+        "(brackets or blocks)\n"
+        f"claw: prompts/a.md:1: templates may not use '__globals__': {sandbox}\n"
+        f"claw: prompts/a.md:1: templates may not use '__init__': {sandbox}\n"
+        f"claw: prompts/a.md:2: templates may not use '__class__': {sandbox}\n"
+        f"claw: prompts/a.md:2: templates may not use 'append': {sandbox}\n"
+        f"claw: prompts/a.md:3: templates may not use '__dict__': {sandbox}\n",
     )
 
 
@@ -129,6 +154,26 @@ def test_an_included_template_that_cannot_be_read_is_an_error(tmp_path: Path) ->
         f"claw: clawfile.yaml: included template '../x.md': refused reading ../x.md: it "
         f"resolves to {tmp_path.resolve()}/x.md, outside the project root {root.resolve()}; "
         "use paths inside the project",
-        "prompts/part.md: included template 'prompts/no.md': no such file or directory: "
+        "claw: prompts/part.md: included template 'prompts/no.md': no such file or directory: "
         "prompts/no.md",
     ]
+
+
+def test_an_unclosed_quote_is_reported_on_the_line_it_opens(tmp_path: Path) -> None:
+    # PyYAML marks where it gave up — the end of the file, or past the next quote, which
+    # closed the string lines later — not the line that lacks its quote.
+    opened = 'version: 1\ntasks:\n  a:\n    prompt: hi\n    description: "Summarise\n  b:\n'
+    root = make_project(tmp_path / "end", opened + "    prompt: go\n")
+    r = claw(root, "validate")
+    assert (r.exit_code, r.stderr) == (
+        2,
+        "claw: clawfile.yaml:5: the quoted string that starts here is never closed; "
+        "add the closing quote\n",
+    )
+    root = make_project(tmp_path / "next", opened + '    prompt: "go"\n')
+    r = claw(root, "validate")
+    assert (r.exit_code, r.stderr) == (
+        2,
+        "claw: clawfile.yaml:5: the quoted string that starts here runs on to the quote on "
+        "line 7 (expected <block end>, but found '<scalar>'); close it on line 5\n",
+    )
