@@ -232,4 +232,4 @@ def test_show_gives_each_calls_cost(tmp_path: Path, server: FakeOpenAI) -> None:
     server.enqueue(text("done", usage=(1_000, 100)))
     assert claw(root, "run", env=env(server)).exit_code == 0
     shown = claw(root, "show", "last").stdout
-    assert "assistant (step 1, 1100 tokens, $0.1400):" in shown
+    assert "assistant (step 1, 1,100 tokens, $0.1400):" in shown
