@@ -9,7 +9,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from claw_batch.config import Project
+from claw_batch.config import Clawfile, Project, resolve_model
 
 LOG = Path(".claw") / "cron.log"
 
@@ -22,6 +22,29 @@ def claw_command(project: Project, *args: str) -> str:
     return shlex.join(argv)
 
 
+def key_variables(config: Clawfile, tasks: list[str]) -> list[str]:
+    """The environment variables the tasks' providers read their API keys from: the
+    default endpoint's OPENAI_API_KEY, a provider's `api_key_env` (none: a keyless one)."""
+    found = []
+    for name in tasks:
+        _, provider, _ = resolve_model(config, config.tasks[name].model or config.model)
+        variable = "OPENAI_API_KEY" if provider is None else provider.api_key_env
+        if variable:
+            found.append(variable)
+    return sorted(set(found))
+
+
+def _keys_line(config: Clawfile, tasks: list[str]) -> str:
+    variables = key_variables(config, tasks)
+    if not variables:
+        return "# cron does not read your shell profile; these tasks' providers need no API key."
+    return (
+        "# cron does not read your shell profile: set "
+        + ", ".join(f"{v}=..." for v in variables)
+        + " at the top of the crontab."
+    )
+
+
 def crontab(project: Project) -> str:
     scheduled = {n: t for n, t in project.config.tasks.items() if t.schedule}
     log = shlex.quote(str(project.root / LOG))
@@ -29,8 +52,8 @@ def crontab(project: Project) -> str:
         f"# claw: {project.root}",
         "# `claw run --due` every minute runs each scheduled task once per slot (a ledger in",
         "# .claw/state.db); a slot missed while the machine was off is caught up or recorded.",
-        "# cron does not read your shell profile: set the API key variables your providers",
-        "# use (OPENAI_API_KEY, api_key_env) at the top of the crontab. `claw log` shows runs.",
+        _keys_line(project.config, list(scheduled)),
+        "# `claw log` shows the runs.",
     ]
     for name, task in scheduled.items():
         zone = task.tz or "the machine's time zone"
@@ -40,6 +63,14 @@ def crontab(project: Project) -> str:
         lines.append("#   (no task has a schedule: this line runs nothing until one does)")
     lines.append(f"* * * * * {claw_command(project, 'run', '--due')} >> {log} 2>&1")
     return "\n".join(lines) + "\n"
+
+
+def _unit_keys(config: Clawfile) -> str:
+    scheduled = [n for n, t in config.tasks.items() if t.schedule]
+    variables = key_variables(config, scheduled)
+    if not variables:
+        return "these tasks' providers need no API key; a file of variables would go here:"
+    return f"the API key variables these tasks' providers read ({', '.join(variables)}), e.g.:"
 
 
 def systemd_units(project: Project, name: str) -> dict[str, str]:
@@ -53,7 +84,7 @@ Description=claw scheduled tasks in {project.root}
 Type=oneshot
 WorkingDirectory={project.root}
 ExecStart={claw_command(project, "run", "--due")}
-# the API key variables your providers use (OPENAI_API_KEY, api_key_env), e.g.:
+# {_unit_keys(project.config)}
 # EnvironmentFile=%h/.config/claw/env
 # exit 75: another claw run holds the project; its slots are checked at the next minute
 SuccessExitStatus=75

@@ -72,3 +72,50 @@ def test_systemd_units(tmp_path: Path) -> None:
     assert "# --- ~/.config/systemd/user/notes.timer" in printed.stdout
     assert f"ExecStart={sys.executable} -m claw_batch run --due -C {root}" in printed.stdout
     assert "OnCalendar=*-*-* *:*:00" in printed.stdout
+
+
+KEYED = """
+    version: 1
+    model: fake-model
+    providers:
+      router: {base_url: "http://127.0.0.1:9/v1", api_key_env: ROUTER_KEY}
+      local: {base_url: "http://127.0.0.1:9/v1"}
+    tasks:
+      nightly: {prompt: "p", output: a.md, schedule: "0 23 * * *", model: router/m}
+      hourly: {prompt: "p", output: b.md, schedule: "0 * * * *"}
+      offline: {prompt: "p", output: c.md, schedule: "0 1 * * *", model: local/m}
+      adhoc: {prompt: "p", output: d.md, model: router/m}
+"""
+
+
+def test_the_crontab_names_the_key_variables_its_tasks_need(tmp_path: Path) -> None:
+    """Issue 16, point 11: the clawfile's own variables, not `(OPENAI_API_KEY, api_key_env)`."""
+    root = make_project(tmp_path / "p", KEYED)
+    lines = cron_print(root).stdout.splitlines()
+    assert (
+        "# cron does not read your shell profile: set OPENAI_API_KEY=..., ROUTER_KEY=... at "
+        "the top of the crontab."
+    ) in lines
+    units = cron_print(root, "--systemd", "--name", "notes").stdout
+    assert (
+        "# the API key variables these tasks' providers read (OPENAI_API_KEY, ROUTER_KEY), e.g.:"
+        in units
+    )
+
+
+def test_keyless_providers_need_no_variable(tmp_path: Path) -> None:
+    root = make_project(
+        tmp_path / "p",
+        """
+        version: 1
+        model: local/m
+        providers:
+          local: {base_url: "http://127.0.0.1:9/v1"}
+        tasks:
+          offline: {prompt: "p", output: c.md, schedule: "0 1 * * *"}
+        """,
+    )
+    lines = cron_print(root).stdout.splitlines()
+    assert "# cron does not read your shell profile; these tasks' providers need no API key." in (
+        lines
+    )
