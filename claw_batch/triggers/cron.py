@@ -34,6 +34,8 @@ class Due:
     run: bool  # run it now; else it is recorded as missed
     missed: int  # earlier slots since the last one seen, collapsed or skipped
     more: bool = False  # more than `missed` (counting stopped at MAX_COUNTED)
+    # A schedule the ledger has never seen, whose latest slot is past: it starts with this.
+    first: Slot | None = None
 
 
 def zone(tz: str | None) -> dt.tzinfo:
@@ -96,7 +98,15 @@ def due(
     on_time = now - slot.at <= LATE
     # A schedule never seen before starts with its next slot unless this one is on time:
     # adding a nightly task at 10:00 does not run last night's slot.
-    return Due(slot, on_time or (catch_up == "once" and last is not None), missed, more)
+    run = on_time or (catch_up == "once" and last is not None)
+    first = _next(expr, tz, now) if last is None and not run else None
+    return Due(slot, run, missed, more, first)
+
+
+def _next(expr: str, tz: str | None, now: dt.datetime) -> Slot:
+    from croniter import croniter
+
+    return _slot(expr, tz, croniter(expr, _clock(expr, tz, now)).get_next(dt.datetime))
 
 
 def _between(expr: str, tz: str | None, last: dt.datetime, slot: Slot) -> tuple[int, bool]:
@@ -116,10 +126,8 @@ def _between(expr: str, tz: str | None, last: dt.datetime, slot: Slot) -> tuple[
 
 def next_slot(expr: str, tz: str | None, now: dt.datetime) -> dt.datetime:
     """The next slot after `now`, UTC: when `claw schedule` wakes up."""
-    from croniter import croniter
 
-    at: dt.datetime = croniter(expr, _clock(expr, tz, now)).get_next(dt.datetime)
-    return at.astimezone(dt.timezone.utc)
+    return _next(expr, tz, now).at
 
 
 def describe_due(task: str, found: Due) -> str:
@@ -129,6 +137,8 @@ def describe_due(task: str, found: Due) -> str:
     if found.run:
         earlier = f" ({missed} missed slot{'s' if found.missed != 1 else ''} collapsed into it)"
         return f"claw: {task}: slot {name} is due{earlier if found.missed else ''}"
+    if found.first is not None:  # not a miss: the task was not scheduled then
+        return f"claw: {task}: first slot: next at {found.first.name}"
     earlier = f", and {missed} before it" if found.missed else ""
     late = int(LATE.total_seconds() // 60)
     return f"claw: {task}: slot {name} missed (over {late} min late{earlier}); not run"

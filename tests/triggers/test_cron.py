@@ -181,7 +181,8 @@ def test_claw_run_due_runs_each_slot_once(tmp_path: Path, server: FakeOpenAI) ->
     code, err, jobs = due_run(root, server, "2026-11-23T23:05:00+01:00")  # a Monday night
     assert (code, jobs) == (0, ["nightly"])
     assert "nightly: slot 2026-11-23T23:00 Europe/Berlin is due" in err
-    assert "weekly" in err and "missed" in err  # 09:00 today is 14 h late: catch_up skip
+    # 09:00 today is 14 h late, from before the task was ever seen: not a miss (issue 16, 11)
+    assert "claw: weekly: first slot: next at 2026-11-30T09:00 Europe/Berlin" in err
     assert (root / "reports/2026-11-23.md").is_file()
     calls = len(server.requests)
 
@@ -208,7 +209,9 @@ def test_due_with_a_target_a_dry_run_and_a_failure(tmp_path: Path, server: FakeO
     root = make_project(tmp_path / "p", CLAWFILE)
     code, err, jobs = due_run(root, server, "2026-11-30T09:01:00+01:00", "-n")
     assert (code, jobs) == (0, ["weekly"])  # nightly: last night's slot is 10 h past
-    assert "nightly: slot 2026-11-29T23:00 Europe/Berlin missed (over 15 min late); not run" in err
+    # Issue 16, point 11: a slot from before the task was scheduled is not a miss.
+    assert "claw: nightly: first slot: next at 2026-11-30T23:00 Europe/Berlin" in err
+    assert "missed" not in err
     assert not (root / ".claw" / "state.db").exists()  # a dry run records nothing
 
     server.handler = lambda body: text("")  # an empty answer fails the job

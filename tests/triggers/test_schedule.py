@@ -79,7 +79,7 @@ def test_a_day_of_the_foreground_loop(tmp_path: Path) -> None:
     # it slept from slot to slot (each run takes no fake time), never polling in between
     assert fake.sleeps == [6 * 3600.0] * 3 + [5 * 3600.0]
     log = stream.getvalue()
-    assert "nightly: slot 2026-11-21T23:00 Europe/Berlin missed" in log  # started after it
+    assert "nightly: first slot: next at 2026-11-22T23:00 Europe/Berlin" in log  # started after
 
 
 def test_sigterm_stops_claw_schedule_cleanly(tmp_path: Path) -> None:
