@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
+
+from claw_batch.run.results import Status
 
 if TYPE_CHECKING:
     from claw_batch.run.results import JobResult, RunSummary
@@ -26,18 +28,12 @@ def envelope(summary: RunSummary) -> dict[str, Any]:
         }
         for r in summary.results
     ]
+    # Every job status, in Status's order; "error" is the ledger's word for a job a run-ending
+    # error stopped, never a result's.
     counts = {
         s: sum(1 for r in summary.results if r.status == s)
-        for s in (
-            "ok",
-            "failed",
-            "limit",
-            "interrupted",
-            "skipped",
-            "up-to-date",
-            "modified",
-            "would-run",
-        )
+        for s in get_args(Status)
+        if s != "error"
     }
     return {
         "run_id": summary.run_id,

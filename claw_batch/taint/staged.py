@@ -138,21 +138,31 @@ class StagedFiles:
 
 
 def _blob_id(path: str, size: int, algorithm: str) -> str | None:
-    digest = hashlib.new(algorithm, b"blob %d\0" % size)
+    found = _blob_ids(path, size, (algorithm,))
+    return found[0] if found else None
+
+
+def _blob_ids(path: str, size: int, algorithms: tuple[str, ...]) -> tuple[str, ...]:
+    """The file's git blob ids by each algorithm, in one read (none: it changed meanwhile,
+    or cannot be read)."""
+    digests = [hashlib.new(a, b"blob %d\0" % size) for a in algorithms]
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError:
-        return None
+        return ()
     try:
         total = 0
         while chunk := os.read(fd, CHUNK):
-            digest.update(chunk)
+            for digest in digests:
+                digest.update(chunk)
             total += len(chunk)
     except OSError:
-        return None
+        return ()
     finally:
         os.close(fd)
-    return digest.hexdigest() if total == size else None  # changed while read: not the copy
+    if total != size:  # changed while read: not the copy
+        return ()
+    return tuple(d.hexdigest() for d in digests)
 
 
 # --- outside content committed: git's object store -----------------------------------------
@@ -173,8 +183,7 @@ def file_blob_ids(path: str) -> tuple[str, ...]:
         size = os.lstat(path).st_size
     except OSError:
         return ()
-    ids = (_blob_id(path, size, "sha1"), _blob_id(path, size, "sha256"))
-    return tuple(i for i in ids if i is not None)
+    return _blob_ids(path, size, ("sha1", "sha256"))
 
 
 def has_objects(root: str) -> bool:
