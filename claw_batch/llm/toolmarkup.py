@@ -77,7 +77,7 @@ def _hermes(tail: str) -> tuple[list[Found], str]:
         rest.append(tail[pos : m.start()])
         pos = m.end()
         body = m.group(1).strip()
-        calls.append(_xml_call(body, n) if body.startswith("<function=") else _json_call(body, n))
+        calls.append(_xml_call(body, n) if body.startswith("<") else _json_call(body, n))
     return calls, "".join([*rest, tail[pos:]])
 
 
