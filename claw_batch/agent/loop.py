@@ -232,7 +232,10 @@ def prompt_tokens(messages: Sequence[Message], specs: Sequence[ToolSpec]) -> int
     """A request's prompt, estimated at 4 characters a token (what a call costs is only
     known after it)."""
     chars = sum(
-        len(m.content or "") + sum(len(c.arguments) for c in m.tool_calls) for m in messages
+        len(m.content or "")
+        + sum(len(c.arguments) for c in m.tool_calls)
+        + (len(m.reasoning or "") if m.tool_calls else 0)  # sent back with its tool calls
+        for m in messages
     )
     chars += sum(len(json.dumps(t.parameters)) + len(t.description) for t in specs)
     return chars // 4

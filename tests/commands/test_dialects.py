@@ -209,3 +209,20 @@ def test_deepseek_thinking_mode_tool_loop(tmp_path: Path, server: FakeOpenAI, st
     }
     replies = [e for e in events(root) if e["type"] == "assistant"]
     assert [e["reasoning"] for e in replies] == [THOUGHT, SECRET_THOUGHT]
+
+
+def test_markup_and_reasoning_record_and_replay(tmp_path: Path, server: FakeOpenAI) -> None:
+    root = project(tmp_path)
+    markup = text(HERMES, reasoning=THOUGHT)  # a llama.cpp with --reasoning-format deepseek
+    server.enqueue(markup, text("<think>Done.</think>Ship it (notes/a.md)."))
+    env = {"OPENAI_BASE_URL": server.base_url, "CLAW_NOW": NOW}
+    recorded = claw(root, "run", "--record", env=env)
+    assert recorded.exit_code == 0, recorded.stderr
+    (root / "out.md").unlink()
+    offline = {"CLAW_NOW": NOW, "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}
+    replayed = claw(root, "run", "--replay", env=offline)
+    assert replayed.exit_code == 0, replayed.stderr
+    assert (root / "out.md").read_text() == "Ship it (notes/a.md).\n"
+    recordings = json.loads((root / "cassettes/summary.json").read_text())["interactions"]
+    replies = sorted(i["response"]["message"]["content"] for i in recordings)
+    assert replies == ["<think>Done.</think>Ship it (notes/a.md).", HERMES]  # as sent
