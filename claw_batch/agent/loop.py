@@ -146,14 +146,31 @@ class ToolLoop:
             self.budget.settle(Usage())  # what a failed call cost is not known: nothing
             raise
         cost = self.budget.settle(reply.usage)
-        sent = reply.message  # as the model sent it, for the transcript
-        markup = None
-        if not sent.tool_calls and sent.content:
-            markup = toolmarkup.recover(sent.content, self.tools, step)
-        if markup is not None and markup.calls:
-            reply = replace(
-                reply, message=replace(sent, content=markup.content, tool_calls=markup.calls)
-            )
+        recovered, markup = self._recover(reply, step)
+        self._record(step, reply.message, recovered, markup, cost, time.monotonic() - started)
+        return recovered, markup
+
+    def _recover(self, reply: Completion, step: int) -> tuple[Completion, toolmarkup.Markup | None]:
+        """The reply with the tool calls it holds as markup made its tool calls."""
+        message = reply.message
+        if message.tool_calls or not message.content:
+            return reply, None
+        markup = toolmarkup.recover(message.content, self.tools, step)
+        if markup is None or not markup.calls:
+            return reply, markup
+        message = replace(message, content=markup.content, tool_calls=markup.calls)
+        return replace(reply, message=message), markup
+
+    def _record(
+        self,
+        step: int,
+        sent: Message,
+        reply: Completion,
+        markup: toolmarkup.Markup | None,
+        cost: float | None,
+        seconds: float,
+    ) -> None:
+        """The assistant event: the content as the model sent it, the calls as they run."""
         self.on_event(
             "assistant",
             step=step,
@@ -169,10 +186,9 @@ class ToolLoop:
                 "cached": reply.usage.cached_tokens,
             },
             model=reply.model,
-            seconds=round(time.monotonic() - started, 3),
+            seconds=round(seconds, 3),
             cost_usd=cost,
         )
-        return reply, markup
 
     def _run_calls(self, calls: tuple[ToolCall, ...]) -> list[Message]:
         results = []
