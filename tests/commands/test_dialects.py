@@ -226,3 +226,15 @@ def test_markup_and_reasoning_record_and_replay(tmp_path: Path, server: FakeOpen
     recordings = json.loads((root / "cassettes/summary.json").read_text())["interactions"]
     replies = sorted(i["response"]["message"]["content"] for i in recordings)
     assert replies == ["<think>Done.</think>Ship it (notes/a.md).", HERMES]  # as sent
+
+
+def test_reasoning_in_the_transcript_is_redacted(tmp_path: Path, server: FakeOpenAI) -> None:
+    clawfile = DEEPSEEK.format(url=server.base_url, stream="false")
+    root = project(tmp_path, clawfile)
+    key = "sk-ds-0123456789abcdef"
+    server.enqueue(text("Ship it.", reasoning=f"The key is {key}; I must not say it."))
+    r = claw(root, "run", "summary", env={"DS_KEY": key, "CLAW_NOW": NOW})
+    assert r.exit_code == 0, r.stderr
+    (reply,) = [e for e in events(root) if e["type"] == "assistant"]
+    assert reply["reasoning"] == "The key is [REDACTED]; I must not say it."
+    assert key not in (root / NOTE).read_text() + (root / "out.md").read_text()
