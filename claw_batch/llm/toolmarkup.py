@@ -8,11 +8,15 @@ without tool support). Three dialects, as their models write them:
 - mistral: `[TOOL_CALLS]` and a JSON list of {"name", "arguments"} (Mistral 7B v0.3, Nemo),
   or `[TOOL_CALLS]name{...}` / `[TOOL_CALLS]name[ARGS]{...}` (later tokenizers);
 - llama: `<|python_tag|>` and {"name", "parameters"} objects separated by `;` (Llama 3.1 to
-  3.3), or such a bare object as the whole reply, when it names a tool the task offers.
+  3.3).
+
+A server that drops special tokens from the text drops `[TOOL_CALLS]` and `<|python_tag|>`:
+a bare list of Mistral calls or bare Llama objects count as the whole reply, when every one
+names a tool the task offers.
 
 What keeps an answer that *quotes* the syntax an answer: markup counts only at top level, its
 opening token first on a line and outside fenced code blocks (a reply that is nothing but one
-fenced block is read inside it), and a bare JSON object only as the whole reply. The text
+fenced block is read inside it), and bare JSON only as the whole reply. The text
 around the markup, a leading think block included, is the message's content. Names are not
 checked here: a call of a tool the task lacks is answered as the loop answers any such call.
 """
@@ -36,7 +40,7 @@ _PARAMETER = re.compile(
 )
 _MISTRAL_NAME = re.compile(r"([A-Za-z0-9_.-]+)(?:\[ARGS\])?")
 _FENCED = re.compile(r"\A\s*(```|~~~)[\w+-]*[ \t]*\n(.*?)\n[ \t]*\1[ \t]*\Z", re.DOTALL)
-_BARE_KEYS = frozenset({"type", "name", "parameters", "arguments"})
+_BARE_KEYS = frozenset({"type", "name", "parameters", "arguments", "id"})
 EXCERPT = 60
 
 Found = tuple[str, str]  # a call's name and its arguments as JSON text
@@ -95,7 +99,7 @@ def _mistral(tail: str) -> tuple[list[Found], str]:
             m = _MISTRAL_NAME.match(tail, pos)
             if m is None:
                 raise _Unreadable(f"tool call {n} has no name: {_excerpt(tail[pos:])}")
-            arguments, pos = _decode(tail, m.end(), n)
+            arguments, pos = _decode(tail, _skip_space(tail, m.end()), n)
             calls.append((m.group(1), _arguments(arguments)))
         pos = _skip_space(tail, pos)
     return calls, tail[pos:]
@@ -115,23 +119,35 @@ READERS: dict[str, Callable[[str], tuple[list[Found], str]]] = {
 
 
 def _bare(head: str, body: str, offered: Collection[str], step: int) -> Markup | None:
-    """Llama 3's bare {"name": ..., "parameters": {...}}: only as the whole reply, and only
-    naming offered tools (a JSON answer that happens to have a "name" stays an answer)."""
-    if not body.lstrip().startswith("{"):
+    """Calls without their token, which a server that drops special tokens from the text
+    removes: Llama 3's {"name": ..., "parameters": {...}} (`;` between calls), Mistral's
+    [{"name": ..., "arguments": {...}}]. Only as the whole reply, and only naming offered
+    tools: a JSON answer that happens to have a "name" stays an answer."""
+    stripped = body.strip()
+    if not stripped.startswith(("{", "[")):
         return None
     try:
-        values, end = _objects(body, 0)
+        values, end = _objects(stripped, 0)
     except _Unreadable:
         return None
-    for value in values:
-        if not isinstance(value, dict) or not value.keys() <= _BARE_KEYS:
+    dialect = "mistral" if stripped.startswith("[") else "llama"
+    if dialect == "mistral":
+        if len(values) != 1 or not isinstance(values[0], list) or not values[0]:
             return None
-        if value.get("name") not in offered or value.keys().isdisjoint({"parameters", "arguments"}):
-            return None
-    if body[end:].strip():
+        values = values[0]
+    if stripped[end:].strip() or not all(_bare_call(v, offered) for v in values):
         return None
     calls = [_named(v, n) for n, v in enumerate(values, 1)]
-    return Markup("llama", _text(head), _numbered(calls, step))
+    return Markup(dialect, _text(head), _numbered(calls, step))
+
+
+def _bare_call(value: object, offered: Collection[str]) -> bool:
+    return (
+        isinstance(value, dict)
+        and value.keys() <= _BARE_KEYS
+        and value.get("name") in offered
+        and not value.keys().isdisjoint({"parameters", "arguments"})
+    )
 
 
 def _objects(text: str, pos: int) -> tuple[list[object], int]:

@@ -71,6 +71,18 @@ RECOVERED = {
         '{"name": "ls", "parameters": {}}',
         Markup("llama", None, calls(("read", READ), ("ls", "{}"))),
     ),
+    "mistral_without_its_token": (
+        '[{"name": "read", "arguments": {"path": "notes/a.md"}, "id": "abcdefghi"}]',
+        Markup("mistral", None, calls(("read", READ))),
+    ),
+    "mistral_name_a_space_then_arguments": (
+        '[TOOL_CALLS]read {"path": "notes/a.md"}',
+        Markup("mistral", None, calls(("read", READ))),
+    ),
+    "llama_bare_json_twice": (
+        '{"name": "read", "parameters": {"path": "notes/a.md"}}; {"name": "ls", "parameters": {}}',
+        Markup("llama", None, calls(("read", READ), ("ls", "{}"))),
+    ),
     "llama_bare_json": (
         '{"type": "function", "name": "read", "parameters": {"path": "notes/a.md"}}',
         Markup("llama", None, calls(("read", READ))),
@@ -98,7 +110,12 @@ ANSWERS = {
     "json_answer_with_a_name": '{"name": "Ada", "parameters": {"age": 36}}',
     "json_answer_naming_a_tool_with_more_keys": '{"name": "read", "parameters": {}, "ok": true}',
     "json_answer_followed_by_text": '{"name": "read", "parameters": {}} and more',
-    "json_list_answer": '[{"name": "read", "arguments": {}}]',
+    "json_list_naming_no_tool": '[{"name": "Ada", "arguments": {}}]',
+    "json_list_of_two_lists": '[{"name": "read", "arguments": {}}]; []',
+    "empty_json_list": "[]",
+    "json_list_with_a_stranger": (
+        '[{"name": "read", "arguments": {}}, {"name": "x", "arguments": {}}]'
+    ),
     "thinking_then_answer": "<think>hmm</think>\nThe answer.",
 }
 
