@@ -11,13 +11,13 @@ without tool support). Three dialects, as their models write them:
   3.3).
 
 A server that drops special tokens from the text drops `[TOOL_CALLS]` and `<|python_tag|>`:
-a bare list of Mistral calls or bare Llama objects count as the whole reply, when every one
-names a tool the task offers.
+a bare list of Mistral calls or bare Llama objects count when they are the whole reply and
+every call names a tool the task offers.
 
 What keeps an answer that *quotes* the syntax an answer: markup counts only at top level, its
 opening token first on a line and outside fenced code blocks (a reply that is nothing but one
-fenced block is read inside it), and bare JSON only as the whole reply. The text
-around the markup, a leading think block included, is the message's content. Names are not
+fenced block is read inside it), and bare JSON only as said above. The text around the
+markup, a leading think block included, is the message's content. Names in markup are not
 checked here: a call of a tool the task lacks is answered as the loop answers any such call.
 """
 
