@@ -29,8 +29,17 @@ class Reply:
     trickle: float = 0.0  # seconds between the bytes of the body (headers go at once)
 
 
-def text(content: str | None, *, usage: tuple[int, int] = (10, 5), cached: int = 0) -> Reply:
-    return Reply(message={"role": "assistant", "content": content}, usage=(*usage, cached))
+def text(
+    content: str | None,
+    *,
+    usage: tuple[int, int] = (10, 5),
+    cached: int = 0,
+    reasoning: str | None = None,
+) -> Reply:
+    message = {"role": "assistant", "content": content}
+    if reasoning is not None:
+        message["reasoning_content"] = reasoning
+    return Reply(message=message, usage=(*usage, cached))
 
 
 def echo_prompt(body: dict[str, Any]) -> Reply:
@@ -45,10 +54,15 @@ def call(name: str, args: dict[str, Any] | str, id: str | None = None) -> dict[s
 
 
 def tool_calls(
-    *calls: dict[str, Any], content: str | None = None, usage: tuple[int, int] = (10, 5)
+    *calls: dict[str, Any],
+    content: str | None = None,
+    usage: tuple[int, int] = (10, 5),
+    reasoning: str | None = None,
 ) -> Reply:
     numbered = [{**c, "id": c["id"] or f"call_fake_{n}"} for n, c in enumerate(calls)]
     message = {"role": "assistant", "content": content, "tool_calls": numbered}
+    if reasoning is not None:  # DeepSeek's thinking mode: `reasoning_content` beside content
+        message["reasoning_content"] = reasoning
     return Reply(message=message, usage=(*usage, 0))
 
 
@@ -105,13 +119,16 @@ def stream_chunks(reply: Reply, model: str, n: int, include_usage: bool) -> Iter
         return {**envelope, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
 
     yield chunk({"role": "assistant", "content": ""})
+    for piece in _pieces(message.get("reasoning_content") or ""):  # DeepSeek's thinking mode
+        yield chunk({"reasoning_content": piece})
     for piece in _pieces(message.get("content") or ""):
         yield chunk({"content": piece})
     for index, tc in enumerate(message.get("tool_calls") or []):
         head = {"index": index, "id": tc["id"], "type": "function"}
         function = {"name": tc["function"]["name"], "arguments": ""}
         yield chunk({"tool_calls": [{**head, "function": function}]})
-        for piece in _pieces(tc["function"]["arguments"]):
+        arguments = tc["function"]["arguments"]  # a JSON object is sent in one piece
+        for piece in _pieces(arguments) if isinstance(arguments, str) else [arguments]:
             yield chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
     yield chunk({}, "tool_calls" if message.get("tool_calls") else "stop")
     if include_usage:

@@ -2,6 +2,10 @@
 
 Tool failures (unknown or disallowed tools, invalid arguments, refused paths) go back to the
 model as error results and are never executed; limits and interrupts propagate.
+
+Tool calls a server left in the reply's text as markup (`llm.toolmarkup`) become the turn's
+tool calls and take the same path as native ones; markup that cannot be read is never an
+answer. The answer leaves out thinking written into it (`llm.thinking`).
 """
 
 from __future__ import annotations
@@ -10,18 +14,24 @@ import functools
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from claw_batch import cancel
 from claw_batch.agent.budget import JobBudget
 from claw_batch.errors import LimitExceeded, TaskFailed, ToolError
+from claw_batch.llm import thinking, toolmarkup
 from claw_batch.llm.base import LLM
-from claw_batch.llm.messages import ChatRequest, Message, ToolCall, ToolSpec, Usage
+from claw_batch.llm.messages import ChatRequest, Completion, Message, ToolCall, ToolSpec, Usage
 from claw_batch.tools.base import ToolContext
 from claw_batch.tools.registry import Tool
 
 REPEAT_LIMIT = 3  # the same tool calls this many turns in a row is a loop
+MARKUP_CORRECTION = (
+    "Your reply holds tool-call markup that could not be read ({problem}). Call the tool "
+    "again with valid JSON arguments, or give your final answer as plain text."
+)
+UNREADABLE = "the model's reply was tool-call markup claw could not read ({problem})"
 
 EventSink = Callable[..., None]  # on_event(kind, **fields)
 AnswerCheck = Callable[[str], "str | None"]  # returns a correction to send, or None if fine
@@ -81,7 +91,7 @@ class ToolLoop:
         for step in range(1, s.max_steps + 1):
             self._check_deadline()
             self.budget.reserve(usage, prompt_tokens(messages, self.specs))
-            reply = self._ask(messages, step)
+            reply, markup = self._ask(messages, step)
             usage += reply.usage
             messages.append(reply.message)
             calls = reply.message.tool_calls
@@ -89,14 +99,12 @@ class ToolLoop:
                 self._check_repeats(repeats, calls)
                 messages.extend(self._run_calls(calls))
                 continue
-            text = (reply.message.content or "").strip()
-            if not text:
-                raise TaskFailed("the model's final answer was empty")
-            correction = self.check_answer(text) if self.check_answer else None
+            text = thinking.answer(reply.message.content or "")
+            correction, failure = self._refusal(text, markup)
             if correction is None:
                 return LoopResult(text, usage, step)
             if corrections == 0:
-                raise TaskFailed(correction)
+                raise TaskFailed(failure)
             corrections -= 1
             self.on_event("correction", message=correction)
             messages.append(Message("user", correction))
@@ -106,7 +114,20 @@ class ToolLoop:
             "(raise max_steps or simplify the task)"
         )
 
-    def _ask(self, messages: list[Message], step: int) -> Any:
+    def _refusal(self, text: str, markup: toolmarkup.Markup | None) -> tuple[str | None, str]:
+        """Why `text` is no final answer: the correction to send and the failure once
+        corrections ran out; (None, "") when it is one."""
+        if markup is not None and markup.problem is not None:
+            problem = markup.problem
+            return MARKUP_CORRECTION.format(problem=problem), UNREADABLE.format(problem=problem)
+        if not text:
+            raise TaskFailed("the model's final answer was empty")
+        correction = self.check_answer(text) if self.check_answer else None
+        return correction, correction or ""
+
+    def _ask(
+        self, messages: list[Message], step: int
+    ) -> tuple[Completion, toolmarkup.Markup | None]:
         s = self.settings
         request = ChatRequest(
             model=s.model,
@@ -125,24 +146,49 @@ class ToolLoop:
             self.budget.settle(Usage())  # what a failed call cost is not known: nothing
             raise
         cost = self.budget.settle(reply.usage)
+        recovered, markup = self._recover(reply, step)
+        self._record(step, reply.message, recovered, markup, cost, time.monotonic() - started)
+        return recovered, markup
+
+    def _recover(self, reply: Completion, step: int) -> tuple[Completion, toolmarkup.Markup | None]:
+        """The reply with the tool calls it holds as markup made its tool calls."""
+        message = reply.message
+        if message.tool_calls or not message.content:
+            return reply, None
+        markup = toolmarkup.recover(message.content, self.tools, step)
+        if markup is None or not markup.calls:
+            return reply, markup
+        message = replace(message, content=markup.content, tool_calls=markup.calls)
+        return replace(reply, message=message), markup
+
+    def _record(
+        self,
+        step: int,
+        sent: Message,
+        reply: Completion,
+        markup: toolmarkup.Markup | None,
+        cost: float | None,
+        seconds: float,
+    ) -> None:
+        """The assistant event: the content as the model sent it, the calls as they run."""
         self.on_event(
             "assistant",
             step=step,
-            content=reply.message.content,
+            content=sent.content,
             tool_calls=[
                 {"id": c.id, "name": c.name, "arguments": c.arguments}
                 for c in reply.message.tool_calls
             ],
+            **_dialect(markup, sent),
             usage={
                 "prompt": reply.usage.prompt_tokens,
                 "completion": reply.usage.completion_tokens,
                 "cached": reply.usage.cached_tokens,
             },
             model=reply.model,
-            seconds=round(time.monotonic() - started, 3),
+            seconds=round(seconds, 3),
             cost_usd=cost,
         )
-        return reply
 
     def _run_calls(self, calls: tuple[ToolCall, ...]) -> list[Message]:
         results = []
@@ -202,10 +248,23 @@ def prompt_tokens(messages: Sequence[Message], specs: Sequence[ToolSpec]) -> int
     """A request's prompt, estimated at 4 characters a token (what a call costs is only
     known after it)."""
     chars = sum(
-        len(m.content or "") + sum(len(c.arguments) for c in m.tool_calls) for m in messages
+        len(m.content or "")
+        + sum(len(c.arguments) for c in m.tool_calls)
+        + (len(m.reasoning or "") if m.tool_calls else 0)  # sent back with its tool calls
+        for m in messages
     )
     chars += sum(len(json.dumps(t.parameters)) + len(t.description) for t in specs)
     return chars // 4
+
+
+def _dialect(markup: toolmarkup.Markup | None, sent: Message) -> dict[str, str]:
+    """The assistant event's fields for what the reply carried beside content and calls."""
+    fields = {}
+    if markup is not None and markup.calls:
+        fields["parsed_from_content"] = markup.dialect  # the calls were markup in the text
+    if sent.reasoning is not None:
+        fields["reasoning"] = sent.reasoning
+    return fields
 
 
 def _canonical_args(arguments: str) -> str:

@@ -1,5 +1,6 @@
 """Models behind one small Protocol: the OpenAI-compatible adapter, its wire format, record
-and replay, the breaker, endpoints, and the values a call carries (messages, usage, prices).
+and replay, the breaker, endpoints, the values a call carries (messages, usage, prices), and
+what a reply's text may hold besides the answer (tool-call markup, thinking).
 Imports safety and the root leaves."""
 
 from claw_batch.llm.base import LLM

@@ -78,6 +78,8 @@ def message_json(message: Message) -> dict[str, Any]:
         ]
     if message.tool_call_id is not None:
         data["tool_call_id"] = message.tool_call_id
+    if message.reasoning is not None:  # only then: older recordings keep their keys
+        data["reasoning_content"] = message.reasoning
     return data
 
 
@@ -98,7 +100,13 @@ def completion_json(completion: Completion) -> dict[str, Any]:
 def completion_from_json(data: dict[str, Any]) -> Completion:
     wire = data["message"]
     calls = tuple(ToolCall(c["id"], c["name"], c["arguments"]) for c in wire.get("tool_calls", []))
-    message = Message(wire["role"], wire["content"], calls, wire.get("tool_call_id"))
+    message = Message(
+        wire["role"],
+        wire["content"],
+        calls,
+        wire.get("tool_call_id"),
+        wire.get("reasoning_content"),
+    )
     usage = Usage(**data["usage"])
     return Completion(message, usage, data["finish_reason"], data["model"])
 

@@ -24,6 +24,10 @@ class Message:
     content: str | None = None
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None  # for role == "tool"
+    # An assistant's thinking, sent as `reasoning_content` beside its content (DeepSeek's
+    # thinking mode, llama.cpp, vLLM's reasoning parsers). Sent back with the tool calls it
+    # led to, never part of an answer.
+    reasoning: str | None = None
 
 
 @dataclass(frozen=True)

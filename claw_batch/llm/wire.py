@@ -51,6 +51,11 @@ def wire_message(message: Message) -> dict[str, Any]:
             {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
             for c in message.tool_calls
         ]
+    if message.tool_calls and message.reasoning is not None:
+        # DeepSeek's thinking mode refuses (HTTP 400) a tool loop whose tool-call turns lack
+        # their reasoning; without tool calls it ignores it, and deepseek-reasoner (which had
+        # no tool calls) refused it: only a turn with tool calls sends it back.
+        wire["reasoning_content"] = message.reasoning
     if message.tool_call_id is not None:
         wire["tool_call_id"] = message.tool_call_id
     return wire
@@ -75,6 +80,7 @@ def completion_from_reply(data: object) -> Completion:
         "assistant",
         _content(wire.get("content"), f"{where}.content"),
         tuple(_tool_call(c, n, f"{where}.tool_calls[{n}]") for n, c in enumerate(calls)),
+        reasoning=_reasoning(wire.get("reasoning_content")),
     )
     return Completion(message, usage_from(reply.get("usage")), _finish(choice), _model(reply))
 
@@ -115,6 +121,7 @@ class _Stream:
     def __init__(self) -> None:
         self.chunks = 0
         self.content: list[str] = []
+        self.reasoning: list[str] | None = None  # None: no chunk had `reasoning_content`
         self.calls: dict[int, dict[str, str]] = {}  # by index: id, name, arguments
         self.usage = Usage()
         self.finish: str | None = None
@@ -130,6 +137,9 @@ class _Stream:
             delta = choice.get("delta")
             delta = {} if delta is None else _object(delta, f"choices[{n}].delta")
             self.content.append(_content(delta.get("content"), f"choices[{n}].delta.content") or "")
+            reasoning = _reasoning(delta.get("reasoning_content"))
+            if reasoning is not None:
+                self.reasoning = [*(self.reasoning or []), reasoning]
             where = f"choices[{n}].delta.tool_calls"
             for i, piece in enumerate(_list(delta.get("tool_calls"), where)):
                 self._add_call(_object(piece, f"{where}[{i}]"), i, f"{where}[{i}]")
@@ -153,7 +163,9 @@ class _Stream:
             for n, c in enumerate(self.calls[i] for i in sorted(self.calls))
         )
         text = "".join(self.content) or (None if calls else "")
-        return Completion(Message("assistant", text, calls), self.usage, self.finish, self.model)
+        reasoning = None if self.reasoning is None else "".join(self.reasoning)
+        message = Message("assistant", text, calls, reasoning=reasoning)
+        return Completion(message, self.usage, self.finish, self.model)
 
 
 def _tool_call(data: object, n: int, where: str) -> ToolCall:
@@ -187,6 +199,11 @@ def _arguments(value: object) -> str:
     if value is None:
         return ""
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def _reasoning(value: object) -> str | None:
+    # Never an error: it is not the answer, and an odd value only means there is none.
+    return value if isinstance(value, str) else None
 
 
 def _name(value: object, where: str) -> str:

@@ -92,6 +92,8 @@ def _assistant(e: Mapping[str, Any]) -> Iterator[str]:
         yield indent(str(e["content"]).strip())
     for call in e.get("tool_calls", []):
         yield f"  {call['name']}({_args(call['arguments'])})"
+    if e.get("parsed_from_content"):  # the server left them in the text (llm.toolmarkup)
+        yield f"  (tool calls parsed from content: {e['parsed_from_content']})"
 
 
 def _args(raw: str) -> str:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -9,7 +10,7 @@ from scripted import ScriptedLLM, calls, say
 from claw_batch.agent.budget import JobBudget
 from claw_batch.agent.loop import LoopSettings, ToolLoop
 from claw_batch.errors import LimitExceeded, TaskFailed
-from claw_batch.llm.messages import Message
+from claw_batch.llm.messages import Message, ToolCall
 from claw_batch.safety.paths import Policy
 from claw_batch.tools.base import ToolContext
 from claw_batch.tools.registry import TOOLS
@@ -163,3 +164,99 @@ def test_budget_stops_before_the_call_that_would_cross_it(tmp_path: Path) -> Non
     with pytest.raises(LimitExceeded, match=r"^budget: the next model call \(~\d"):
         loop.run(start())
     assert len(llm.requests) == 1  # the second call, with the 10 KB result, was never made
+
+
+def test_markup_in_content_runs_as_tool_calls(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("alpha\n")
+    markup = 'Reading.\n<tool_call>{"name": "read", "arguments": {"path": "a.txt"}}</tool_call>'
+    llm = ScriptedLLM(say(markup), say("done"))
+    loop, events = make_loop(tmp_path, llm)
+    assert loop.run(start()).text == "done"
+    (result,) = tool_results(llm, 1)
+    assert "alpha" in result
+    assistant = llm.requests[1].messages[2]
+    assert assistant == Message(
+        "assistant", "Reading.", (ToolCall("call00100", "read", '{"path": "a.txt"}'),)
+    )
+    kind, fields = events[0]
+    assert (kind, fields["content"], fields["parsed_from_content"]) == (
+        "assistant",
+        markup,
+        "hermes",
+    )
+
+
+@pytest.mark.parametrize(
+    ("markup", "expected"),
+    [
+        (
+            '<tool_call>{"name": "write", "arguments": {"path": "out/x", "content": "x"}}'
+            "</tool_call>",
+            "error: tool 'write' is not available to this task (allowed: read, ls)",
+        ),
+        (
+            '[TOOL_CALLS][{"name": "read", "arguments": {"path": "../outside.txt"}}]',
+            "error: ",
+        ),
+    ],
+)
+def test_markup_calls_get_the_checks_native_calls_get(
+    tmp_path: Path, markup: str, expected: str
+) -> None:
+    llm = ScriptedLLM(say(markup), say("ok"))
+    loop, events = make_loop(tmp_path, llm)
+    assert loop.run(start()).text == "ok"
+    (result,) = tool_results(llm, 1)
+    assert result.startswith(expected), result
+    assert not (tmp_path / "out").exists()
+    assert [f["ok"] for k, f in events if k == "tool_result"] == [False]
+
+
+def test_unreadable_markup_is_corrected_then_fails(tmp_path: Path) -> None:
+    broken = "<tool_call>{nope}</tool_call>"
+    problem = (
+        "hermes tool call 1 is not JSON: Expecting property name enclosed in double quotes: "
+        "line 1 column 2 (char 1)"
+    )
+    llm = ScriptedLLM(say(broken), say(broken))
+    loop, events = make_loop(tmp_path, llm)
+    with pytest.raises(TaskFailed) as e:
+        loop.run(start())
+    assert str(e.value) == f"the model's reply was tool-call markup claw could not read ({problem})"
+    assert [f["message"] for k, f in events if k == "correction"] == [
+        f"Your reply holds tool-call markup that could not be read ({problem}). Call the tool "
+        "again with valid JSON arguments, or give your final answer as plain text."
+    ]
+
+
+def test_unreadable_markup_then_an_answer(tmp_path: Path) -> None:
+    llm = ScriptedLLM(say("[TOOL_CALLS] ?"), say("the answer"))
+    loop, _ = make_loop(tmp_path, llm)
+    assert loop.run(start()).text == "the answer"
+
+
+def test_the_answer_leaves_out_thinking(tmp_path: Path) -> None:
+    llm = ScriptedLLM(say("<think>secret plan</think>\n\nthe answer"))
+    loop, _ = make_loop(tmp_path, llm)
+    assert loop.run(start()).text == "the answer"
+
+
+def test_only_thinking_is_an_empty_answer(tmp_path: Path) -> None:
+    loop, _ = make_loop(tmp_path, ScriptedLLM(say("<think>cut off mid-thought")))
+    with pytest.raises(TaskFailed, match=r"^the model's final answer was empty$"):
+        loop.run(start())
+
+
+def test_reasoning_stays_with_its_tool_calls_and_out_of_the_answer(tmp_path: Path) -> None:
+    thought = calls(("ls", {}))
+    thought = replace(thought, message=replace(thought.message, reasoning="I should list."))
+    final = say("done")
+    final = replace(final, message=replace(final.message, reasoning="secret"))
+    llm = ScriptedLLM(thought, final)
+    loop, events = make_loop(tmp_path, llm)
+    assert loop.run(start()).text == "done"
+    assert llm.requests[1].messages[2].reasoning == "I should list."
+    assert [f.get("reasoning") for k, f in events if k == "assistant"] == [
+        "I should list.",
+        "secret",
+    ]

@@ -179,6 +179,18 @@ def test_completions_round_trip_exactly(tmp_path: Path) -> None:
     assert replay(tmp_path, TURN2) == REPLY2
 
 
+def test_reasoning_round_trips_and_counts_in_the_key_only_when_there_is_some(
+    tmp_path: Path,
+) -> None:
+    thinking = replace(REPLY1, message=replace(REPLY1.message, reasoning="Read it first."))
+    record(tmp_path, (TURN1, thinking))
+    assert replay(tmp_path, TURN1) == thinking
+    turn2 = with_message(TURN2, 2, thinking.message)
+    assert request_key(turn2) != request_key(TURN2)
+    assert canonical_request(turn2)["messages"][2]["reasoning_content"] == "Read it first."
+    assert "reasoning_content" not in canonical_request(TURN2)["messages"][2]
+
+
 def test_recording_the_same_request_again_replaces_it(tmp_path: Path) -> None:
     record(tmp_path, (TURN1, REPLY1), (TURN2, REPLY2))
     record(tmp_path, (TURN1, REPLY2))

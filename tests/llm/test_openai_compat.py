@@ -156,6 +156,8 @@ REPLIES = {
         call("grep", {"pattern": "deadline", "ignore_case": True}, id="call_2"),
     ),
     "text_and_tool_call": tool_calls(call("ls", {}, id="call_9"), content="Let me look."),
+    "reasoning_and_tool_call": tool_calls(call("ls", {}, id="call_3"), reasoning="List first."),
+    "reasoning_and_text": text("Done.", reasoning="A long chain of thought, in pieces."),
 }
 
 
@@ -196,6 +198,47 @@ def test_tolerates_missing_content_usage_and_tool_call_ids(srv: FakeOpenAI) -> N
         None,
         "local",
     )
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_reasoning_content_is_kept_apart_from_the_answer(srv: FakeOpenAI, stream: bool) -> None:
+    srv.enqueue(text("Ship it.", reasoning="They asked for a summary."))
+    message = ask(make_llm(srv, stream=stream)).message
+    assert message == Message("assistant", "Ship it.", reasoning="They asked for a summary.")
+
+
+@pytest.mark.parametrize("reasoning", [None, 7, {"text": "x"}])
+def test_odd_or_missing_reasoning_content_is_none(srv: FakeOpenAI, reasoning: object) -> None:
+    srv.enqueue(
+        raw(reply_of({"role": "assistant", "content": "hi", "reasoning_content": reasoning}))
+    )
+    assert ask(make_llm(srv)).message == Message("assistant", "hi")
+
+
+def test_reasoning_content_goes_back_with_tool_calls_only(srv: FakeOpenAI) -> None:
+    # DeepSeek's thinking mode: required on a turn with tool calls, ignored on others (and
+    # refused by deepseek-reasoner, which had no tool calls)
+    calling = Message("assistant", "", (ToolCall("c1", "read", "{}"),), reasoning="Read a.")
+    answering = Message("assistant", "It is a.", reasoning="Done reading.")
+    messages = (
+        *REQUEST.messages,
+        calling,
+        Message("tool", "alpha", tool_call_id="c1"),
+        answering,
+        Message("user", "Shorter."),
+    )
+    srv.enqueue(text("a."))
+    ask(make_llm(srv), ChatRequest(model="deepseek-chat", messages=messages))
+    sent = srv.requests[0]["messages"]
+    assert sent[2] == {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "read", "arguments": "{}"}}
+        ],
+        "reasoning_content": "Read a.",
+    }
+    assert sent[4] == {"role": "assistant", "content": "It is a."}
 
 
 def reply_of(message: dict[str, Any], **extra: Any) -> dict[str, Any]:
