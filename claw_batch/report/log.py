@@ -1,5 +1,6 @@
 """`claw log`'s page: the runs the ledger holds (claw_batch.store.history), one line per run
-and one per job that ran in it."""
+— when, how it ended, what started it, the command as typed — and one per job that ran in
+it."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ def render(rows: list[RunRow]) -> str:
         spent = usd(prices.total(job.cost_usd for job in run.jobs if job.tokens))
         tokens = sum(job.tokens for job in run.jobs)
         totals = f", {count(tokens, 'token')}, {spent}" if run.jobs else ""
-        lines.append(f"{when}  {run.status:<11} {run.argv}{took}{totals}  [{run.id}]")
+        head = f"{when}  {run.status:<11} {run.trigger:<9} {run.command}"
+        lines.append(f"{head}{took}{totals}  [{run.id}]")
         width = max((len(job.name) for job in run.jobs), default=0)
         for job in run.jobs:
             seconds = f"{job.duration_s:.1f} s" if job.duration_s is not None else "-"
