@@ -66,11 +66,7 @@ def render(period: Period, *, root: Path, out: Path) -> str:
 
 
 def _period_text(period: Period) -> str:
-    return f"{_when(period.since)} → {_when(period.now)} (UTC{period.now:%z})"
-
-
-def _when(t: dt.datetime) -> str:
-    return f"{t:%a %Y-%m-%d %H:%M}"
+    return f"{shown(period.since)} → {shown(period.now)} (UTC{period.now:%z})"
 
 
 def _totals(period: Period) -> str:
@@ -124,7 +120,7 @@ def _failure(job: JobSpan, root: Path, out: Path, *, embed: bool) -> str:
     why = (job.error or "").strip().partition("\n")[0] or job.reason or ""
     if len(why) > SUMMARY_CHARS:
         why = why[: SUMMARY_CHARS - 1] + "…"
-    when = _when(job.started) if job.started else ""
+    when = shown(job.started) if job.started else ""
     head = (
         f'<span class="chip {status_class(job.status)}">{escape(job.status)}</span> '
         f'<b>{escape(job.name)}</b> <span class="dim">{escape(when)} · run {escape(job.run_id)}'

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+from claw_batch.clock import shown_iso
 from claw_batch.figures import count
 from claw_batch.llm import prices
 from claw_batch.store.history import RunRow
@@ -15,7 +16,7 @@ def render(rows: list[RunRow]) -> str:
     """A page a person reads in the morning: one line per run, one per job that ran."""
     lines = []
     for run in reversed(rows):  # oldest first, like a log
-        when = run.started[:16].replace("T", " ")
+        when = shown_iso(run.started)
         took = _took(run.started, run.finished)
         spent = usd(prices.total(job.cost_usd for job in run.jobs if job.tokens))
         tokens = sum(job.tokens for job in run.jobs)

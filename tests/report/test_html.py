@@ -233,7 +233,7 @@ def test_a_period_without_runs_is_a_page_that_says_so(
     body = (tmp_path / "r.html").read_text().partition("<body>")[2]
     assert body == (
         "<header><h1>claw report · p</h1>"
-        '<p class="sub">Sun 2026-11-15 09:00 → Sun 2026-11-22 09:00 (UTC+0100)</p></header>\n'
+        '<p class="sub">2026-11-15 09:00 → 2026-11-22 09:00 (UTC+0100)</p></header>\n'
         '<p class="empty">No runs in this period.</p>\n</body></html>\n'
     )
     assert not (root / ".claw" / "state.db").exists()  # read, never created

@@ -180,9 +180,9 @@ def test_claw_run_due_runs_each_slot_once(tmp_path: Path, server: FakeOpenAI) ->
     root = make_project(tmp_path / "p", CLAWFILE)
     code, err, jobs = due_run(root, server, "2026-11-23T23:05:00+01:00")  # a Monday night
     assert (code, jobs) == (0, ["nightly"])
-    assert "nightly: slot 2026-11-23T23:00 Europe/Berlin is due" in err
+    assert "nightly: slot 2026-11-23 23:00 Europe/Berlin is due" in err
     # 09:00 today is 14 h late, from before the task was ever seen: not a miss (issue 16, 11)
-    assert "claw: weekly: first slot: next at 2026-11-30T09:00 Europe/Berlin" in err
+    assert "claw: weekly: first slot: next at 2026-11-30 09:00 Europe/Berlin" in err
     assert (root / "reports/2026-11-23.md").is_file()
     calls = len(server.requests)
 
@@ -210,7 +210,7 @@ def test_due_with_a_target_a_dry_run_and_a_failure(tmp_path: Path, server: FakeO
     code, err, jobs = due_run(root, server, "2026-11-30T09:01:00+01:00", "-n")
     assert (code, jobs) == (0, ["weekly"])  # nightly: last night's slot is 10 h past
     # Issue 16, point 11: a slot from before the task was scheduled is not a miss.
-    assert "claw: nightly: first slot: next at 2026-11-30T23:00 Europe/Berlin" in err
+    assert "claw: nightly: first slot: next at 2026-11-30 23:00 Europe/Berlin" in err
     assert "missed" not in err
     assert not (root / ".claw" / "state.db").exists()  # a dry run records nothing
 

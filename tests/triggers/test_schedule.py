@@ -82,7 +82,7 @@ def test_a_day_of_the_foreground_loop(tmp_path: Path) -> None:
     with sqlite3.connect(root / ".claw" / "state.db") as db:  # what `claw log` names them by
         assert {t for (t,) in db.execute("SELECT trigger FROM runs")} == {"schedule"}
     log = stream.getvalue()
-    assert "nightly: first slot: next at 2026-11-22T23:00 Europe/Berlin" in log  # started after
+    assert "nightly: first slot: next at 2026-11-22 23:00 Europe/Berlin" in log  # started after
 
 
 def test_sigterm_stops_claw_schedule_cleanly(tmp_path: Path) -> None:
