@@ -107,9 +107,15 @@ def since(text: str, now: dt.datetime) -> dt.datetime:
 
 
 def runs(
-    db_path: Path, *, task: str | None = None, after: dt.datetime | None = None, limit: int = 20
+    db_path: Path,
+    *,
+    task: str | None = None,
+    after: dt.datetime | None = None,
+    limit: int = 20,
+    run_id: str | None = None,
 ) -> list[RunRow]:
-    """The latest runs (newest first) that ran a job, or any run when no task is given."""
+    """The latest runs (newest first) that ran a job, or any run when no task is given; with
+    `run_id`, that run alone."""
     if not db_path.exists():
         return []
     db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
@@ -118,6 +124,9 @@ def runs(
         if task is not None:
             where.append("id IN (SELECT run_id FROM jobs WHERE task = ?)")
             args.append(task)
+        if run_id is not None:
+            where.append("id = ?")
+            args.append(run_id)
         rows = db.execute(
             f"SELECT id, started, finished, status, exit_code, argv, {trigger_column(db)} "
             "FROM runs"
