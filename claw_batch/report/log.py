@@ -15,13 +15,17 @@ from claw_batch.store.history import RunRow
 def render(rows: list[RunRow]) -> str:
     """A page a person reads in the morning: one line per run, one per job that ran."""
     lines = []
+    # What started each run, in a column as wide as the widest (hook pre-commit), at least
+    # as wide as schedule.
+    by = max((len(run.trigger) for run in rows), default=0)
+    by = max(by, len("schedule"))
     for run in reversed(rows):  # oldest first, like a log
         when = shown_iso(run.started)
         took = _took(run.started, run.finished)
         spent = usd(prices.total(job.cost_usd for job in run.jobs if job.tokens))
         tokens = sum(job.tokens for job in run.jobs)
         totals = f", {count(tokens, 'token')}, {spent}" if run.jobs else ""
-        head = f"{when}  {run.status:<11} {run.trigger:<9} {run.command}"
+        head = f"{when}  {run.status:<11} {run.trigger:<{by}} {run.command}"
         lines.append(f"{head}{took}{totals}  [{run.id}]")
         width = max((len(job.name) for job in run.jobs), default=0)
         for job in run.jobs:

@@ -116,13 +116,13 @@ def test_the_log_shows_the_command_as_typed_and_what_started_the_run(tmp_path: P
     page = RUN_ID.sub(r"[\1-xxxxxx]", shown.stdout)
     page = JOB_SECONDS.sub(lambda m: "D s".rjust(len(m[0])), page)
     assert page == (
-        "2026-11-20 10:00  ok          hand      claw run -j 4 notes, 0.0 s, 15 tokens, $?"
+        "2026-11-20 10:00  ok          hand     claw run -j 4 notes, 0.0 s, 15 tokens, $?"
         "  [20261120-100000-xxxxxx]\n"
         "  ok          notes      D s        15 tok        $?  → notes.md\n"
-        "2026-11-20 11:00  ok          hand      claw run -j 4 -B notes, 0.0 s, 15 tokens, $?"
+        "2026-11-20 11:00  ok          hand     claw run -j 4 -B notes, 0.0 s, 15 tokens, $?"
         "  [20261120-110000-xxxxxx]\n"
         "  ok          notes      D s        15 tok        $?  → notes.md\n"
-        "2026-11-20 23:00  ok          cron      claw run --due, 0.0 s, 15 tokens, $?"
+        "2026-11-20 23:00  ok          cron     claw run --due, 0.0 s, 15 tokens, $?"
         "  [20261120-230000-xxxxxx]\n"
         "  ok          nightly      D s        15 tok        $?  → nightly.md\n"
     )
