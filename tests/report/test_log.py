@@ -162,6 +162,8 @@ def test_a_ledger_from_before_the_trigger_column_still_opens(tmp_path: Path) -> 
         assert "claw run --due -j 4" in claw(root, "log").stdout
         [old] = json.loads(claw(root, "log", "--json").stdout)
         assert (old["trigger"], old["command"]) == ("cron", "claw run --due -j 4")
+        assert claw(root, "report").exit_code == 0
+        assert "claw run --due -j 4</div>" in (root / ".claw" / "report.html").read_text()
         assert claw(root, "run", "-B", env=env).exit_code == 0
     runs = json.loads(claw(root, "log", "--json").stdout)
     assert [r["trigger"] for r in runs] == ["hand", "cron"]
