@@ -28,6 +28,12 @@ COMMANDS = {
 
 
 class _Commands(click.Group):
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        # The arguments as given, for the ledger: `claw run -j 4`, never the interpreter,
+        # `-m claw_batch` or a venv's path (claw_batch.commands.common.typed).
+        ctx.meta["claw.args"] = tuple(args)
+        return super().parse_args(ctx, args)
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import zoneinfo
 from collections.abc import Mapping
 
 from claw_batch.errors import UsageError
@@ -25,3 +26,21 @@ def now_for_run(environ: Mapping[str, str]) -> dt.datetime:
 
 def new_run_id(now: dt.datetime) -> str:
     return now.strftime("%Y%m%d-%H%M%S-") + os.urandom(3).hex()
+
+
+def shown(when: dt.datetime, tz: str | None = None) -> str:
+    """A time as claw shows it to a person, everywhere: `2026-11-30 23:00`, on the clock it
+    was read from (a run's times on the machine's, with the offset the ledger kept); a
+    schedule's in its task's `tz:`, named after it: `2026-11-30 23:00 Europe/Berlin`.
+    What a program reads (--json, the ledger) stays ISO 8601."""
+    if tz is None:
+        return f"{when:%Y-%m-%d %H:%M}"
+    return f"{when.astimezone(zoneinfo.ZoneInfo(tz)):%Y-%m-%d %H:%M} {tz}"
+
+
+def shown_iso(text: str) -> str:
+    """`shown` of an ISO 8601 time as the ledger or a lock file keeps it."""
+    try:
+        return shown(dt.datetime.fromisoformat(text))
+    except ValueError:  # not one claw wrote: as it is
+        return text

@@ -176,7 +176,6 @@ def test_a_key_on_the_command_line_is_not_kept_in_the_ledger(tmp_path: Path) -> 
     """runs.argv records the command line; a key typed into it (`--model` is not a place
     for one, but people paste) is redacted like everything else the ledger keeps."""
     import sqlite3
-    import sys
 
     from fake_openai import FakeOpenAI, text
     from helpers import claw, make_project
@@ -185,16 +184,12 @@ def test_a_key_on_the_command_line_is_not_kept_in_the_ledger(tmp_path: Path) -> 
     root = make_project(tmp_path / "p", "version: 1\nmodel: m\ntasks:\n  t: {prompt: hi}\n")
     with FakeOpenAI() as server:
         server.enqueue(text("done"))
-        saved = sys.argv
-        sys.argv = ["claw", "run", "--model", key]
-        try:
-            claw(root, "run", env={"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": key})
-        finally:
-            sys.argv = saved
+        env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": key}
+        claw(root, "run", "--model", key, env=env)
     db = sqlite3.connect(root / ".claw" / "state.db")
     (argv,) = db.execute("SELECT argv FROM runs").fetchone()
     db.close()
-    assert key not in argv and argv.startswith("claw run --model ")
+    assert key not in argv and argv == f"claw run -C {root} --model [REDACTED]"
 
 
 def test_remember_keeps_no_key_in_memory(tmp_path: Path) -> None:

@@ -86,3 +86,10 @@ def stop_on_sigterm() -> None:
 
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
+
+
+def typed() -> tuple[str, ...]:
+    """The command as a person types it: `claw` and the arguments it was given (cli.py keeps
+    them), whether it started as a venv's script, `python -m claw_batch` or a git hook."""
+    root = click.get_current_context().find_root()
+    return ("claw", *root.meta.get("claw.args", sys.argv[1:]))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from claw_batch.commands.common import handle_errors, load, project_options
+from claw_batch.commands.common import handle_errors, load, project_options, typed
 from claw_batch.errors import said
 
 HOOK_NAMES = ("pre-commit", "commit-msg", "pre-push")  # = triggers.hooks.HOOKS, unimported
@@ -87,7 +87,7 @@ def run_hook(
         targets=tuple(names),
         files=hooks.files_for(name, args, cwd, project.root),
         wait=wait,
-        argv=tuple(sys.argv),
+        argv=typed(),
         hook=name,
     )
     progress = Progress(quiet=quiet, verbose=verbose)

@@ -1,13 +1,18 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
-from claw_batch.commands.common import handle_errors, load, project_options, stop_on_sigterm
+from claw_batch.commands.common import (
+    handle_errors,
+    load,
+    project_options,
+    stop_on_sigterm,
+    typed,
+)
 from claw_batch.errors import UsageError, said
 
 if TYPE_CHECKING:
@@ -103,8 +108,9 @@ def run(
         files=files,
         model=model,
         mode=mode,
-        argv=tuple(sys.argv),
+        argv=typed(),
         select=DueSlots() if due else None,
+        trigger="cron" if due else "hand",
     )
     summary = _run(project, options, Progress(quiet=quiet, verbose=verbose), due=due)
     if summary.error:

@@ -1,12 +1,17 @@
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import click
 
-from claw_batch.commands.common import handle_errors, load, project_options, stop_on_sigterm
+from claw_batch.commands.common import (
+    handle_errors,
+    load,
+    project_options,
+    stop_on_sigterm,
+    typed,
+)
 
 
 @click.command()
@@ -35,7 +40,7 @@ def schedule(
 
     project = load(directory, file, cache="write")
     options = RunOptions(
-        targets=targets, jobs=jobs, keep_going=keep_going, select=DueSlots(), argv=tuple(sys.argv)
+        targets=targets, jobs=jobs, keep_going=keep_going, select=DueSlots(), argv=typed()
     )
     stop_on_sigterm()
     environ = dict(os.environ)

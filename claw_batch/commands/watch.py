@@ -1,12 +1,17 @@
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import click
 
-from claw_batch.commands.common import handle_errors, load, project_options, stop_on_sigterm
+from claw_batch.commands.common import (
+    handle_errors,
+    load,
+    project_options,
+    stop_on_sigterm,
+    typed,
+)
 
 
 @click.command()
@@ -51,9 +56,7 @@ def watch(
     from claw_batch.triggers.watch import Watcher, WatchOptions
 
     project = load(directory, file, cache="write")
-    options = RunOptions(
-        targets=targets, jobs=jobs, keep_going=True, model=model, argv=tuple(sys.argv)
-    )
+    options = RunOptions(targets=targets, jobs=jobs, keep_going=True, model=model, argv=typed())
     stop_on_sigterm()
     with Progress(quiet=quiet, verbose=verbose) as progress:  # a clean terminal at the end
         watcher = Watcher(

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from claw_batch.store import history
+
 FAILED = ("failed", "limit", "interrupted", "error")  # how a job that ran can end badly
 STATUSES = ("ok", *FAILED, "skipped", "running")  # in the order totals list them
 
@@ -57,8 +59,14 @@ class RunSpan:
     started: dt.datetime
     finished: dt.datetime | None
     status: str
-    argv: str
+    argv: str  # the command as typed: claw run -j 4
     jobs: tuple[JobSpan, ...]  # ran jobs by start, then the skipped ones
+    trigger: str = "hand"  # hand, cron, schedule, watch, hook <name>
+
+    @property
+    def started_by(self) -> str:
+        """hand, cron, schedule, watch or hook: what the report filters by."""
+        return self.trigger.partition(" ")[0]
 
     @property
     def ended(self) -> dt.datetime:
@@ -164,7 +172,8 @@ def gather(root: Path, since: dt.datetime, now: dt.datetime) -> Period:
         runs = [
             row
             for row in db.execute(
-                "SELECT id, started, finished, status, argv FROM runs WHERE started >= ?",
+                "SELECT id, started, finished, status, argv, "
+                f"{history.trigger_column(db)} FROM runs WHERE started >= ?",
                 (rough,),
             )
             if since <= _time(row[1]) <= now
@@ -178,10 +187,11 @@ def gather(root: Path, since: dt.datetime, now: dt.datetime) -> Period:
             _time(started),
             _time(finished) if finished else None,
             status,
-            argv,
+            history.typed(argv),
             (*jobs.get(run_id, ()), *_skipped(root, run_id)),
+            history.trigger_of(argv, trigger),
         )
-        for run_id, started, finished, status, argv in runs
+        for run_id, started, finished, status, argv, trigger in runs
     ]
     spans.sort(key=lambda run: (run.started, run.id), reverse=True)
     return Period(since, now, tuple(spans))

@@ -13,10 +13,12 @@ from pathlib import Path
 from urllib.parse import quote
 
 from claw_batch import figures
-from claw_batch.report.charts import Series, stacked_bars, status_class, timeline_track
-from claw_batch.report.data import Cell, JobSpan, Period, RunSpan, total
+from claw_batch.clock import shown
+from claw_batch.report.charts import Series, stacked_bars, status_class
+from claw_batch.report.data import Cell, JobSpan, Period, total
 from claw_batch.report.show import render_event
 from claw_batch.report.style import CSS
+from claw_batch.report.timeline import timeline
 from claw_batch.store.transcript import read_events
 
 PALETTE = (
@@ -31,7 +33,6 @@ PALETTE = (
     "#5f6b7a",
 )
 OTHER = "#bab0ac"
-MAX_RUNS = 120  # timeline rows; older runs are counted, not drawn
 MAX_TRANSCRIPTS = 30  # failures whose transcript is embedded (the newest)
 TRANSCRIPT_CHARS = 40_000
 NL = "\n"
@@ -50,7 +51,7 @@ def render(period: Period, *, root: Path, out: Path) -> str:
             (
                 _totals(period),
                 _failures(period, root, out),
-                _timeline(period),
+                timeline(period),
                 _charts(period, by_task),
                 _task_table(period, by_task),
             )
@@ -65,11 +66,7 @@ def render(period: Period, *, root: Path, out: Path) -> str:
 
 
 def _period_text(period: Period) -> str:
-    return f"{_when(period.since)} → {_when(period.now)} (UTC{period.now:%z})"
-
-
-def _when(t: dt.datetime) -> str:
-    return f"{t:%a %Y-%m-%d %H:%M}"
+    return f"{shown(period.since)} → {shown(period.now)} (UTC{period.now:%z})"
 
 
 def _totals(period: Period) -> str:
@@ -123,7 +120,7 @@ def _failure(job: JobSpan, root: Path, out: Path, *, embed: bool) -> str:
     why = (job.error or "").strip().partition("\n")[0] or job.reason or ""
     if len(why) > SUMMARY_CHARS:
         why = why[: SUMMARY_CHARS - 1] + "…"
-    when = _when(job.started) if job.started else ""
+    when = shown(job.started) if job.started else ""
     head = (
         f'<span class="chip {status_class(job.status)}">{escape(job.status)}</span> '
         f'<b>{escape(job.name)}</b> <span class="dim">{escape(when)} · run {escape(job.run_id)}'
@@ -162,43 +159,6 @@ def _transcript_text(path: Path) -> str:
         hidden = len(text) - TRANSCRIPT_CHARS
         text = text[:TRANSCRIPT_CHARS] + f"\n… ({hidden} more characters in the transcript file)"
     return text
-
-
-def _timeline(period: Period) -> str:
-    ran = [run for run in period.runs if run.jobs]
-    rows = [_run_row(run) for run in ran[:MAX_RUNS]]
-    more = len(ran) - MAX_RUNS
-    note = f'<p class="dim">{more} older runs are not drawn.</p>' if more > 0 else ""
-    legend = " ".join(
-        f'<span class="chip {status_class(s)}">{s}</span>'
-        for s in ("ok", "failed", "limit", "interrupted", "error", "skipped")
-    )
-    return (
-        "<section><h2>Timeline</h2>"
-        f'<p class="dim">Newest first. Each row is one run, from its start (left) to its end '
-        f"(right); jobs that ran at once are stacked. Hover a bar for its details. {legend}</p>"
-        f'<div class="timeline">\n{NL.join(rows)}\n</div>{note}</section>'
-    )
-
-
-def _run_row(run: RunSpan) -> str:
-    took = figures.duration((run.ended - run.started).total_seconds())
-    skipped = [j for j in run.jobs if j.started is None]
-    chips = "".join(
-        f'<span class="chip s-skipped" title="{escape(f"{j.name} · skipped · {j.reason}")}">'
-        f"{escape(j.name)}</span>"
-        for j in skipped
-    )
-    return (
-        '<div class="run"><div class="run-label">'
-        f'<span class="time">{run.started:%a %m-%d %H:%M}</span> '
-        f'<span class="chip {status_class(run.status)}">{escape(run.status)}</span>'
-        f'<div class="argv" title="{escape(run.argv)}">{escape(run.argv)}</div>'
-        f'<div class="dim">{escape(run.id)} · {escape(took)}</div></div>'
-        f"<div>{timeline_track(run)}"
-        + (f'<div class="skipped">skipped: {chips}</div>' if skipped else "")
-        + "</div></div>"
-    )
 
 
 def _layers(by_task: dict[str, dict[dt.date, Cell]]) -> list[tuple[str, str, dict[dt.date, Cell]]]:

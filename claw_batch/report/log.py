@@ -1,10 +1,12 @@
 """`claw log`'s page: the runs the ledger holds (claw_batch.store.history), one line per run
-and one per job that ran in it."""
+— when, how it ended, what started it, the command as typed — and one per job that ran in
+it."""
 
 from __future__ import annotations
 
 import datetime as dt
 
+from claw_batch.clock import shown_iso
 from claw_batch.figures import count
 from claw_batch.llm import prices
 from claw_batch.store.history import RunRow
@@ -13,13 +15,18 @@ from claw_batch.store.history import RunRow
 def render(rows: list[RunRow]) -> str:
     """A page a person reads in the morning: one line per run, one per job that ran."""
     lines = []
+    # What started each run, in a column as wide as the widest (hook pre-commit), at least
+    # as wide as schedule.
+    by = max((len(run.trigger) for run in rows), default=0)
+    by = max(by, len("schedule"))
     for run in reversed(rows):  # oldest first, like a log
-        when = run.started[:16].replace("T", " ")
+        when = shown_iso(run.started)
         took = _took(run.started, run.finished)
         spent = usd(prices.total(job.cost_usd for job in run.jobs if job.tokens))
         tokens = sum(job.tokens for job in run.jobs)
         totals = f", {count(tokens, 'token')}, {spent}" if run.jobs else ""
-        lines.append(f"{when}  {run.status:<11} {run.argv}{took}{totals}  [{run.id}]")
+        head = f"{when}  {run.status:<11} {run.trigger:<{by}} {run.command}"
+        lines.append(f"{head}{took}{totals}  [{run.id}]")
         width = max((len(job.name) for job in run.jobs), default=0)
         for job in run.jobs:
             seconds = f"{job.duration_s:.1f} s" if job.duration_s is not None else "-"

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from claw_batch.clock import shown_iso
 from claw_batch.errors import UsageError
 from claw_batch.figures import count
+from claw_batch.store import history
 from claw_batch.store.state import State
 from claw_batch.store.transcript import read_events
 
@@ -108,8 +111,18 @@ def _args(raw: str) -> str:
 
 def show(root: Path, run_id: str, task: str | None) -> str:
     directory = run_dir(root, run_id)
-    out = [f"run {directory.name}"]
+    out = [f"run {directory.name}", *_started(root, directory.name)]
     for path in transcripts(directory, task):
         for event in read_events(path):
             out.extend(render_event(event))
     return "\n".join(out)
+
+
+def _started(root: Path, run_id: str) -> list[str]:
+    """`started 2026-11-23 23:00 by cron: claw run --due`, as the ledger has it; nothing
+    when it does not (a ledger moved aside, or unreadable: the transcripts are still read)."""
+    try:
+        found = history.runs(root / ".claw" / "state.db", run_id=run_id, limit=1)
+    except sqlite3.DatabaseError:
+        return []
+    return [f"started {shown_iso(r.started)} by {r.trigger}: {r.command}" for r in found]

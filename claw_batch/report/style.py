@@ -69,6 +69,21 @@ table { border-collapse: collapse; width: 100%; font-size: 13px; }
 th, td { text-align: right; padding: 5px 10px; border-bottom: 1px solid var(--line); }
 th:first-child, td:first-child { text-align: left; }
 th { color: var(--dim); font-weight: 600; }
+input[name="by"] { display: none; }
+.by-filter { font-size: 12px; color: var(--dim); margin: 0 0 6px; }
+.by-filter label { cursor: pointer; border: 1px solid var(--line); border-radius: 10px;
+  padding: 1px 8px; margin-left: 4px; color: var(--fg); }
+.chip.by { background: var(--panel); color: var(--dim); border: 1px solid var(--line); }
 @media (max-width: 760px) { .totals { grid-template-columns: repeat(2, 1fr); }
   .run { grid-template-columns: 1fr; } }
 """
+# What starts runs (claw_batch.store.history.trigger_of): the timeline's filter shows one.
+TRIGGERS = ("hand", "cron", "schedule", "watch", "hook")
+CSS += (
+    "".join(
+        f"#by-{t}:checked ~ .timeline .run:not(.t-{t}) {{ display: none; }}\n"
+        f'#by-{t}:checked ~ .by-filter label[for="by-{t}"] {{ background: var(--panel); }}\n'
+        for t in TRIGGERS
+    )
+    + '#by-all:checked ~ .by-filter label[for="by-all"] { background: var(--panel); }\n'
+)

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
+from claw_batch.clock import shown_iso
 from claw_batch.errors import Locked
 
 POLL_S = 0.05
@@ -33,7 +34,7 @@ class Holder:
     argv: str
 
     def describe(self) -> str:
-        text = f"locked by pid {self.pid} since {self.started}"
+        text = f"locked by pid {self.pid} since {shown_iso(self.started)}"
         return f"{text} ({self.argv})" if self.argv else text
 
 

@@ -7,6 +7,7 @@ import dataclasses
 import datetime as dt
 import io
 import os
+import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -78,6 +79,18 @@ class RunOptions:
     select: Selection | None = None  # which tasks run, decided under the lock (--due)
     hook: str | None = None  # the git hook this run serves: its tools cannot commit or stash
     only: tuple[Job, ...] = ()  # claw watch: these jobs of their tasks, not every match
+    # What started the run, as the ledger keeps it: hand, cron (--due), schedule, watch; a
+    # run for a git hook is `hook <name>` whatever this says.
+    trigger: str = "hand"
+
+    @property
+    def command(self) -> str:
+        """The command as typed: `claw` and its arguments, whatever argv[0] was."""
+        return shlex.join(["claw", *self.argv[1:]])
+
+    @property
+    def started_by(self) -> str:
+        return f"hook {self.hook}" if self.hook else self.trigger
 
 
 def exit_code(results: Sequence[JobResult]) -> int:
@@ -138,7 +151,7 @@ class Runner:
         lock = ProjectLock(
             self.project.root,
             wait=self.options.wait,
-            argv=" ".join(["claw", *self.options.argv[1:]]),
+            argv=self.options.command,
             on_wait=lambda held: self.progress.message(f"claw: {held}; waiting"),
         )
         try:
@@ -255,7 +268,8 @@ class Runner:
             files=o.files,
             model=o.model,
             hook=o.hook,
-            argv=o.argv,
+            command=o.command,
+            trigger=o.started_by,
         )
 
     def _counted(self, results: list[JobResult]) -> list[JobResult]:

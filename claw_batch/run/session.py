@@ -61,7 +61,8 @@ class RunSetup:
     files: tuple[str, ...] = ()
     model: str | None = None
     hook: str | None = None  # the git hook the run serves: its tools cannot commit or stash
-    argv: tuple[str, ...] = ()
+    command: str = "claw"  # as typed (RunOptions.command)
+    trigger: str = "hand"  # what started the run (RunOptions.started_by)
 
 
 class Preparation:
@@ -139,8 +140,8 @@ class RunSession:
         self.closing = self._closeout(state, run_dir, now)
 
     def _begin(self, state: State, run_id: str, now: dt.datetime) -> None:
-        argv = self.setup.redact(" ".join(self.setup.argv))  # a key given on the command line
-        state.begin_run(run_id, now.isoformat(), argv)
+        command = self.setup.redact(self.setup.command)  # a key given on the command line
+        state.begin_run(run_id, now.isoformat(), command, self.setup.trigger)
         # Temp files a killed run left; the real clock's start, as `now` can be pinned
         project = self.setup.project
         sweep_run_folders(project.root, project.config, before_ns=time.time_ns())

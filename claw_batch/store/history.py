@@ -12,6 +12,7 @@ from typing import Any
 
 from claw_batch.errors import UsageError
 
+HOOKS = ("pre-commit", "commit-msg", "pre-push")  # the git hooks claw serves
 _SPAN = re.compile(r"(\d+)([mhdw])\Z")
 _UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
@@ -41,8 +42,13 @@ class RunRow:
     finished: str | None
     status: str
     exit_code: int | None
-    argv: str
+    argv: str  # as the ledger keeps it (an older claw kept the interpreter's path too)
+    trigger: str  # hand, cron, schedule, watch, hook <name>
     jobs: tuple[JobRow, ...]
+
+    @property
+    def command(self) -> str:
+        return typed(self.argv)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -51,9 +57,41 @@ class RunRow:
             "finished": self.finished,
             "status": self.status,
             "exit_code": self.exit_code,
+            "trigger": self.trigger,
+            "command": self.command,
             "argv": self.argv,
             "jobs": [job.__dict__ | {"name": job.name} for job in self.jobs],
         }
+
+
+def typed(argv: str) -> str:
+    """The command as typed: `claw run -j 4`. A ledger of an older claw kept argv[0] as it
+    was (`/home/u/.venv/bin/claw`, `/.../claw_batch/__main__.py`): it becomes `claw`."""
+    first, _, rest = argv.partition(" ")
+    if first == "claw" or "/" not in first:
+        return argv
+    return f"claw {rest}".rstrip()
+
+
+def trigger_of(argv: str, trigger: str | None) -> str:
+    """What started a run: the ledger's word, or for a run of an older claw (which did not
+    keep it), what its command says."""
+    if trigger:
+        return trigger
+    words = typed(argv).split()
+    if words[1:3] == ["hook", "run"]:
+        name = next((w for w in words[3:] if w in HOOKS), "")
+        return f"hook {name}".rstrip()
+    if words[1:2] in (["schedule"], ["watch"]):
+        return words[1]
+    return "cron" if words[1:2] == ["run"] and "--due" in words else "hand"
+
+
+def trigger_column(db: sqlite3.Connection) -> str:
+    """`trigger` in a SELECT of runs, or NULL in a ledger from before the column (a read-only
+    open never adds it)."""
+    columns = {row[1] for row in db.execute("PRAGMA table_info(runs)")}
+    return "trigger" if "trigger" in columns else "NULL"
 
 
 def since(text: str, now: dt.datetime) -> dt.datetime:
@@ -69,9 +107,15 @@ def since(text: str, now: dt.datetime) -> dt.datetime:
 
 
 def runs(
-    db_path: Path, *, task: str | None = None, after: dt.datetime | None = None, limit: int = 20
+    db_path: Path,
+    *,
+    task: str | None = None,
+    after: dt.datetime | None = None,
+    limit: int = 20,
+    run_id: str | None = None,
 ) -> list[RunRow]:
-    """The latest runs (newest first) that ran a job, or any run when no task is given."""
+    """The latest runs (newest first) that ran a job, or any run when no task is given; with
+    `run_id`, that run alone."""
     if not db_path.exists():
         return []
     db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
@@ -80,8 +124,12 @@ def runs(
         if task is not None:
             where.append("id IN (SELECT run_id FROM jobs WHERE task = ?)")
             args.append(task)
+        if run_id is not None:
+            where.append("id = ?")
+            args.append(run_id)
         rows = db.execute(
-            "SELECT id, started, finished, status, exit_code, argv FROM runs"
+            f"SELECT id, started, finished, status, exit_code, argv, {trigger_column(db)} "
+            "FROM runs"
             + (f" WHERE {' AND '.join(where)}" if where else "")
             + " ORDER BY rowid DESC",
             args,
@@ -97,9 +145,10 @@ def runs(
                 f"FROM jobs WHERE run_id = ?{only} ORDER BY rowid",
                 (row[0], task) if task else (row[0],),
             ).fetchall()
-            run_id, started, finished, status, exit_code, argv = row
+            run_id, started, finished, status, exit_code, argv, trigger = row
             ran = tuple(JobRow(*j) for j in jobs)
-            found.append(RunRow(run_id, started, finished, status, exit_code, argv, ran))
+            by = trigger_of(argv, trigger)
+            found.append(RunRow(run_id, started, finished, status, exit_code, argv, by, ran))
             if len(found) >= limit:
                 break
         return found

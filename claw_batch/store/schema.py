@@ -18,7 +18,8 @@ CREATE TABLE IF NOT EXISTS runs (
     finished TEXT,
     status TEXT NOT NULL,          -- running | ok | failed | limit | interrupted | error
     exit_code INTEGER,
-    argv TEXT NOT NULL
+    argv TEXT NOT NULL,            -- the command as typed: claw run -j 4 (older: argv[0] too)
+    trigger TEXT                   -- hand | cron | schedule | watch | hook <name>; NULL: older
 );
 CREATE TABLE IF NOT EXISTS jobs (
     run_id TEXT NOT NULL REFERENCES runs(id),
@@ -105,6 +106,7 @@ ADDED = (
     ("calls", "cost_usd", "REAL"),  # cost accounting
     ("done", "tainted", "TEXT"),  # taint (SCHEMA made its tables)
     ("files", "ctime_ns", "INTEGER"),  # the ctime in the stat shortcut
+    ("runs", "trigger", "TEXT"),  # what started a run (claw log, claw report)
 )
 
 

@@ -150,10 +150,12 @@ class State(Database):
         finally:
             super().close()
 
-    def begin_run(self, run_id: str, started: str, argv: str) -> None:
+    def begin_run(self, run_id: str, started: str, argv: str, trigger: str = "hand") -> None:
+        """`argv`: the command as typed (`claw run -j 4`); `trigger`: what started the run
+        (hand, cron, schedule, watch, hook <name>)."""
         self._execute(
-            "INSERT INTO runs (id, started, status, argv) VALUES (?, ?, 'running', ?)",
-            (run_id, started, argv),
+            "INSERT INTO runs (id, started, status, argv, trigger) VALUES (?, ?, 'running', ?, ?)",
+            (run_id, started, argv, trigger),
         )
 
     def end_run(self, run_id: str, finished: str, status: str, exit_code: int) -> None:

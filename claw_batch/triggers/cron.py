@@ -18,6 +18,8 @@ import zoneinfo
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from claw_batch.clock import shown
+
 LATE = dt.timedelta(minutes=15)  # catch_up: skip runs a slot at most this late
 MAX_COUNTED = 10_000  # missed slots counted one by one up to this many
 
@@ -130,15 +132,22 @@ def next_slot(expr: str, tz: str | None, now: dt.datetime) -> dt.datetime:
     return _next(expr, tz, now).at
 
 
-def describe_due(task: str, found: Due) -> str:
-    """The progress line: what --due does with a task's slot."""
-    name = found.slot.name
+def describe_due(task: str, found: Due, tz: str | None) -> str:
+    """The progress line: what --due does with a task's slot, its time shown as claw shows
+    every time (claw_batch.clock.shown), in the task's `tz:`."""
+    when = _shown(found.slot, tz)
     missed = f"{found.missed}{'+' if found.more else ''}"
     if found.run:
         earlier = f" ({missed} missed slot{'s' if found.missed != 1 else ''} collapsed into it)"
-        return f"claw: {task}: slot {name} is due{earlier if found.missed else ''}"
+        return f"claw: {task}: slot {when} is due{earlier if found.missed else ''}"
     if found.first is not None:  # not a miss: the task was not scheduled then
-        return f"claw: {task}: first slot: next at {found.first.name}"
+        return f"claw: {task}: first slot: next at {_shown(found.first, tz)}"
     earlier = f", and {missed} before it" if found.missed else ""
     late = int(LATE.total_seconds() // 60)
-    return f"claw: {task}: slot {name} missed (over {late} min late{earlier}); not run"
+    return f"claw: {task}: slot {when} missed (over {late} min late{earlier}); not run"
+
+
+def _shown(slot: Slot, tz: str | None) -> str:
+    """A slot's time for a person (its name is the ledger's key): in the task's zone, named;
+    without `tz:`, on the machine's clock."""
+    return shown(slot.at, tz) if tz else shown(slot.at.astimezone())

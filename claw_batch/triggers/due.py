@@ -55,7 +55,7 @@ class DueSlots:
             if found is not None:
                 entries.append(Entry(name, found))
         for e in entries:
-            say(describe_due(e.task, e.due))
+            say(describe_due(e.task, e.due, config.tasks[e.task].tz))
         if entries and not dry_run:
             slots.record(entries, run_id, now)
         ran = [e for e in entries if e.due.run]

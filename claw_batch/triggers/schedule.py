@@ -6,6 +6,7 @@ exit 0; during a run it cancels the run like `claw run` does (exit 130)."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -45,6 +46,7 @@ def serve(
     until: dt.datetime | None = None,  # tests: stop when the clock passes it
 ) -> int:
     config = project.config
+    options = dataclasses.replace(options, trigger="schedule")
     names = select_tasks(config, options.targets) if options.targets else list(config.tasks)
     scheduled = {n: config.tasks[n] for n in names if config.tasks[n].schedule}
     if not scheduled:

@@ -10,6 +10,7 @@ is watched anew, and a clawfile edited meanwhile is read again.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import queue
 import time
@@ -58,7 +59,7 @@ class Watcher:
         clock: Clock = Clock(),
     ) -> None:
         self.project = project
-        self.options = options
+        self.options = dataclasses.replace(options, trigger="watch")
         self.watch = watch
         self.progress = progress
         self.environ = environ

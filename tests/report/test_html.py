@@ -233,7 +233,7 @@ def test_a_period_without_runs_is_a_page_that_says_so(
     body = (tmp_path / "r.html").read_text().partition("<body>")[2]
     assert body == (
         "<header><h1>claw report · p</h1>"
-        '<p class="sub">Sun 2026-11-15 09:00 → Sun 2026-11-22 09:00 (UTC+0100)</p></header>\n'
+        '<p class="sub">2026-11-15 09:00 → 2026-11-22 09:00 (UTC+0100)</p></header>\n'
         '<p class="empty">No runs in this period.</p>\n</body></html>\n'
     )
     assert not (root / ".claw" / "state.db").exists()  # read, never created
@@ -461,3 +461,48 @@ def test_a_corrupt_ledger_is_said_not_thrown(tmp_path: Path) -> None:
     result = claw(root, "report")
     assert result.exit_code == 1  # as claw log says it; the next claw run sets it aside
     assert result.stderr == "claw: ledger .claw/state.db: file is not a database\n"
+
+
+SCHEDULED = """
+    version: 1
+    model: fake-model
+    tasks:
+      notes:
+        prompt: "Summarise"
+        output: notes.md
+        tools: []
+      nightly:
+        prompt: "Nightly"
+        output: nightly.md
+        schedule: "0 23 * * *"
+        tz: Europe/Berlin
+        tools: []
+"""
+
+
+def test_the_report_tells_cron_runs_from_runs_by_hand(tmp_path: Path) -> None:
+    """Each run says what started it and the command as typed; a filter above the timeline
+    shows the runs of one trigger (CSS only: the page has no scripts). Issue 16, point 10."""
+    root = make_project(tmp_path / "p", SCHEDULED)
+    with FakeOpenAI() as server:
+        server.handler = lambda body: text("done")
+        env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-x"}
+        assert claw(root, "run", "notes", env={**env, "CLAW_NOW": FIRST}).exit_code == 0
+        night = "2026-11-21T23:00:00+01:00"
+        assert claw(root, "run", "--due", env={**env, "CLAW_NOW": night}).exit_code == 0
+    shown = claw(root, "report", env={"CLAW_NOW": NOW})
+    assert shown.exit_code == 0, shown.stderr
+    page = (root / ".claw" / "report.html").read_text().replace(str(root), "/p")
+    rows = re.findall(
+        r'<div class="run t-(\w+)"><div class="run-label"><span class="time">([^<]*)</span> '
+        r'<span class="chip s-ok">ok</span> <span class="chip by">([^<]*)</span>'
+        r'<div class="argv" title="[^"]*">([^<]*)</div>',
+        page,
+    )
+    assert rows == [
+        ("cron", "2026-11-21 23:00", "cron", "claw run -C /p --due"),
+        ("hand", "2026-11-20 23:00", "by hand", "claw run -C /p notes"),
+    ]
+    filters = re.findall(r'<label for="by-(\w+)">([^<]*)</label>', page)
+    assert filters == [("all", "all 2"), ("hand", "by hand 1"), ("cron", "cron 1")]
+    assert '<input type="radio" name="by" id="by-cron">' in page

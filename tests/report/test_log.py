@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 from fake_openai import FakeOpenAI, Reply, text
@@ -63,3 +68,92 @@ def test_the_log_shows_what_ran_and_how_it_ended(tmp_path: Path) -> None:
     assert [[j["task"] for j in r["jobs"]] for r in only] == [["notes"]]
     assert claw(root, "log", "nope").exit_code == 2
     assert claw(root, "log", "--since", "yesterday").exit_code == 2
+
+
+# --- what started a run, and the command as typed (issue 16, point 10) -----------------------
+
+SCHEDULED = """
+    version: 1
+    model: fake-model
+    tasks:
+      notes:
+        prompt: "Summarise"
+        output: notes.md
+        tools: []
+      nightly:
+        prompt: "Nightly"
+        output: nightly.md
+        schedule: "0 23 * * *"
+        tools: []
+"""
+RUN_ID = re.compile(r"\[(\d{8}-\d{6})-[0-9a-f]{6}\]")
+JOB_SECONDS = re.compile(r"\b\d+\.\d s\b(?= +\d)")  # a job's real duration
+
+
+def run_process(root: Path, argv: list[str], env: dict[str, str]) -> None:
+    done = subprocess.run(
+        argv, cwd=root, env={**os.environ, **env}, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_the_log_shows_the_command_as_typed_and_what_started_the_run(tmp_path: Path) -> None:
+    root = make_project(tmp_path / "p", SCHEDULED)
+    python_m = [sys.executable, "-m", "claw_batch"]
+    script = [str(Path(sys.executable).parent / "claw")]  # the venv's console script
+    with FakeOpenAI() as server:
+        server.handler = lambda body: text("done")
+        env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-x"}
+        at = {"CLAW_NOW": "2026-11-20T10:00:00+01:00"}
+        run_process(root, [*python_m, "run", "-j", "4", "notes"], {**env, **at})
+        at = {"CLAW_NOW": "2026-11-20T11:00:00+01:00"}
+        run_process(root, [*script, "run", "-j", "4", "-B", "notes"], {**env, **at})
+        at = {"CLAW_NOW": "2026-11-20T23:00:00+01:00", "TZ": "Europe/Berlin"}
+        run_process(root, [*python_m, "run", "--due"], {**env, **at})
+
+    shown = subprocess.run([*script, "log"], cwd=root, capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    page = RUN_ID.sub(r"[\1-xxxxxx]", shown.stdout)
+    page = JOB_SECONDS.sub(lambda m: "D s".rjust(len(m[0])), page)
+    assert page == (
+        "2026-11-20 10:00  ok          hand     claw run -j 4 notes, 0.0 s, 15 tokens, $?"
+        "  [20261120-100000-xxxxxx]\n"
+        "  ok          notes      D s        15 tok        $?  → notes.md\n"
+        "2026-11-20 11:00  ok          hand     claw run -j 4 -B notes, 0.0 s, 15 tokens, $?"
+        "  [20261120-110000-xxxxxx]\n"
+        "  ok          notes      D s        15 tok        $?  → notes.md\n"
+        "2026-11-20 23:00  ok          cron     claw run --due, 0.0 s, 15 tokens, $?"
+        "  [20261120-230000-xxxxxx]\n"
+        "  ok          nightly      D s        15 tok        $?  → nightly.md\n"
+    )
+    runs = json.loads(claw(root, "log", "--json").stdout)
+    assert [(r["trigger"], r["command"]) for r in runs] == [
+        ("cron", "claw run --due"),
+        ("hand", "claw run -j 4 -B notes"),
+        ("hand", "claw run -j 4 notes"),
+    ]
+
+
+def test_a_ledger_from_before_the_trigger_column_still_opens(tmp_path: Path) -> None:
+    """A state.db of an older claw: no `trigger` column, the interpreter's path in argv.
+    claw log reads it as it is (read-only), naming the trigger from the command; a run then
+    adds the column and goes on."""
+    root = make_project(tmp_path / "p", CLAWFILE, {"inbox/a.txt": "A\n"})
+    with FakeOpenAI() as server:
+        server.handler = lambda body: text("done")
+        env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-x"}
+        assert claw(root, "run", env=env).exit_code == 0
+        db = sqlite3.connect(root / ".claw" / "state.db")
+        with db:
+            db.execute("ALTER TABLE runs DROP COLUMN trigger")
+            db.execute("UPDATE runs SET argv = '/home/u/.venv/bin/claw run --due -j 4'")
+        db.close()
+        assert "claw run --due -j 4" in claw(root, "log").stdout
+        [old] = json.loads(claw(root, "log", "--json").stdout)
+        assert (old["trigger"], old["command"]) == ("cron", "claw run --due -j 4")
+        assert claw(root, "report").exit_code == 0
+        assert "claw run --due -j 4</div>" in (root / ".claw" / "report.html").read_text()
+        assert claw(root, "run", "-B", env=env).exit_code == 0
+    runs = json.loads(claw(root, "log", "--json").stdout)
+    assert [r["trigger"] for r in runs] == ["hand", "cron"]
+    assert runs[0]["command"] == f"claw run -C {root} -B"

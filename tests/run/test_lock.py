@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -85,6 +86,12 @@ def hold(spawn: Spawn, tmp_path: Path) -> Hold:
     return start
 
 
+def minutes(started: str) -> str:
+    """The label's ISO time (2026-11-27T03:04:05+01:00) as messages show it: 2026-11-27 03:04."""
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d", started), started
+    return started[:16].replace("T", " ")
+
+
 def test_a_second_run_is_told_who_holds_the_lock(tmp_path: Path, hold: Hold) -> None:
     proc = hold(30)
     holder = read_holder(tmp_path)
@@ -92,7 +99,7 @@ def test_a_second_run_is_told_who_holds_the_lock(tmp_path: Path, hold: Hold) -> 
     with pytest.raises(Locked) as e, ProjectLock(tmp_path):
         pytest.fail("acquired a held lock")
     assert str(e.value) == (
-        f"locked by pid {proc.pid} since {holder.started} (claw run nightly); "
+        f"locked by pid {proc.pid} since {minutes(holder.started)} (claw run nightly); "
         "wait for it or use --wait"
     )
     assert e.value.exit_code == 75
@@ -135,7 +142,7 @@ def test_two_locks_in_one_process_exclude_each_other(tmp_path: Path) -> None:
         with pytest.raises(Locked) as e, ProjectLock(tmp_path):
             pytest.fail("acquired a held lock")
         assert str(e.value) == (
-            f"locked by pid {os.getpid()} since {first.holder.started} (first); "
+            f"locked by pid {os.getpid()} since {minutes(first.holder.started)} (first); "
             "wait for it or use --wait"
         )
     assert read_holder(tmp_path) is None
@@ -280,8 +287,8 @@ def test_fifty_claw_runs_at_once_one_runs_the_others_exit_75(tmp_path: Path) -> 
                     if stream:
                         stream.close()
     told = (
-        f"claw: locked by pid {winner.pid} since {holder.started} (claw run -C {root} --json); "
-        "wait for it or use --wait\n"
+        f"claw: locked by pid {winner.pid} since {minutes(holder.started)} "
+        f"(claw run -C {root} --json); wait for it or use --wait\n"
     )
     assert [(code, err) for code, _, err in results] == [(75, told)] * 49
     assert all(json.loads(out)["exit_code"] == 75 for _, out, _ in results)

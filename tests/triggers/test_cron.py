@@ -14,7 +14,7 @@ import pytest
 from fake_openai import FakeOpenAI, text
 from helpers import claw, make_project
 
-from claw_batch.triggers.cron import Due, due
+from claw_batch.triggers.cron import Due, Slot, describe_due, due
 
 BERLIN = zoneinfo.ZoneInfo("Europe/Berlin")
 MINUTE = dt.timedelta(minutes=1)
@@ -180,9 +180,9 @@ def test_claw_run_due_runs_each_slot_once(tmp_path: Path, server: FakeOpenAI) ->
     root = make_project(tmp_path / "p", CLAWFILE)
     code, err, jobs = due_run(root, server, "2026-11-23T23:05:00+01:00")  # a Monday night
     assert (code, jobs) == (0, ["nightly"])
-    assert "nightly: slot 2026-11-23T23:00 Europe/Berlin is due" in err
+    assert "nightly: slot 2026-11-23 23:00 Europe/Berlin is due" in err
     # 09:00 today is 14 h late, from before the task was ever seen: not a miss (issue 16, 11)
-    assert "claw: weekly: first slot: next at 2026-11-30T09:00 Europe/Berlin" in err
+    assert "claw: weekly: first slot: next at 2026-11-30 09:00 Europe/Berlin" in err
     assert (root / "reports/2026-11-23.md").is_file()
     calls = len(server.requests)
 
@@ -210,7 +210,7 @@ def test_due_with_a_target_a_dry_run_and_a_failure(tmp_path: Path, server: FakeO
     code, err, jobs = due_run(root, server, "2026-11-30T09:01:00+01:00", "-n")
     assert (code, jobs) == (0, ["weekly"])  # nightly: last night's slot is 10 h past
     # Issue 16, point 11: a slot from before the task was scheduled is not a miss.
-    assert "claw: nightly: first slot: next at 2026-11-30T23:00 Europe/Berlin" in err
+    assert "claw: nightly: first slot: next at 2026-11-30 23:00 Europe/Berlin" in err
     assert "missed" not in err
     assert not (root / ".claw" / "state.db").exists()  # a dry run records nothing
 
@@ -221,3 +221,25 @@ def test_due_with_a_target_a_dry_run_and_a_failure(tmp_path: Path, server: FakeO
     code, _err, jobs = due_run(root, server, "2026-11-30T09:02:00+01:00", "weekly")
     assert (code, jobs) == (0, [])  # a slot runs at most once, failed or not
     assert slots(root) == [("weekly", "2026-11-30T09:00 Europe/Berlin", "failed", 0)]
+
+
+NIGHT = dt.datetime.fromisoformat("2026-11-30T23:00:00+01:00")
+
+
+def test_every_slot_message_shows_times_one_way() -> None:
+    """Slot names stay the ledger's keys (ISO-like, a UTC `Z` for slots every N minutes);
+    the messages show the slot's time as every other command does."""
+    every_half_hour = Slot("2026-11-30T22:30Z", dt.datetime(2026, 11, 30, 22, 30, tzinfo=dt.UTC))
+    night = Slot("2026-11-30T23:00 Europe/Berlin", NIGHT.astimezone(dt.UTC))
+    assert describe_due("poll", Due(every_half_hour, True, 2), "Europe/Berlin") == (
+        "claw: poll: slot 2026-11-30 23:30 Europe/Berlin is due (2 missed slots collapsed into it)"
+    )
+    assert describe_due("t", Due(night, False, 0, first=night), "Europe/Berlin") == (
+        "claw: t: first slot: next at 2026-11-30 23:00 Europe/Berlin"
+    )
+    assert describe_due("t", Due(night, False, 1), "Europe/Berlin") == (
+        "claw: t: slot 2026-11-30 23:00 Europe/Berlin missed (over 15 min late, and 1 before it); "
+        "not run"
+    )
+    machine = night.at.astimezone().strftime("%Y-%m-%d %H:%M")  # a task without tz:
+    assert describe_due("t", Due(night, True, 0), None) == f"claw: t: slot {machine} is due"

@@ -60,7 +60,7 @@ def test_the_crontab_line_runs_the_due_tasks(tmp_path: Path) -> None:
         assert done.returncode == 0
         assert len(server.requests) == 1
     log = (root / ".claw" / "cron.log").read_text()
-    assert "nightly: slot 2026-11-23T23:00 Europe/Berlin is due" in log
+    assert "nightly: slot 2026-11-23 23:00 Europe/Berlin is due" in log
     assert (root / "report.md").is_file()
 
 

@@ -459,3 +459,25 @@ def test_the_framework_entry_with_file_names(
     assert done.returncode == 1
     assert "    - bad" in done.stderr
     assert "Files: ['app.py']" in prompt(server)
+
+
+def test_the_log_names_the_hook_that_started_a_run(
+    repo: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    """What git ran is recorded as typed, without the interpreter that the hook starts
+    (issue 16, point 10); `claw log` and its JSON say which hook it was."""
+    hook(repo, "install")
+    (repo / "app.py").write_text("def f():\n    return 2\n")
+    git(repo, "add", "app.py")
+    server.enqueue(verdict(True, "fine"))
+    assert commit(repo, env).returncode == 0
+    log = CliRunner().invoke(main, ["log", "-C", str(repo), "--json"])
+    [run] = json.loads(log.stdout)
+    assert (run["trigger"], run["command"]) == (
+        "hook pre-commit",
+        "claw hook run -C . -f clawfile.yaml pre-commit --",
+    )
+    shown = CliRunner().invoke(main, ["log", "-C", str(repo)]).stdout
+    assert (
+        "  ok          hook pre-commit claw hook run -C . -f clawfile.yaml pre-commit --" in shown
+    )

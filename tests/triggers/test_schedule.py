@@ -6,6 +6,7 @@ import datetime as dt
 import io
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -78,8 +79,10 @@ def test_a_day_of_the_foreground_loop(tmp_path: Path) -> None:
     ]
     # it slept from slot to slot (each run takes no fake time), never polling in between
     assert fake.sleeps == [6 * 3600.0] * 3 + [5 * 3600.0]
+    with sqlite3.connect(root / ".claw" / "state.db") as db:  # what `claw log` names them by
+        assert {t for (t,) in db.execute("SELECT trigger FROM runs")} == {"schedule"}
     log = stream.getvalue()
-    assert "nightly: first slot: next at 2026-11-22T23:00 Europe/Berlin" in log  # started after
+    assert "nightly: first slot: next at 2026-11-22 23:00 Europe/Berlin" in log  # started after
 
 
 def test_sigterm_stops_claw_schedule_cleanly(tmp_path: Path) -> None:

@@ -314,6 +314,8 @@ def test_each_content_is_processed_once(project: Path, server: FakeOpenAI) -> No
         ("triage", "inbox/a.txt", "ok"),
         ("triage", "inbox/c.txt", "ok"),
     ]
+    with sqlite3.connect(project / ".claw" / "state.db") as db:  # what `claw log` names them by
+        assert {t for (t,) in db.execute("SELECT trigger FROM runs")} == {"watch"}
 
 
 def test_a_changed_prompt_processes_the_same_content_again(
