@@ -36,7 +36,7 @@ def log(
 
     Oldest first, from .claw/state.db: each run, then each job that ran in it with its
     status, time, tokens, cost, and its output or the reason it failed. With TASK, only
-    the runs of that task.
+    the runs that ran it, and its jobs.
 
     \b
     Examples:

@@ -39,8 +39,9 @@ def plan(targets: tuple[str, ...], force: bool, directory: Path | None, file: Pa
     """Say what `claw run` would run, and why.
 
     The same as `claw run -n`: each job of the tasks (and of the tasks they need), whether
-    it would run, is up to date, or is kept (its output was edited since), the estimated
-    size of its first prompt, and the reasons. No model calls, no writes.
+    it would run, is up to date, or is kept (its output was edited by hand; -B overwrites
+    it), the estimated size of its first prompt, and the reasons. No model calls, no
+    writes.
 
     \b
     Examples:
