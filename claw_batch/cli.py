@@ -91,7 +91,7 @@ def entry() -> None:
     """The `claw` program (and `python -m claw_batch`): the group, then an exit that leaves
     the heap out of the interpreter's last garbage collection. That collection walks every
     object openai, pydantic and claw made (0.18 s of CPU, seconds on busy cores: the slow
-    stop of `claw watch` in issue 16); the process ends right after, so it frees nothing."""
+    stop of `claw watch` in issue 16), to free memory the process is about to give back."""
     try:
         main()
     finally:
