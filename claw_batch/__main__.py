@@ -1,3 +1,3 @@
-from claw_batch.cli import main
+from claw_batch.cli import entry
 
-main()
+entry()

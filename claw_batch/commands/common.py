@@ -18,7 +18,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def project_options(fn: F) -> F:
-    """-C / -f / -v / -q, on every command that works on a project."""
+    """-C / -f, on every command that works on a project."""
     options = [
         click.option(
             "-C",
@@ -33,12 +33,33 @@ def project_options(fn: F) -> F:
             type=click.Path(dir_okay=False, path_type=Path),
             help="Use this clawfile instead of looking for clawfile.yaml.",
         ),
-        click.option("-v", "--verbose", is_flag=True, help="Also show each tool call."),
-        click.option("-q", "--quiet", is_flag=True, help="Only failures and errors."),
     ]
     for option in reversed(options):
         fn = option(fn)
     return fn
+
+
+def output_options(fn: F) -> F:
+    """-v / -q, on the commands that run jobs and report them as they go."""
+    fn = quiet_option("Only failures and errors.")(fn)
+    return click.option("-v", "--verbose", is_flag=True, help="Also show each tool call.")(fn)
+
+
+def quiet_option(help: str) -> Callable[[F], F]:
+    """-q, saying what this command leaves out."""
+    return click.option("-q", "--quiet", is_flag=True, help=help)
+
+
+def jobs_option(fn: F) -> F:
+    return click.option(
+        "-j",
+        "--jobs",
+        type=click.IntRange(min=1),
+        default=1,
+        show_default=True,
+        metavar="N",
+        help="Run up to N jobs at a time.",
+    )(fn)
 
 
 def load(directory: Path | None, file: Path | None, *, cache: Use = "read") -> Project:

@@ -9,7 +9,11 @@ from claw_batch.commands.common import handle_errors, load, project_options
 
 @click.group()
 def cron() -> None:
-    """Run scheduled tasks from cron or systemd."""
+    """Print crontab lines for scheduled tasks.
+
+    Or systemd units: they run `claw run --due` every minute, which runs each scheduled
+    task once per slot.
+    """
 
 
 @cron.command("print")
@@ -17,12 +21,17 @@ def cron() -> None:
 @click.option("--name", default="claw", show_default=True, help="The systemd units' name.")
 @project_options
 @handle_errors
-def print_(
-    systemd: bool, name: str, directory: Path | None, file: Path | None, verbose: bool, quiet: bool
-) -> int:
-    """Print crontab lines (or systemd units) that call `claw run --due` every minute.
+def print_(systemd: bool, name: str, directory: Path | None, file: Path | None) -> int:
+    """Print the crontab lines that run scheduled tasks.
 
-    Add them with `crontab -e`; the runs' output goes to .claw/cron.log.
+    The lines call `claw run --due` every minute, by absolute paths; each scheduled task
+    runs once per slot, and the runs' output goes to .claw/cron.log. With --systemd, a
+    service and a timer that do the same.
+
+    \b
+    Examples:
+      claw cron print                           then paste it into `crontab -e`
+      claw cron print --systemd --name notes
     """
     from claw_batch.triggers import crontab
 

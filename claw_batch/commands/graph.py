@@ -27,19 +27,18 @@ Reach = dict[str, tuple["Source", ...]]  # per task that outside content can rea
 )
 @project_options
 @handle_errors
-def graph(
-    targets: tuple[str, ...],
-    fmt: str,
-    directory: Path | None,
-    file: Path | None,
-    verbose: bool,
-    quiet: bool,
-) -> int:
-    """Print the task graph: every task, or the TASKs (names or globs) and what they need.
+def graph(targets: tuple[str, ...], fmt: str, directory: Path | None, file: Path | None) -> int:
+    """Print the task graph.
 
-    Arrows go from a task to the tasks that use its results; dashed ones are implicit (an
-    input glob matches the task's output), labelled with that glob. Tasks that outside
-    content can reach are red, and say from where ("tainted: ...").
+    Every task, or the TASKs (names or globs) and what they need. Arrows go from a task to
+    the tasks that use its results; dashed ones are implicit (an input glob matches the
+    task's output), labelled with that glob. Tasks that outside content can reach are red,
+    and say from where ("tainted: ...").
+
+    \b
+    Examples:
+      claw graph | dot -Tsvg > graph.svg
+      claw graph --format mermaid digest
     """
     from claw_batch.plan import graph as task_graph
     from claw_batch.plan import taintflow

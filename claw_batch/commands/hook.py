@@ -7,7 +7,14 @@ from pathlib import Path
 
 import click
 
-from claw_batch.commands.common import handle_errors, load, project_options, typed
+from claw_batch.commands.common import (
+    handle_errors,
+    load,
+    output_options,
+    project_options,
+    quiet_option,
+    typed,
+)
 from claw_batch.errors import said
 
 HOOK_NAMES = ("pre-commit", "commit-msg", "pre-push")  # = triggers.hooks.HOOKS, unimported
@@ -16,18 +23,30 @@ STOPPED = frozenset({"failed", "limit", "interrupted"})
 
 @click.group()
 def hook() -> None:
-    """Git hooks that run the tasks whose `hook:` names them."""
+    """Run tasks from git hooks.
+
+    `claw hook install` writes a git hook that calls `claw hook run`, which runs the tasks
+    whose `hook:` names that hook; a task that fails stops the commit (or the push),
+    unless its `on_error:` is warn.
+    """
 
 
 @hook.command()
 @click.argument("name", type=click.Choice(HOOK_NAMES), default="pre-commit")
 @project_options
+@quiet_option("Say nothing when it worked.")
 @handle_errors
-def install(
-    name: str, directory: Path | None, file: Path | None, verbose: bool, quiet: bool
-) -> int:
-    """Install the git hook NAME (default pre-commit). A hook already there is kept as
-    NAME.pre-claw and runs first."""
+def install(name: str, directory: Path | None, file: Path | None, quiet: bool) -> int:
+    """Install a git hook that runs the tasks for it.
+
+    The hook (default pre-commit) runs `claw hook run NAME`. A hook already there is kept
+    as NAME.pre-claw and runs first.
+
+    \b
+    Examples:
+      claw hook install
+      claw hook install pre-push
+    """
     from claw_batch.triggers import hooks
 
     message = hooks.install(load(directory, file), name, sys.executable)
@@ -39,11 +58,14 @@ def install(
 @hook.command()
 @click.argument("name", type=click.Choice(HOOK_NAMES), default="pre-commit")
 @project_options
+@quiet_option("Say nothing when it worked.")
 @handle_errors
-def uninstall(
-    name: str, directory: Path | None, file: Path | None, verbose: bool, quiet: bool
-) -> int:
-    """Remove claw's git hook NAME and put back the hook it had kept, if any."""
+def uninstall(name: str, directory: Path | None, file: Path | None, quiet: bool) -> int:
+    """Remove claw's git hook.
+
+    Removes claw's hook NAME (default pre-commit) and puts back the hook it had kept, if
+    any.
+    """
     from claw_batch.triggers import hooks
 
     message = hooks.uninstall(load(directory, file), name)
@@ -59,6 +81,7 @@ def uninstall(
     "--wait", is_flag=True, help="If a claw run holds the project, wait instead of exit 75."
 )
 @project_options
+@output_options
 @handle_errors
 def run_hook(
     name: str,
@@ -69,8 +92,11 @@ def run_hook(
     verbose: bool,
     quiet: bool,
 ) -> int:
-    """Run the tasks whose `hook:` is NAME, as git does: ARGS are the hook's arguments
-    (for pre-commit, file names become `files`). Exit 1 blocks the commit."""
+    """Run the tasks for a git hook (what the hook calls).
+
+    Runs the tasks whose `hook:` is NAME, as git does: ARGS are the hook's arguments (for
+    pre-commit, the staged files become `files`). Exit 1 blocks the commit.
+    """
     from claw_batch.triggers import hooks
 
     cwd = Path.cwd()

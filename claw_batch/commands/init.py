@@ -11,9 +11,15 @@ from claw_batch.commands.common import handle_errors
 @click.argument("directory", default=".", type=click.Path(file_okay=False, path_type=Path))
 @handle_errors
 def init(directory: Path) -> int:
-    """Scaffold a project in DIR (never overwrites a file).
+    """Scaffold a project.
 
-    Writes clawfile.yaml, prompts/, skills/ and workspace/, and adds .claw/ to .gitignore.
+    Writes clawfile.yaml, prompts/, skills/ and workspace/ in DIRECTORY (default: here),
+    and adds .claw/ to .gitignore. A file already there is never overwritten.
+
+    \b
+    Examples:
+      claw init
+      claw init notes && cd notes && claw plan
     """
     from claw_batch.clawfile.scaffold import scaffold
 

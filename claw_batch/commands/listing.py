@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from claw_batch.commands.common import handle_errors, load, project_options
+from claw_batch.commands.common import handle_errors, load, project_options, quiet_option
 
 if TYPE_CHECKING:
     from claw_batch.run.results import JobResult
@@ -14,9 +14,15 @@ if TYPE_CHECKING:
 
 @click.command("list")
 @project_options
+@quiet_option("Leave out the line of each task's triggers.")
 @handle_errors
-def list_tasks(directory: Path | None, file: Path | None, verbose: bool, quiet: bool) -> int:
-    """List the tasks with their description, triggers and last result."""
+def list_tasks(directory: Path | None, file: Path | None, quiet: bool) -> int:
+    """List the tasks and their state.
+
+    In the clawfile's order: each task's name, its state (up to date, never ran, 2/5 to
+    run, modified…) and description, and below them its triggers (schedule, watch, hook,
+    foreach). No model calls.
+    """
     from claw_batch.commands.plan import dry_run
     from claw_batch.run.lock import read_holder
 

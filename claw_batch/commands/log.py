@@ -12,7 +12,15 @@ from claw_batch.commands.common import handle_errors, load, project_options
 @click.command()
 @click.argument("task", required=False)
 @click.option("--since", "since_text", metavar="SPAN", help="Only runs since: 12h, 7d, 2w, a date.")
-@click.option("-n", "--limit", type=click.IntRange(min=1), default=20, show_default=True)
+@click.option(
+    "-n",
+    "--limit",
+    type=click.IntRange(min=1),
+    default=20,
+    show_default=True,
+    metavar="N",
+    help="Show the last N runs.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 @project_options
 @handle_errors
@@ -23,10 +31,19 @@ def log(
     as_json: bool,
     directory: Path | None,
     file: Path | None,
-    verbose: bool,
-    quiet: bool,
 ) -> int:
-    """Recent runs and the jobs that ran in them (oldest first), from .claw/state.db."""
+    """List recent runs and their jobs.
+
+    Oldest first, from .claw/state.db: each run, then each job that ran in it with its
+    status, time, tokens, cost, and its output or the reason it failed. With TASK, only
+    the runs that ran it, and its jobs.
+
+    \b
+    Examples:
+      claw log
+      claw log triage --since 2d
+      claw log --json -n 100
+    """
     import sqlite3
 
     from claw_batch.clock import now_for_run

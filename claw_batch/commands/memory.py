@@ -11,12 +11,23 @@ from claw_batch.commands.common import handle_errors, load, project_options
 
 @click.group()
 def memory() -> None:
-    """The workspace's memory: MEMORY.md, the daily notes and the archive."""
+    """Search the workspace's memory.
+
+    MEMORY.md, the daily notes and the memory archive, as the tasks' memory tools see them.
+    """
 
 
 @memory.command()
 @click.argument("query", nargs=-1, required=True)
-@click.option("-n", "--limit", type=click.IntRange(min=1), default=8, show_default=True)
+@click.option(
+    "-n",
+    "--limit",
+    type=click.IntRange(min=1),
+    default=8,
+    show_default=True,
+    metavar="N",
+    help="Show the best N matches.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 @project_options
 @handle_errors
@@ -26,12 +37,18 @@ def search(
     as_json: bool,
     directory: Path | None,
     file: Path | None,
-    verbose: bool,
-    quiet: bool,
 ) -> int:
-    """Search memory for words, as the memory_search tool does: facts whose key is the
-    query first, then headings and #tags, then lines of text with context; newer daily
-    notes rank higher. Exits 1 when nothing matches."""
+    """Search memory for words, as the memory_search tool does.
+
+    Facts whose key is the query come first, then headings and #tags, then lines of text
+    with context; newer daily notes rank higher. Each match as `path:line [kind] text`.
+    Exits 1 when nothing matches.
+
+    \b
+    Examples:
+      claw memory search acme invoice
+      claw memory search '#vendor' -n 20 --json
+    """
     from claw_batch.clock import now_for_run
     from claw_batch.errors import UsageError
     from claw_batch.memory import search as memory_search

@@ -31,20 +31,23 @@ def dry_run(
 
 
 @click.command()
-@click.argument("targets", nargs=-1)
+@click.argument("targets", nargs=-1, metavar="[TASK|GLOB]...")
 @click.option("-B", "--force", is_flag=True, help="Plan as if every job were forced.")
 @project_options
 @handle_errors
-def plan(
-    targets: tuple[str, ...],
-    force: bool,
-    directory: Path | None,
-    file: Path | None,
-    verbose: bool,
-    quiet: bool,
-) -> int:
-    """What `claw run` would run and why (the same as `claw run -n`), with the estimated
-    prompt of each job's first model call: no model calls, no writes."""
+def plan(targets: tuple[str, ...], force: bool, directory: Path | None, file: Path | None) -> int:
+    """Say what `claw run` would run, and why.
+
+    The same as `claw run -n`: each job of the tasks (and of the tasks they need), whether
+    it would run, is up to date, or is kept (its output was edited by hand; -B overwrites
+    it), the estimated size of its first prompt, and the reasons. No model calls, no
+    writes.
+
+    \b
+    Examples:
+      claw plan                   the default tasks
+      claw plan 'digest-*' -B     as if every job of those tasks were forced
+    """
     summary = dry_run(directory, file, targets, force)
     if summary.error:
         click.echo(said(summary.error), err=True)
@@ -62,9 +65,16 @@ def plan(
 @click.argument("task")
 @project_options
 @handle_errors
-def why(task: str, directory: Path | None, file: Path | None, verbose: bool, quiet: bool) -> int:
-    """Why each job of TASK would (not) run: never ran, input X changed, prompt changed,
-    model changed, upstream changed, output missing or modified…"""
+def why(task: str, directory: Path | None, file: Path | None) -> int:
+    """Say why each job of a task would (not) run.
+
+    Each job of TASK, then its reasons: it never ran, an input changed, the prompt or the
+    model changed, a task it needs has a new result, its output is missing or was edited…
+
+    \b
+    Example:
+      claw why triage
+    """
     summary = dry_run(directory, file, (task,), False)
     if summary.error:
         click.echo(said(summary.error), err=True)

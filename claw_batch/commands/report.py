@@ -30,12 +30,18 @@ def report(
     output: Path | None,
     directory: Path | None,
     file: Path | None,
-    verbose: bool,
-    quiet: bool,
 ) -> int:
-    """Write one self-contained HTML page about the period's runs, from .claw/state.db:
-    totals, failures with their transcripts, a timeline of jobs, tokens and cost per task
-    per day. Prints the page's path."""
+    """Write an HTML page of recent runs.
+
+    One self-contained page about the period's runs, from .claw/state.db: totals, failures
+    with their transcripts, a timeline of jobs, tokens and cost per task per day. Prints
+    the page's path.
+
+    \b
+    Examples:
+      claw report
+      claw report --since 1d -o ~/public_html/claw.html
+    """
     import sqlite3
 
     from claw_batch.clock import now_for_run

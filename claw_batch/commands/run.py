@@ -8,7 +8,9 @@ import click
 
 from claw_batch.commands.common import (
     handle_errors,
+    jobs_option,
     load,
+    output_options,
     project_options,
     stop_on_sigterm,
     typed,
@@ -23,15 +25,8 @@ if TYPE_CHECKING:
 
 
 @click.command()
-@click.argument("targets", nargs=-1)
-@click.option(
-    "-j",
-    "--jobs",
-    type=click.IntRange(min=1),
-    default=1,
-    show_default=True,
-    help="Jobs to run at a time.",
-)
+@click.argument("targets", nargs=-1, metavar="[TASK|GLOB]...")
+@jobs_option
 @click.option("-k", "--keep-going", is_flag=True, help="Go on with other jobs after a failure.")
 @click.option("-B", "--force", is_flag=True, help="Run every selected job, up to date or not.")
 @click.option(
@@ -61,6 +56,7 @@ if TYPE_CHECKING:
     help="Run the scheduled tasks whose latest slot has not run yet (what cron calls).",
 )
 @project_options
+@output_options
 @handle_errors
 def run(
     targets: tuple[str, ...],
@@ -81,10 +77,22 @@ def run(
     verbose: bool,
     quiet: bool,
 ) -> int:
-    """Run tasks (by name or glob; default: the clawfile's `default:`).
+    """Run the tasks that are not up to date.
 
-    Each job's final answer goes to the task's `output`, an entry to today's daily note
-    and a transcript to .claw/runs/<run-id>/.
+    TASK|GLOB names the tasks to run (default: the clawfile's `default:`, or else every
+    task without a trigger); the tasks they need run first. A job runs when it never ran
+    or something it depends on changed: an input, the prompt, the model, an upstream
+    result (`claw why TASK` says which). Its final answer goes to the task's `output`, an
+    entry to today's daily note and its transcript to .claw/runs/<run-id>/.
+
+    \b
+    Examples:
+      claw run                    the default tasks, what is not up to date
+      claw run 'digest-*' -j 4    the tasks a glob matches, four jobs at a time
+      claw run triage -B          every job of triage, up to date or not
+      claw run -n                 what would run and why (= claw plan)
+      claw run --replay           answer from the recorded replies, offline
+      claw run --due              the scheduled tasks whose slot is due (for cron)
     """
     from claw_batch.llm.endpoints import Mode
     from claw_batch.run.envelope import envelope

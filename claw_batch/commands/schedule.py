@@ -7,7 +7,9 @@ import click
 
 from claw_batch.commands.common import (
     handle_errors,
+    jobs_option,
     load,
+    output_options,
     project_options,
     stop_on_sigterm,
     typed,
@@ -15,10 +17,11 @@ from claw_batch.commands.common import (
 
 
 @click.command()
-@click.argument("targets", nargs=-1)
-@click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True)
+@click.argument("targets", nargs=-1, metavar="[TASK|GLOB]...")
+@jobs_option
 @click.option("-k", "--keep-going", is_flag=True, help="Go on with other jobs after a failure.")
 @project_options
+@output_options
 @handle_errors
 def schedule(
     targets: tuple[str, ...],
@@ -29,9 +32,16 @@ def schedule(
     verbose: bool,
     quiet: bool,
 ) -> int:
-    """Run scheduled tasks at their times, in the foreground (for systemd or a terminal).
+    """Run scheduled tasks on time, in the foreground.
 
-    Uses the same slot ledger as `claw run --due`; SIGTERM stops it cleanly.
+    For a terminal or a systemd service: each scheduled task (all of them, or the TASKs)
+    runs once per slot of its `schedule:`, through the same slot ledger as `claw run --due`,
+    so the two never run a slot twice. SIGTERM or Ctrl-C stops it.
+
+    \b
+    Examples:
+      claw schedule
+      claw schedule 'report-*' -j 4
     """
     from claw_batch.run.runner import RunOptions
     from claw_batch.terminal.progress import Progress

@@ -12,15 +12,17 @@ from claw_batch.commands.common import handle_errors, load, project_options
 @click.argument("task", required=False)
 @project_options
 @handle_errors
-def show(
-    run_id: str,
-    task: str | None,
-    directory: Path | None,
-    file: Path | None,
-    verbose: bool,
-    quiet: bool,
-) -> int:
-    """Show a run's transcripts readably. RUN is a run id or `last`."""
+def show(run_id: str, task: str | None, directory: Path | None, file: Path | None) -> int:
+    """Show a run's transcripts.
+
+    RUN is a run id (`claw log` lists them) or `last`; with TASK, only that task's jobs.
+    Each model turn, tool call and result, readably.
+
+    \b
+    Examples:
+      claw show last
+      claw show last triage
+    """
     from claw_batch.report.show import show as render
 
     project = load(directory, file)

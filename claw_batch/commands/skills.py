@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from claw_batch.commands.common import handle_errors, load, project_options
+from claw_batch.commands.common import handle_errors, load, project_options, quiet_option
 from claw_batch.figures import count
 
 if TYPE_CHECKING:
@@ -16,18 +16,23 @@ if TYPE_CHECKING:
 
 @click.group()
 def skills() -> None:
-    """The skills tasks can be offered: workspace/skills, skills/, ~/.config/claw/skills and
-    claw's built-in ones, in that order of precedence."""
+    """List or check the skills.
+
+    The skills tasks can be offered: workspace/skills, skills/, ~/.config/claw/skills and
+    claw's built-in ones, in that order of precedence.
+    """
 
 
 @skills.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 @project_options
+@quiet_option("Leave out descriptions and paths.")
 @handle_errors
-def list_skills(
-    as_json: bool, directory: Path | None, file: Path | None, verbose: bool, quiet: bool
-) -> int:
-    """Each skill found: where it is, whether it is offered (ok) or why not."""
+def list_skills(as_json: bool, directory: Path | None, file: Path | None, quiet: bool) -> int:
+    """List the skills found and whether each is offered.
+
+    Each skill's name, where it comes from, and `ok` or why it is not offered.
+    """
     listed = _entries(directory, file)
     if as_json:
         rows = [
@@ -57,10 +62,14 @@ def list_skills(
 
 @skills.command()
 @project_options
+@quiet_option("Only errors.")
 @handle_errors
-def check(directory: Path | None, file: Path | None, verbose: bool, quiet: bool) -> int:
-    """Validate every skill found (exit 2 when one is invalid); warn about skills that are
-    not available here, shadowed, or use front matter keys claw does not know."""
+def check(directory: Path | None, file: Path | None, quiet: bool) -> int:
+    """Check every skill found.
+
+    Exits 2 when one is invalid; warns about skills that are not available here, are
+    shadowed, or use front matter keys claw does not know.
+    """
     from claw_batch.errors import ClawfileError
     from claw_batch.skills.report import findings
 

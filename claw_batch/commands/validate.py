@@ -5,17 +5,22 @@ from pathlib import Path
 
 import click
 
-from claw_batch.commands.common import handle_errors, project_options
+from claw_batch.commands.common import handle_errors, project_options, quiet_option
 from claw_batch.errors import ClawfileError
 from claw_batch.figures import count
 
 
 @click.command()
 @project_options
+@quiet_option("Only warnings and errors.")
 @handle_errors
-def validate(directory: Path | None, file: Path | None, verbose: bool, quiet: bool) -> int:
-    """Check the clawfile, its templates and the skills (exit 2 on error); say which tasks
-    outside content can reach, and from where."""
+def validate(directory: Path | None, file: Path | None, quiet: bool) -> int:
+    """Check the clawfile, its templates and skills.
+
+    Exits 2 on an error, with every problem on a line of its own (file:line: key: what is
+    wrong); warns about API keys this environment does not set. Then says which tasks
+    outside content can reach, and from where.
+    """
     from claw_batch.clawfile.validate import validate as validated
     from claw_batch.config import Project, clawfile_path
     from claw_batch.llm.endpoints import missing_keys

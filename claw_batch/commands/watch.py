@@ -7,7 +7,9 @@ import click
 
 from claw_batch.commands.common import (
     handle_errors,
+    jobs_option,
     load,
+    output_options,
     project_options,
     stop_on_sigterm,
     typed,
@@ -15,24 +17,27 @@ from claw_batch.commands.common import (
 
 
 @click.command()
-@click.argument("targets", nargs=-1)
-@click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True)
+@click.argument("targets", nargs=-1, metavar="[TASK|GLOB]...")
+@jobs_option
 @click.option(
     "--settle",
     type=click.FloatRange(min=0),
     default=1.0,
     show_default=True,
-    help="Seconds a file must go unwritten before its job starts.",
+    metavar="SECONDS",
+    help="How long a file must go unwritten before its job starts.",
 )
 @click.option(
     "--rescan",
     type=click.FloatRange(min=1),
     default=30.0,
     show_default=True,
-    help="Seconds between rescans for files the OS did not report.",
+    metavar="SECONDS",
+    help="How often to look for files the OS did not report.",
 )
 @click.option("--model", help="Use this model for every task.")
 @project_options
+@output_options
 @handle_errors
 def watch(
     targets: tuple[str, ...],
@@ -45,11 +50,18 @@ def watch(
     verbose: bool,
     quiet: bool,
 ) -> int:
-    """Run watch tasks (all of them, or TARGETS) as files arrive or change.
+    """Run watch tasks as files arrive.
 
-    One job per settled file, through the same engine as `claw run` (fingerprints, the
-    project lock, -j); the same content is processed once per task. Files already there
-    are processed at start. SIGTERM or Ctrl-C stops it.
+    Watches the folders of the watch tasks (all of them, or the TASKs) and runs one job
+    per file that arrives or changes, once it has settled, through the same engine as
+    `claw run` (fingerprints, the project lock, -j jobs at a time); the same content is
+    processed once per task. Files already there are processed at start. SIGTERM or
+    Ctrl-C stops it.
+
+    \b
+    Examples:
+      claw watch
+      claw watch triage -j 4 --settle 2
     """
     from claw_batch.run.runner import RunOptions
     from claw_batch.terminal.progress import Progress

@@ -82,10 +82,10 @@ class Watcher:
         """Watch until SIGTERM or Ctrl-C (exit 0; 130 when it interrupted running jobs), or
         until `until()` says so (tests)."""
         listing = "; ".join(f"{n} ({', '.join(t.watch)})" for n, t in self.tasks.items())
-        self.progress.message(f"claw watch: {listing}; settle {self.watch.settle:g} s")
         observer = Observer()
-        observer.start()
-        try:
+        try:  # a stop from the first line on is a clean stop (exit 0), even before the loop
+            self.progress.message(f"claw watch: {listing}; settle {self.watch.settle:g} s")
+            observer.start()
             from claw_batch.llm import openai_compat  # noqa: F401  # openai now, not in the first file's latency
 
             return self._loop(observer, until)
@@ -94,7 +94,8 @@ class Watcher:
             return 0
         finally:
             observer.stop()
-            observer.join()
+            if observer.is_alive():  # not when the stop came before it started
+                observer.join()
 
     def _loop(self, observer: BaseObserver, until: Callable[[], bool] | None) -> int:
         next_rescan = 0.0

@@ -783,3 +783,13 @@ def test_a_corrupt_ledger_does_not_stop_the_watch(project: Path, server: FakeOpe
     assert "the run sets it aside and starts afresh" in session.log
     assert list((project / ".claw").glob("state.db.corrupt-*"))
     assert ledger(project) == [("triage", "inbox/a.txt", "ok")]
+
+
+def test_sigterm_right_after_it_says_what_it_watches_stops_cleanly(
+    project: Path, server: FakeOpenAI
+) -> None:
+    """The first line comes before the observer starts: a stop then is the same clean stop."""
+    child = start_watch(project, server)
+    code, err = stop(child)
+    assert code == 0, err
+    assert "claw watch: stopped" in err
