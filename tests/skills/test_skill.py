@@ -455,3 +455,38 @@ def test_a_project_skill_symlinked_out_of_the_project_opens_nothing(
     assert claw(root, "run", env=env(server)).exit_code == 0
     (result,) = [m["content"] for m in server.requests[1]["messages"] if m["role"] == "tool"]
     assert result.startswith("error: refused reading ")
+
+
+def test_skills_check_says_what_the_skills_list_costs_each_task(tmp_path: Path) -> None:
+    clawfile = """
+        version: 1
+        model: fake-model
+        tasks:
+          summary:
+            prompt: "Summarise"
+          narrow:
+            prompt: "Narrow"
+            skills: [pdf]
+          plain:
+            prompt: "Plain"
+            skills: []
+          recall:
+            prompt: "Recall"
+            tools: [read, memory_search]
+    """
+    root = make_project(tmp_path / "p", clawfile)
+    skill_md(root / "skills/pdf", "name: pdf\ndescription: Read, split and merge PDF files.")
+    skill_md(root / "skills/docx", "name: docx\ndescription: Write Word documents.")
+    result = skills_cli(root, "check")
+    assert result.exit_code == 0
+    assert result.stderr == "claw: 3 skills found, 3 offered, none invalid\n"
+    assert result.stdout == (
+        "The skills list each task's system prompt carries, sent with every model call\n"
+        "(tokens estimated at 4 characters a token):\n"
+        "  summary  ~40 tokens  docx, pdf (all it can use; it has no skills: key)\n"
+        "  narrow   ~27 tokens  pdf (skills: [pdf])\n"
+        "  plain      0 tokens  none (skills: [])\n"
+        "  recall   ~74 tokens  docx, memory, pdf (all it can use; it has no skills: key)\n"
+        "Give a task fewer with skills: [name, ...] under it in clawfile.yaml, none with "
+        "skills: [].\n"
+    )
