@@ -5,7 +5,8 @@ system prompt (with placeholders for the date and the daily notes, which change 
 job) and the skills it may read, the model and sampling parameters, the tool set and policy,
 the content of its input files and of its upstream outputs. Secrets, timeouts and
 concurrency settings are not part of it. Each part is kept, so `claw why` can say which one
-changed (claw_batch.plan.uptodate).
+changed (claw_batch.plan.uptodate): the skills by name, with what their list costs and the
+system prompt without it beside them (EXPLAINING), so that a new skill is named as such.
 """
 
 from __future__ import annotations
@@ -37,6 +38,10 @@ NOT_FINGERPRINTED = frozenset(
 )
 
 
+# Parts kept only to explain a change: the value does not cover them (the system prompt does).
+EXPLAINING = frozenset({"context", "skills_tokens"})
+
+
 def digest(value: Any) -> str:
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
     return hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()
@@ -44,11 +49,16 @@ def digest(value: Any) -> str:
 
 @dataclass(frozen=True)
 class Fingerprint:
-    parts: dict[str, Any]  # name -> digest, or {path: sha256} for files
+    parts: dict[str, Any]  # name -> digest, or {path: sha256} for files, {name: digest} skills
 
     @property
     def value(self) -> str:
-        return digest(self.parts)
+        """The digest of the parts, the skills as one digest: the value a ledger written
+        before they were kept by name holds for the same job."""
+        parts = {k: v for k, v in self.parts.items() if k not in EXPLAINING}
+        if isinstance(parts.get("skills"), dict):
+            parts["skills"] = digest(parts["skills"])
+        return digest(parts)
 
 
 @dataclass(frozen=True)
@@ -59,6 +69,8 @@ class TaskParts:
     system: str  # the system prompt with placeholders (the real one is built to run)
     skills: Mapping[str, str]  # per offered skill, its files' content
     model: str  # as the clawfile names it: "provider/name" or "name"
+    context: str  # the system prompt with placeholders, without the skills list
+    skills_tokens: int  # what the skills list adds to the real one (estimated)
 
 
 def task_digest(task: Mapping[str, Any]) -> str:
@@ -76,16 +88,20 @@ def fingerprint(
     tools: Any,
     inputs: Mapping[str, str | None],
     upstream: Mapping[str, str | None],
+    context: str,
+    skills_tokens: int,
 ) -> Fingerprint:
     return Fingerprint(
         {
             "task": task,
             "prompt": digest(prompt),
             "system": digest(system),
-            "skills": digest(skills),
+            "skills": dict(sorted(skills.items())),
             "model": model,
             "tools": digest(tools),
             "inputs": dict(sorted(inputs.items())),
             "upstream": dict(sorted(upstream.items())),
+            "context": digest(context),
+            "skills_tokens": skills_tokens,
         }
     )
