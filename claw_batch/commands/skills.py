@@ -80,7 +80,7 @@ def check(directory: Path | None, file: Path | None, verbose: bool, quiet: bool)
     if not quiet:
         ok = sum(e.state == "ok" for e in listed)
         click.echo(
-            f"claw: {count(len(listed), 'skill')} found, {ok} offered, none invalid", err=True
+            f"claw: {count(len(listed), 'skill')} found, {ok} available, none invalid", err=True
         )
         _print_offers(project, scanned)
     return 0

@@ -422,7 +422,7 @@ def test_skills_check_passes_a_clean_project_and_warns(tmp_path: Path) -> None:
     assert result.exit_code == 0
     assert result.stderr == (
         "skills/ours/SKILL.md: warning: unknown front matter keys (ignored): version\n"
-        "claw: 2 skills found, 2 offered, none invalid\n"
+        "claw: 2 skills found, 2 available, none invalid\n"
     )
 
 
@@ -479,7 +479,7 @@ def test_skills_check_says_what_the_skills_list_costs_each_task(tmp_path: Path) 
     skill_md(root / "skills/docx", "name: docx\ndescription: Write Word documents.")
     result = skills_cli(root, "check")
     assert result.exit_code == 0
-    assert result.stderr == "claw: 3 skills found, 3 offered, none invalid\n"
+    assert result.stderr == "claw: 3 skills found, 3 available, none invalid\n"
     assert result.stdout == (
         "The skills list each task's system prompt carries, sent with every model call\n"
         "(tokens estimated at 4 characters a token):\n"
