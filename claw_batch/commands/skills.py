@@ -106,6 +106,7 @@ def _print_offers(project: Project, scanned: list[Skill]) -> None:
             "Give a task fewer with skills: [name, ...] under it in clawfile.yaml, "
             "none with skills: []."
         )
+    click.echo("A change to a task's skills reruns its jobs: claw plan lists them.")
 
 
 def _offered(o: Offer) -> str:

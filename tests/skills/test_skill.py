@@ -489,4 +489,5 @@ def test_skills_check_says_what_the_skills_list_costs_each_task(tmp_path: Path) 
         "  recall   ~74 tokens  docx, memory, pdf (all it can use; it has no skills: key)\n"
         "Give a task fewer with skills: [name, ...] under it in clawfile.yaml, none with "
         "skills: [].\n"
+        "A change to a task's skills reruns its jobs: claw plan lists them.\n"
     )
