@@ -69,7 +69,7 @@ class TaskParts:
     system: str  # the system prompt with placeholders (the real one is built to run)
     skills: Mapping[str, str]  # per offered skill, its files' content
     model: str  # as the clawfile names it: "provider/name" or "name"
-    context: str  # the system prompt with placeholders, without the skills list
+    context: str  # the digest of the system prompt with placeholders without the skills list
     skills_tokens: int  # what the skills list adds to the real one (estimated)
 
 
@@ -101,7 +101,7 @@ def fingerprint(
             "tools": digest(tools),
             "inputs": dict(sorted(inputs.items())),
             "upstream": dict(sorted(upstream.items())),
-            "context": digest(context),
+            "context": context,  # a digest already: one per task, not one per job
             "skills_tokens": skills_tokens,
         }
     )

@@ -105,7 +105,7 @@ def task_parts(run: RunContext, cache: RunCache, name: str) -> TaskParts:
             system=system.key_text,
             skills=skill_digests(offered),
             model=run.model_override or task.model or run.project.config.model,
-            context=system.key_context,
+            context=digest(system.key_context),
             skills_tokens=offer.tokens(offered, run.project.root),
         )
 
