@@ -5,8 +5,9 @@ system prompt (with placeholders for the date and the daily notes, which change 
 job) and the skills it may read, the model and sampling parameters, the tool set and policy,
 the content of its input files and of its upstream outputs. Secrets, timeouts and
 concurrency settings are not part of it. Each part is kept, so `claw why` can say which one
-changed (claw_batch.plan.uptodate): the skills by name, with what their list costs and the
-system prompt without it beside them (EXPLAINING), so that a new skill is named as such.
+changed (claw_batch.plan.uptodate); beside them, parts that only explain (EXPLAINING): the
+skills by name, what their list costs, the system prompt without it — so that a new skill
+is named as such.
 """
 
 from __future__ import annotations
@@ -38,8 +39,10 @@ NOT_FINGERPRINTED = frozenset(
 )
 
 
-# Parts kept only to explain a change: the value does not cover them (the system prompt does).
-EXPLAINING = frozenset({"context", "skills_tokens"})
+# Parts kept only to explain a change: the value does not cover them (`system` and `skills`
+# do), so that a ledger written before they were kept holds the same value for the same job.
+EXPLAINING = frozenset({"skill_files", "context", "skills_tokens"})
+SHORT = 12  # hex digits of a skill's digest kept by name: enough to tell it was edited
 
 
 def digest(value: Any) -> str:
@@ -49,16 +52,11 @@ def digest(value: Any) -> str:
 
 @dataclass(frozen=True)
 class Fingerprint:
-    parts: dict[str, Any]  # name -> digest, or {path: sha256} for files, {name: digest} skills
+    parts: dict[str, Any]  # name -> digest, or {path: sha256} for files
 
     @property
     def value(self) -> str:
-        """The digest of the parts, the skills as one digest: the value a ledger written
-        before they were kept by name holds for the same job."""
-        parts = {k: v for k, v in self.parts.items() if k not in EXPLAINING}
-        if isinstance(parts.get("skills"), dict):
-            parts["skills"] = digest(parts["skills"])
-        return digest(parts)
+        return digest({k: v for k, v in self.parts.items() if k not in EXPLAINING})
 
 
 @dataclass(frozen=True)
@@ -96,11 +94,12 @@ def fingerprint(
             "task": task,
             "prompt": digest(prompt),
             "system": digest(system),
-            "skills": dict(sorted(skills.items())),
+            "skills": digest(skills),
             "model": model,
             "tools": digest(tools),
             "inputs": dict(sorted(inputs.items())),
             "upstream": dict(sorted(upstream.items())),
+            "skill_files": {name: (d or "")[:SHORT] for name, d in sorted(skills.items())},
             "context": context,  # a digest already: one per task, not one per job
             "skills_tokens": skills_tokens,
         }

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from claw_batch.config import Task
-from claw_batch.plan.fingerprint import Fingerprint, digest
+from claw_batch.plan.fingerprint import Fingerprint
 from claw_batch.plan.graph import Graph
 from claw_batch.plan.jobs import Job
 from claw_batch.plan.quickcheck import TaskKey, keyed
@@ -198,16 +198,15 @@ def explain(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
 def _system(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     """What changed of the system prompt: its workspace files, and its skills by name."""
     system = old.get("system") != new.get("system")
-    if "context" not in old or not isinstance(old.get("skills"), dict):  # an older ledger's
-        skills = digest(old.get("skills")) != digest(new.get("skills"))
+    if "skill_files" not in old:  # a last success recorded before they were kept
         return [
             *(["context (workspace files or skills list) changed"] if system else []),
-            *(["skill files changed"] if skills else []),
+            *(["skill files changed"] if old.get("skills") != new.get("skills") else []),
         ]
     reasons = []
-    if old["context"] != new.get("context"):
+    if old.get("context") != new.get("context"):
         reasons.append("context (workspace files) changed")
-    changed = _skills(old["skills"], new.get("skills", {}))
+    changed = _skills(old["skill_files"], new.get("skill_files", {}))
     if changed:
         reasons.append(f"skills changed: {', '.join(changed)}{_cost(old, new)}")
     elif system and not reasons:
