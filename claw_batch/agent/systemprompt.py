@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from claw_batch.memory import memoryfile, notes
-from claw_batch.skills.skill import Skill, shown_directory
+from claw_batch.skills import offer
+from claw_batch.skills.skill import Skill
 
 WORKSPACE_FILES = ("AGENTS.md", "SOUL.md", "USER.md", "IDENTITY.md", "MEMORY.md")
 FILE_CAP = memoryfile.CAP  # characters per workspace file
@@ -33,6 +34,9 @@ class SystemPrompt:
     # The same prompt with placeholders for what changes from run to run (the date, the
     # daily notes, the project's location): what replay keys are computed from.
     key_text: str
+    # The key text without the skills list: what tells a job's fingerprint that the
+    # workspace files changed, not the skills (claw_batch.plan.uptodate.explain).
+    key_context: str
 
 
 def truncate(text: str, cap: int, source: str) -> str:
@@ -130,13 +134,6 @@ def _without(text: str, outside: Callable[[str], bool], said: str) -> str:
     return "\n".join(kept)
 
 
-def skills_section(skills: Sequence[Skill], root: Path, *, key: bool = False) -> str:
-    lines = ["## Skills (read its SKILL.md before using one)"]
-    for s in skills:
-        lines.append(f"- {s.name}: {s.description} ({shown_directory(s, root, key=key)}/SKILL.md)")
-    return "\n".join(lines)
-
-
 _built: dict[tuple[object, ...], tuple[list[Stamp], SystemPrompt]] = {}
 
 
@@ -163,8 +160,8 @@ def _build(
 ) -> SystemPrompt:
     sections, notes = _sections(root, sources)
 
-    def compose(notes: str, date: str, where: str, key: bool = False) -> str:
-        skills_text = skills_section(skills, root, key=key) if skills else ""
+    def compose(notes: str, date: str, where: str, key: bool = False, listed: bool = True) -> str:
+        skills_text = offer.section(skills, root, key=key) if listed else ""
         parts = [
             f"You are claw, running the task '{task}' unattended with tools; your last message "
             "without tool calls is the result.",
@@ -173,10 +170,12 @@ def _build(
             *([skills_text] if skills_text else []),
             f"## Environment\nDate: {date}\nProject root: {where} (tool paths are relative to it)",
         ]
-        return "\n\n".join(parts) + "\n"
+        return offer.SEPARATOR.join(parts) + "\n"
 
     date = f"{today.isoformat()} ({today.strftime('%A')})"
+    placeholders = ("<daily notes>", "<today>", "<project root>")
     return SystemPrompt(
         compose(notes, date, str(root)),
-        compose("<daily notes>", "<today>", "<project root>", key=True),
+        compose(*placeholders, key=True),
+        compose(*placeholders, key=True, listed=False),
     )

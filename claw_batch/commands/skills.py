@@ -11,7 +11,10 @@ from claw_batch.commands.common import handle_errors, load, project_options, qui
 from claw_batch.figures import count
 
 if TYPE_CHECKING:
+    from claw_batch.config import Project
+    from claw_batch.skills.offer import Offer
     from claw_batch.skills.report import Entry
+    from claw_batch.skills.skill import Skill
 
 
 @click.group()
@@ -62,18 +65,20 @@ def list_skills(as_json: bool, directory: Path | None, file: Path | None, quiet:
 
 @skills.command()
 @project_options
-@quiet_option("Only errors.")
+@quiet_option("Only errors: no warnings, no table of what skills cost.")
 @handle_errors
 def check(directory: Path | None, file: Path | None, quiet: bool) -> int:
-    """Check every skill found.
+    """Check every skill found, and what each task's skills cost.
 
     Exits 2 when one is invalid; warns about skills that are not available here, are
-    shadowed, or use front matter keys claw does not know.
+    shadowed, or use front matter keys claw does not know. Then says which skills each
+    task is offered and what their list adds to its prompt.
     """
     from claw_batch.errors import ClawfileError
-    from claw_batch.skills.report import findings
+    from claw_batch.skills.report import entries, findings
 
-    listed = _entries(directory, file)
+    project, scanned = _scan(directory, file)
+    listed = entries(scanned, project.root, os.environ)
     found = findings(listed)
     for f in found:
         if f.level == "warning" and not quiet:
@@ -84,15 +89,51 @@ def check(directory: Path | None, file: Path | None, quiet: bool) -> int:
     if not quiet:
         ok = sum(e.state == "ok" for e in listed)
         click.echo(
-            f"claw: {count(len(listed), 'skill')} found, {ok} offered, none invalid", err=True
+            f"claw: {count(len(listed), 'skill')} found, {ok} available, none invalid", err=True
         )
+        _print_offers(project, scanned)
     return 0
 
 
-def _entries(directory: Path | None, file: Path | None) -> list[Entry]:
+def _print_offers(project: Project, scanned: list[Skill]) -> None:
+    """Per task: what its skills list costs, and which skills are on it."""
+    from claw_batch.skills.offer import offers
+    from claw_batch.skills.skill import available, pick
+
+    found = offers(project.config.tasks, available(pick(scanned), os.environ), project.root)
+    if not found:
+        return
+    click.echo("The skills list each task's system prompt carries, sent with every model call")
+    click.echo("(tokens estimated at 4 characters a token):")
+    width = max(len(o.task) for o in found)
+    sizes = [f"~{o.tokens:,} tokens" if o.tokens else "0 tokens" for o in found]
+    size_width = max(map(len, sizes))
+    for o, size in zip(found, sizes, strict=True):
+        click.echo(f"  {o.task:<{width}}  {size:>{size_width}}  {_offered(o)}")
+    if any(o.named is None and o.skills for o in found):
+        click.echo(
+            "Give a task fewer with skills: [name, ...] under it in clawfile.yaml, "
+            "none with skills: []."
+        )
+    click.echo("A change to a task's skills reruns its jobs: claw plan lists them.")
+
+
+def _offered(o: Offer) -> str:
+    names = ", ".join(s.name for s in o.skills) or "none"
+    if o.named is None:
+        return f"{names} (all it can use; it has no skills: key)"
+    return f"{names} (skills: [{', '.join(o.named)}])"
+
+
+def _scan(directory: Path | None, file: Path | None) -> tuple[Project, list[Skill]]:
     from claw_batch.skills import skill as skill_lib
-    from claw_batch.skills.report import entries
 
     project = load(directory, file)
-    dirs = skill_lib.skill_dirs(project.root, project.config.workspace)
-    return entries(skill_lib.scan(dirs), project.root, os.environ)
+    return project, skill_lib.scan(skill_lib.skill_dirs(project.root, project.config.workspace))
+
+
+def _entries(directory: Path | None, file: Path | None) -> list[Entry]:
+    from claw_batch.skills.report import entries
+
+    project, scanned = _scan(directory, file)
+    return entries(scanned, project.root, os.environ)

@@ -5,7 +5,9 @@ system prompt (with placeholders for the date and the daily notes, which change 
 job) and the skills it may read, the model and sampling parameters, the tool set and policy,
 the content of its input files and of its upstream outputs. Secrets, timeouts and
 concurrency settings are not part of it. Each part is kept, so `claw why` can say which one
-changed (claw_batch.plan.uptodate).
+changed (claw_batch.plan.uptodate); beside them, parts that only explain (EXPLAINING): the
+skills by name, what their list costs, the system prompt without it — so that a new skill
+is named as such.
 """
 
 from __future__ import annotations
@@ -37,6 +39,12 @@ NOT_FINGERPRINTED = frozenset(
 )
 
 
+# Parts kept only to explain a change: the value does not cover them (`system` and `skills`
+# do), so that a ledger written before they were kept holds the same value for the same job.
+EXPLAINING = frozenset({"skill_files", "context", "skills_tokens"})
+SHORT = 12  # hex digits of a skill's digest kept by name: enough to tell it was edited
+
+
 def digest(value: Any) -> str:
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
     return hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()
@@ -48,7 +56,7 @@ class Fingerprint:
 
     @property
     def value(self) -> str:
-        return digest(self.parts)
+        return digest({k: v for k, v in self.parts.items() if k not in EXPLAINING})
 
 
 @dataclass(frozen=True)
@@ -59,6 +67,8 @@ class TaskParts:
     system: str  # the system prompt with placeholders (the real one is built to run)
     skills: Mapping[str, str]  # per offered skill, its files' content
     model: str  # as the clawfile names it: "provider/name" or "name"
+    context: str  # the digest of the system prompt with placeholders without the skills list
+    skills_tokens: int  # what the skills list adds to the real one (estimated)
 
 
 def task_digest(task: Mapping[str, Any]) -> str:
@@ -76,6 +86,8 @@ def fingerprint(
     tools: Any,
     inputs: Mapping[str, str | None],
     upstream: Mapping[str, str | None],
+    context: str,
+    skills_tokens: int,
 ) -> Fingerprint:
     return Fingerprint(
         {
@@ -87,5 +99,8 @@ def fingerprint(
             "tools": digest(tools),
             "inputs": dict(sorted(inputs.items())),
             "upstream": dict(sorted(upstream.items())),
+            "skill_files": {name: (d or "")[:SHORT] for name, d in sorted(skills.items())},
+            "context": context,  # a digest already: one per task, not one per job
+            "skills_tokens": skills_tokens,
         }
     )

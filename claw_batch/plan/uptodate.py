@@ -180,21 +180,60 @@ def decide(
 
 
 def explain(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
-    reasons = []
-    for name, label in (
-        ("task", "task definition"),
-        ("prompt", "prompt"),
-        ("system", "context (workspace files or skills list)"),
-        ("skills", "skill files"),
-        ("tools", "tools or permissions"),
-    ):
-        if old.get(name) != new.get(name):
-            reasons.append(f"{label} changed")
+    reasons = [
+        f"{label} changed"
+        for name, label in (("task", "task definition"), ("prompt", "prompt"))
+        if old.get(name) != new.get(name)
+    ]
+    reasons += _system(old, new)
+    if old.get("tools") != new.get("tools"):
+        reasons.append("tools or permissions changed")
     if old.get("model") != new.get("model"):
         reasons.append(f"model changed ({old.get('model')} -> {new.get('model')})")
     reasons += _files("input", old.get("inputs", {}), new.get("inputs", {}))
     reasons += _files("upstream output", old.get("upstream", {}), new.get("upstream", {}))
     return reasons or ["fingerprint changed"]
+
+
+def _system(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """What changed of the system prompt: its workspace files, and its skills by name."""
+    system = old.get("system") != new.get("system")
+    if "skill_files" not in old:  # a last success recorded before they were kept
+        return [
+            *(["context (workspace files or skills list) changed"] if system else []),
+            *(["skill files changed"] if old.get("skills") != new.get("skills") else []),
+        ]
+    reasons = []
+    if old.get("context") != new.get("context"):
+        reasons.append("context (workspace files) changed")
+    changed = _skills(old["skill_files"], new.get("skill_files", {}))
+    if changed:
+        reasons.append(f"skills changed: {', '.join(changed)}{_cost(old, new)}")
+    elif system and not reasons:
+        reasons.append("skills list changed")  # the same skills, shown from another folder
+    return reasons
+
+
+def _skills(old: Mapping[str, str], new: Mapping[str, str]) -> list[str]:
+    """`+pdf` added, `-docx` removed, `pdf edited` (a file in its folder changed)."""
+    out = []
+    for name in sorted(old.keys() | new.keys()):
+        if name not in old:
+            out.append(f"+{name}")
+        elif name not in new:
+            out.append(f"-{name}")
+        elif old[name] != new[name]:
+            out.append(f"{name} edited")
+    return out
+
+
+def _cost(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
+    """What the skills list adds to every model call now, against the last success's."""
+    change = new.get("skills_tokens", 0) - old.get("skills_tokens", 0)
+    if not change or "skills_tokens" not in old:
+        return ""
+    more = "more" if change > 0 else "fewer"
+    return f" (~{abs(change):,} {more} prompt tokens per model call)"
 
 
 def _files(kind: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:

@@ -17,6 +17,7 @@ from claw_batch.plan.jobs import Job, glob_files
 from claw_batch.run.context import RunCache, RunContext
 from claw_batch.safety import control
 from claw_batch.safety.paths import Policy
+from claw_batch.skills import offer
 from claw_batch.skills import skill as skills
 from claw_batch.taint import jobtaint as taint
 
@@ -98,11 +99,14 @@ def task_parts(run: RunContext, cache: RunCache, name: str) -> TaskParts:
     def compute() -> TaskParts:
         task = run.project.config.tasks[name]
         offered = offered_skills(run, task)
+        system = system_prompt(run, Job(name), offered)
         return TaskParts(
             digest=task_digest(task.definition),
-            system=system_prompt(run, Job(name), offered).key_text,
+            system=system.key_text,
             skills=skill_digests(offered),
             model=run.model_override or task.model or run.project.config.model,
+            context=digest(system.key_context),
+            skills_tokens=offer.tokens(offered, run.project.root),
         )
 
     return cache.parts(name, compute)
@@ -162,6 +166,8 @@ def fingerprint_of(
         tools=_tools_digest(tuple(p.tools)),
         inputs={path: hash_file(path) for path in p.inputs},
         upstream=upstream,
+        context=p.parts.context,
+        skills_tokens=p.parts.skills_tokens,
     )
 
 

@@ -360,6 +360,30 @@ def test_init_scaffolds_a_valid_project(tmp_path: Path) -> None:
     assert "kept" in again.stderr
 
 
+def test_init_shows_the_choice_of_skills(tmp_path: Path) -> None:
+    """What `skills:` means, in the clawfile a user starts from, true to what runs."""
+    from click.testing import CliRunner
+
+    from claw_batch.cli import main
+
+    assert CliRunner().invoke(main, ["init", str(tmp_path / "new")]).exit_code == 0
+    clawfile = (tmp_path / "new/clawfile.yaml").read_text()
+    assert clawfile.endswith(
+        "    tools: [read, grep, ls, find]\n"
+        "    # The skills this task is offered; each adds a line to the prompt of every model "
+        "call.\n"
+        "    # Without skills: a task is offered every skill found (workspace/skills, skills/,\n"
+        "    # ~/.config/claw/skills, built-in); [] offers none. `claw skills check` shows the "
+        "cost.\n"
+        "    skills: [plain-summary]\n"
+    )
+    assert claw(tmp_path / "new", "validate").exit_code == 0
+    check = CliRunner().invoke(main, ["skills", "check", "-C", str(tmp_path / "new")])
+    assert check.exit_code == 0
+    assert "  summary  ~" in check.stdout
+    assert " tokens  plain-summary (skills: [plain-summary])\n" in check.stdout
+
+
 def test_template_error_at_run_time_exits_2_and_is_recorded(
     tmp_path: Path, env: dict[str, str]
 ) -> None:

@@ -245,3 +245,69 @@ def test_one_changed_upstream_file_reruns_only_the_job_that_reads_it(
         "review[tickets/b.txt]": "ok",
         "review[tickets/c.txt]": "up-to-date",
     }
+
+
+SKILLED = """
+    version: 1
+    model: fake-model
+    tasks:
+      summary:
+        prompt: "Summarise"
+        output: summary.md
+      narrow:
+        prompt: "Narrow"
+        output: narrow.md
+        skills: []
+"""
+
+
+def add_skill(root: Path, name: str, description: str, body: str = "Body.\n") -> None:
+    path = root / "skills" / name / "SKILL.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"---\nname: {name}\ndescription: {description}\n---\n{body}")
+
+
+def plan_reasons(root: Path, env: dict[str, str]) -> list[str]:
+    """Per line of `claw plan`: its label, job and reasons, without the estimated size."""
+    r = claw(root, "plan", env=env)
+    assert r.exit_code == 0, r.stderr
+    return [re.sub(r" +~[\d,]+ tok ", " ", line) for line in r.stdout.splitlines()]
+
+
+def system_prompts(server: FakeOpenAI) -> dict[str, str]:
+    """The system prompt of each task's first model call, by the task it names."""
+    found = {}
+    for request in server.requests:
+        system = request["messages"][0]["content"]
+        found.setdefault(re.search(r"running the task '(\w+)'", system)[1], system)  # type: ignore[index]
+    return found
+
+
+def test_the_plan_says_which_skills_changed_and_what_they_cost(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    root = make_project(tmp_path / "p", SKILLED)
+    run(root, env)
+    add_skill(root, "pdf", "Read, split and merge PDF files with the scripts beside this file.")
+    add_skill(root, "docx", "Write Word documents.")
+    assert plan_reasons(root, env) == [
+        "run         summary  skills changed: +docx, +pdf (~49 more prompt tokens per model call)",
+        "up to date  narrow",
+    ]
+    assert why(root, env, "summary") == (
+        "summary: would run\n"
+        "  - skills changed: +docx, +pdf (~49 more prompt tokens per model call)\n"
+    )
+    server.requests.clear()
+    run(root, env)
+    system = system_prompts(server)["summary"]
+    listed = system[system.index("## Skills") : system.index("## Environment")]
+    assert len(listed) // 4 == 49  # what the plan said, at 4 characters a token
+    (root / "skills/docx").rename(tmp_path / "docx")
+    (root / "skills/pdf/SKILL.md").write_text("---\nname: pdf\ndescription: PDFs.\n---\nBody.\n")
+    (root / "workspace/SOUL.md").write_text("Calmer.\n")
+    assert plan_reasons(root, env) == [
+        "run         summary  context (workspace files) changed; skills changed: -docx, pdf "
+        "edited (~29 fewer prompt tokens per model call)",
+        "run         narrow  context (workspace files) changed",
+    ]

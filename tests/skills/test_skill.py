@@ -14,9 +14,12 @@ from click.testing import CliRunner
 from fake_openai import FakeOpenAI, call, text, tool_calls
 from helpers import Result, claw, make_project
 
+import claw_batch
 from claw_batch.cli import main
 from claw_batch.skills import skill as skills
 from claw_batch.skills.skill import parse_skill
+
+MEMORY_DESCRIPTION = "Keep and find facts across runs with remember and memory_search."
 
 CLAWFILE = """
     version: 1
@@ -422,7 +425,7 @@ def test_skills_check_passes_a_clean_project_and_warns(tmp_path: Path) -> None:
     assert result.exit_code == 0
     assert result.stderr == (
         "skills/ours/SKILL.md: warning: unknown front matter keys (ignored): version\n"
-        "claw: 2 skills found, 2 offered, none invalid\n"
+        "claw: 2 skills found, 2 available, none invalid\n"
     )
 
 
@@ -455,3 +458,49 @@ def test_a_project_skill_symlinked_out_of_the_project_opens_nothing(
     assert claw(root, "run", env=env(server)).exit_code == 0
     (result,) = [m["content"] for m in server.requests[1]["messages"] if m["role"] == "tool"]
     assert result.startswith("error: refused reading ")
+
+
+def test_skills_check_says_what_the_skills_list_costs_each_task(tmp_path: Path) -> None:
+    clawfile = """
+        version: 1
+        model: fake-model
+        tasks:
+          summary:
+            prompt: "Summarise"
+          narrow:
+            prompt: "Narrow"
+            skills: [pdf]
+          plain:
+            prompt: "Plain"
+            skills: []
+          recall:
+            prompt: "Recall"
+            tools: [read, memory_search]
+    """
+    root = make_project(tmp_path / "p", clawfile)
+    skill_md(root / "skills/pdf", "name: pdf\ndescription: Read, split and merge PDF files.")
+    skill_md(root / "skills/docx", "name: docx\ndescription: Write Word documents.")
+    result = skills_cli(root, "check")
+    assert result.exit_code == 0
+    assert result.stderr == "claw: 3 skills found, 3 available, none invalid\n"
+    # The built-in skill is shown to the model at claw's install location, so recall's count
+    # follows where claw is installed: its list, as the system prompt holds it, 4 to a token.
+    memory = Path(claw_batch.__file__).parent / "skills/builtin/memory"
+    recall = (
+        "## Skills (read its SKILL.md before using one)\n"
+        "- docx: Write Word documents. (skills/docx/SKILL.md)\n"
+        f"- memory: {MEMORY_DESCRIPTION} ({memory}/SKILL.md)\n"
+        "- pdf: Read, split and merge PDF files. (skills/pdf/SKILL.md)\n\n"
+    )
+    assert result.stdout == (
+        "The skills list each task's system prompt carries, sent with every model call\n"
+        "(tokens estimated at 4 characters a token):\n"
+        "  summary  ~40 tokens  docx, pdf (all it can use; it has no skills: key)\n"
+        "  narrow   ~27 tokens  pdf (skills: [pdf])\n"
+        "  plain      0 tokens  none (skills: [])\n"
+        f"  recall   ~{len(recall) // 4} tokens  docx, memory, pdf "
+        "(all it can use; it has no skills: key)\n"
+        "Give a task fewer with skills: [name, ...] under it in clawfile.yaml, none with "
+        "skills: [].\n"
+        "A change to a task's skills reruns its jobs: claw plan lists them.\n"
+    )
