@@ -13,15 +13,19 @@ from claw_batch.commands.common import handle_errors
 def init(directory: Path) -> int:
     """Scaffold a project in DIR (never overwrites a file).
 
-    Writes clawfile.yaml, prompts/, skills/ and workspace/, and adds .claw/ to .gitignore.
+    Writes clawfile.yaml, prompts/, skills/ and workspace/, and adds what claw writes of its
+    own (.claw/ and the daily notes) to .gitignore.
     """
     from claw_batch.clawfile.scaffold import scaffold
 
-    created, kept = scaffold(directory)
+    created, kept, ignored = scaffold(directory)
     for rel in created:
-        click.echo(f"created {directory / rel}", err=True)
+        what = " (.claw/ and the daily notes)" if rel == ".gitignore" else ""
+        click.echo(f"created {directory / rel}{what}", err=True)
     for rel in kept:
         click.echo(f"kept    {directory / rel} (exists, or a step is a symlink)", err=True)
+    if ignored and ".gitignore" not in created:
+        click.echo(f"added to {directory / '.gitignore'}: {', '.join(ignored)}", err=True)
     click.echo(
         "next: set OPENAI_API_KEY (or OPENAI_BASE_URL for a local model), then `claw run`", err=True
     )

@@ -196,6 +196,8 @@ class RunSession:
             environ=self.setup.environ,
             now=now,
             dry_run=self.setup.dry_run,
+            # A commit's hook changes nothing in the tree git commits from: no daily note.
+            notes=self.setup.hook is None,
         )
 
     def tasks(self, names: list[str]) -> None:
