@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import stat
 import subprocess
 import sys
@@ -324,6 +325,96 @@ def test_an_unchanged_staged_tree_reuses_a_failing_verdict(
     assert r.exit_code == 1
     assert "drop breakpoint()" in r.stderr
     assert len(server.requests) == 1
+
+
+EARLIER = "2026-11-27T09:00:00+00:00"
+LATER = "2026-11-27T09:30:00+00:00"
+
+
+def last_run_id(root: Path) -> str:
+    with sqlite3.connect(root / ".claw/state.db") as db:
+        (run_id,) = db.execute("SELECT id FROM runs ORDER BY rowid DESC LIMIT 1").fetchone()
+    return str(run_id)
+
+
+def fail_once(repo: Path, server: FakeOpenAI, env: dict[str, str]) -> str:
+    """A staged leftover the review fails; the id of the run that failed it."""
+    (repo / "app.py").write_text("def f():\n    breakpoint()\n")
+    git(repo, "add", "app.py")
+    server.enqueue(verdict(False, "a leftover", "drop breakpoint()"))
+    assert hook(repo, "run", "pre-commit", env={**env, "CLAW_NOW": EARLIER}).exit_code == 1
+    return last_run_id(repo)
+
+
+def test_a_remembered_verdict_says_whose_it_is_and_how_to_ask_again(
+    repo: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    first = fail_once(repo, server, env)
+    r = hook(repo, "run", "pre-commit", env={**env, "CLAW_NOW": LATER})
+    assert r.exit_code == 1
+    assert r.stderr == (
+        f"failed review (remembered: the verdict of run {first} at 2026-11-27 09:00): "
+        "a leftover\n"
+        "    - drop breakpoint()\n"
+        "    nothing it reads has changed since; ask again with: claw hook run pre-commit -B\n"
+        "claw: the pre-commit hook failed (review); git stops here\n"
+    )
+    assert len(server.requests) == 1
+
+
+def test_hook_run_B_asks_the_model_again(
+    repo: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    fail_once(repo, server, env)
+    server.enqueue(verdict(True, "fine after all"))
+    r = hook(repo, "run", "pre-commit", "-B", env=env)
+    assert r.exit_code == 0, r.stderr
+    assert len(server.requests) == 2
+    # the commit after it finds the passing verdict
+    assert hook(repo, "run", "pre-commit", env=env).stderr == "1 job up to date\n"
+    server.enqueue(verdict(True, "fine"))
+    assert hook(repo, "run", "--force", "pre-commit", env=env).exit_code == 0
+    assert len(server.requests) == 3
+
+
+def test_after_the_hooks_args_B_is_a_file_name(
+    repo: Path, server: FakeOpenAI, env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the installed hook passes comes after `--`: git's arguments, never claw's."""
+    monkeypatch.chdir(repo)
+    server.enqueue(verdict(True, "fine"))
+    r = hook(repo, "run", "pre-commit", "--", "-B", env=env)
+    assert r.exit_code == 0, r.stderr
+    assert "Files: ['-B']" in prompt(server)
+
+
+def test_why_list_and_log_know_the_hooks_verdicts(
+    repo: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    first = fail_once(repo, server, env)
+    assert hook(repo, "run", "pre-commit", env={**env, "CLAW_NOW": LATER}).exit_code == 1
+    again = last_run_id(repo)
+    why = claw(repo, "why", "review")
+    assert (why.exit_code, why.stdout) == (
+        0,
+        "review: would fail again, without a model call\n"
+        f"  - remembered: the verdict of run {first} at 2026-11-27 09:00: a leftover\n"
+        "  - nothing it reads has changed since; ask again with: claw hook run pre-commit -B\n",
+    )
+    listed = claw(repo, "list").stdout.splitlines()
+    assert listed[0] == "review   failed         "
+    log = claw(repo, "log", "review").stdout
+    assert again in log and "no job ran" not in log
+    assert log.count("a leftover") == 2
+
+    (repo / "app.py").write_text("def f():\n    return 'fixed'\n")
+    git(repo, "add", "app.py")
+    why = claw(repo, "why", "review")
+    assert why.stdout == (
+        "review: would run\n"
+        f"  - failed in run {again} at 2026-11-27 09:30: check failed: a leftover\n"
+    )
+    assert claw(repo, "list").stdout.splitlines()[0] == "review   failed         "
 
 
 def test_an_api_outage_blocks_a_check(repo: Path, server: FakeOpenAI, env: dict[str, str]) -> None:
