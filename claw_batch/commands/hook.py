@@ -58,19 +58,24 @@ def uninstall(
 @click.option(
     "--wait", is_flag=True, help="If a claw run holds the project, wait instead of exit 75."
 )
+@click.option(
+    "-B", "--force", is_flag=True, help="Ask the model again, even for a remembered verdict."
+)
 @project_options
 @handle_errors
 def run_hook(
     name: str,
     args: tuple[str, ...],
     wait: bool,
+    force: bool,
     directory: Path | None,
     file: Path | None,
     verbose: bool,
     quiet: bool,
 ) -> int:
     """Run the tasks whose `hook:` is NAME, as git does: ARGS are the hook's arguments
-    (for pre-commit, file names become `files`). Exit 1 blocks the commit."""
+    (for pre-commit, file names become `files`; after `--`, even one that starts with a
+    dash). Exit 1 blocks the commit."""
     from claw_batch.triggers import hooks
 
     cwd = Path.cwd()
@@ -87,6 +92,7 @@ def run_hook(
         targets=tuple(names),
         files=hooks.files_for(name, args, cwd, project.root),
         wait=wait,
+        force=force,
         argv=tuple(sys.argv),
         hook=name,
     )

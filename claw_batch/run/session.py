@@ -263,13 +263,13 @@ class RunSession:
         if not decision.run:
             return self._keep(job, decision)
         prepared, fp = preparation.prepared, preparation.fingerprint
+        if prepared.task.check and not self.setup.force:
+            known = self.records.recall(prepared, fp, dry_run=self.setup.dry_run)
+            if known is not None:
+                return known
         if self.setup.dry_run:
             result = not_run(job, "would-run", decision.reasons, prepared.output)
             return dataclasses.replace(result, prompt_estimate=estimate(self.ctx, prepared))
-        if prepared.task.check and not self.setup.force:
-            known = self.records.recalled(prepared, fp)
-            if known is not None:
-                return known
         return lambda: self._execute(prepared, fp, decision)
 
     def _keep(self, job: Job, decision: Decision) -> JobResult:

@@ -64,6 +64,8 @@ class Result:
     reason: str | None = None
     reasons: tuple[str, ...] = ()
     cost_usd: float | None = None
+    remembered: str | None = None
+    again: str | None = None
 
 
 @pytest.fixture

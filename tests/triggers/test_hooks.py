@@ -365,16 +365,20 @@ def test_a_remembered_verdict_says_whose_it_is_and_how_to_ask_again(
 def test_hook_run_B_asks_the_model_again(
     repo: Path, server: FakeOpenAI, env: dict[str, str]
 ) -> None:
+    hook(repo, "install")
     fail_once(repo, server, env)
+    assert commit(repo, env).returncode == 1  # remembered
     server.enqueue(verdict(True, "fine after all"))
     r = hook(repo, "run", "pre-commit", "-B", env=env)
     assert r.exit_code == 0, r.stderr
     assert len(server.requests) == 2
-    # the commit after it finds the passing verdict
-    assert hook(repo, "run", "pre-commit", env=env).stderr == "1 job up to date\n"
     server.enqueue(verdict(True, "fine"))
     assert hook(repo, "run", "--force", "pre-commit", env=env).exit_code == 0
     assert len(server.requests) == 3
+    done = commit(repo, env)  # the same staged tree: the pass is remembered
+    assert done.returncode == 0, done.stderr
+    assert len(server.requests) == 3
+    assert git(repo, "status", "--porcelain") == ""
 
 
 def test_after_the_hooks_args_B_is_a_file_name(
