@@ -13,7 +13,7 @@ SHOWN_ERROR = 120  # characters of the error a reason quotes
 
 class LastRun(NamedTuple):
     run_id: str
-    status: str  # running (it never finished) | ok | failed | limit | interrupted
+    status: str  # running (it never finished) | ok | failed | limit | interrupted | error
     reason: str | None
     error: str | None
     started: str  # ISO 8601
@@ -22,15 +22,17 @@ class LastRun(NamedTuple):
         """`failed in run X at T: check failed: why`; None for a success (its record is
         what the up-to-date check reads, not this)."""
         where = f"in run {self.run_id} at {shown_time(self.started)}"
-        if self.status == "running":
-            return f"did not finish {where}"
+        error = _first_line(self.error)
+        said = f": {error}" if error else ""
+        if self.status == "failed":
+            check = "check failed" if self.reason == "check failed" else ""
+            return f"failed {where}" + (f": {check}{said}" if check else said)
+        if self.status == "limit":
+            return f"hit a limit {where}{said}"
         if self.status == "interrupted":
             return f"was interrupted {where}"
-        why = ": ".join(part for part in (self.reason, _first_line(self.error)) if part)
-        if self.status == "failed":
-            return f"failed {where}" + (f": {why}" if why else "")
-        if self.status == "limit":
-            return f"hit a limit {where}" + (f": {why}" if why else "")
+        if self.status in ("running", "error"):  # killed, or stopped with its run
+            return f"did not finish {where}{said}"
         return None
 
 
