@@ -152,6 +152,10 @@ class Recorder:
         parsed = json.loads(known.text)
         summary = self.redact(str(parsed.get("summary", "")))
         whose = f"the verdict of run {known.run_id} at {shown_time(known.started)}"
+        # Its transcript is the one the verdict came from (claw log, the report link it).
+        asked = self.run_dir.parent / known.run_id / transcript_name(p.job)
+        found = "/" not in known.run_id and asked.is_file()
+        transcript = asked.relative_to(self.root).as_posix() if found else ""
         hook = p.task.hook
         command = f"claw hook run {hook} -B" if hook else f"claw run -B {p.job.task}"
         again = f"nothing it reads has changed since; ask again with: {command}"
@@ -163,7 +167,7 @@ class Recorder:
             usage=NO_USAGE,
             output=p.output,
             error=summary,
-            transcript="",
+            transcript=transcript,
             text=known.text,
             findings=tuple(self.redact(f) for f in findings_text(parsed)),
             reasons=(f"remembered: {whose}: {summary}", again),

@@ -410,6 +410,10 @@ def test_why_list_and_log_know_the_hooks_verdicts(
     log = claw(repo, "log", "review").stdout
     assert again in log and "no job ran" not in log
     assert log.count("a leftover") == 2
+    runs = json.loads(claw(repo, "log", "review", "--json").stdout)
+    transcripts = {run["id"]: run["jobs"][0]["transcript"] for run in runs}
+    # the remembered verdict's job links the transcript the verdict came from
+    assert transcripts == {r: f".claw/runs/{first}/review.jsonl" for r in (first, again)}
 
     (repo / "app.py").write_text("def f():\n    return 'fixed'\n")
     git(repo, "add", "app.py")
