@@ -131,6 +131,17 @@ def test_install_writes_an_executable_hook_with_the_marker(repo: Path) -> None:
     assert path.stat().st_mode & 0o111 == 0o111
 
 
+def test_install_warns_when_git_does_not_ignore_the_ledger(repo: Path) -> None:
+    (repo / ".gitignore").write_text("workspace/memory/\n")
+    r = hook(repo, "install")
+    assert r.exit_code == 0, r.stderr
+    assert r.stderr == (
+        f"claw: installed the pre-commit hook: {repo / '.git/hooks/pre-commit'}\n"
+        "claw: warning: git does not ignore .claw/, where each hook run keeps its record; "
+        "add it to .gitignore\n"
+    )
+
+
 def test_installing_twice_changes_nothing(repo: Path) -> None:
     hook(repo, "install")
     before = (repo / ".git/hooks/pre-commit").read_bytes()
