@@ -246,7 +246,8 @@ class Progress:
             return [f"up to date {name}"] if self.verbose else []
         if result.status == "modified":
             return [f"kept {name}: {result.reason}"]
-        return [f"would run {name}: {'; '.join(result.reasons)}"]
+        verb = "would fail" if result.remembered else "would run"  # a verdict given again
+        return [f"{verb} {name}: {'; '.join(result.reasons)}"]
 
     def _summary(self) -> list[str]:
         now = self.clock()
