@@ -1,9 +1,8 @@
 """What a run writes of its own: the daily note (an entry per task as the task ends, and at
 the end for the tasks the run stopped in the middle of; none in a run for a git hook, which
 leaves the work tree as it found it), then the file hashes, the quick seals, summary.json
-and the ledger's end of run. Each is tried even when one before failed
-(a full disk): what could not be written becomes the run's error (exit 1), never a
-traceback."""
+and the ledger's end of run. Each is tried even when one before failed (a full disk): what
+could not be written becomes the run's error (exit 1), never a traceback."""
 
 from __future__ import annotations
 
