@@ -97,7 +97,7 @@ def make_repo(root: Path) -> Path:
     (root / ".gitignore").write_text(".claw/\nworkspace/memory/\n")
     for directory in ("workspace", "skills", "prompts"):
         shutil.copytree(REPO / directory, root / directory, ignore=_not_example)
-    shutil.copy(REPO / "claw_batch" / "render.py", root / "app.py")
+    shutil.copy(REPO / "claw_batch" / "plan" / "render.py", root / "app.py")
     git(root, "init", "-q")
     git(root, "config", "user.name", "Bench")
     git(root, "config", "user.email", "bench@example.com")

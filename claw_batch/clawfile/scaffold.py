@@ -7,8 +7,12 @@ import os
 from importlib import resources
 from importlib.abc import Traversable
 from pathlib import Path
+from typing import NamedTuple
 
-GITIGNORE_LINE = ".claw/"
+# What claw writes of its own in a project from this template, for git to leave out: a
+# `git add -A` must not stage them, nor a review hook read them in the next diff.
+GITIGNORE = (".claw/", "/workspace/memory/????-??-??.md")
+GITIGNORE_NOTE = "# claw's own: the ledger and transcripts, and the daily note each run appends"
 
 
 def _walk(node: Traversable, prefix: str = "") -> list[tuple[str, Traversable]]:
@@ -22,10 +26,15 @@ def _walk(node: Traversable, prefix: str = "") -> list[tuple[str, Traversable]]:
     return found
 
 
-def scaffold(target: Path) -> tuple[list[str], list[str]]:
+class Scaffolded(NamedTuple):
+    created: list[str]
+    kept: list[str]  # exists already, or a step of its path is a symlink
+    ignored: list[str]  # the lines added to the .gitignore ("created" has it when it is new)
+
+
+def scaffold(target: Path) -> Scaffolded:
     """Copy the template into target; never overwrite, and never write through a symlink
-    (the target may be a cloned repository, or a folder a job wrote). Returns (created,
-    kept): a kept entry exists already, or a step of its path is a symlink."""
+    (the target may be a cloned repository, or a folder a job wrote)."""
     template = resources.files("claw_batch") / "templates" / "project"
     created: list[str] = []
     kept: list[str] = []
@@ -33,9 +42,12 @@ def scaffold(target: Path) -> tuple[list[str], list[str]]:
         with source.open("rb") as src:
             made = _create(target, rel, src.read())
         (created if made else kept).append(rel)
-    if _ensure_gitignore(target / ".gitignore"):
-        created.append(".gitignore (.claw/)")
-    return created, kept
+    gitignore = target / ".gitignore"
+    new = not gitignore.exists() and not gitignore.is_symlink()
+    ignored = _ensure_gitignore(gitignore)
+    if new and ignored:
+        created.append(".gitignore")
+    return Scaffolded(created, kept, ignored)
 
 
 def _create(target: Path, rel: str, data: bytes) -> bool:
@@ -59,12 +71,15 @@ def _create(target: Path, rel: str, data: bytes) -> bool:
     return True
 
 
-def _ensure_gitignore(path: Path) -> bool:
+def _ensure_gitignore(path: Path) -> list[str]:
+    """Append the lines of GITIGNORE the file lacks (a new file has them all); the lines
+    it added."""
     if path.is_symlink():
-        return False  # someone else's file: not ours to append to
+        return []  # someone else's file: not ours to append to
     existing = path.read_text(encoding="utf-8") if path.exists() else ""
-    if GITIGNORE_LINE in existing.split():
-        return False
-    sep = "" if not existing or existing.endswith("\n") else "\n"
-    path.write_text(f"{existing}{sep}{GITIGNORE_LINE}\n", encoding="utf-8")
-    return True
+    missing = [line for line in GITIGNORE if line not in existing.splitlines()]
+    if missing:
+        sep = "" if not existing or existing.endswith("\n") else "\n"
+        lines = "".join(f"{line}\n" for line in [GITIGNORE_NOTE, *missing])
+        path.write_text(f"{existing}{sep}{lines}", encoding="utf-8")
+    return missing

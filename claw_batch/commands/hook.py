@@ -80,6 +80,9 @@ def uninstall(name: str, directory: Path | None, file: Path | None, quiet: bool)
 @click.option(
     "--wait", is_flag=True, help="If a claw run holds the project, wait instead of exit 75."
 )
+@click.option(
+    "-B", "--force", is_flag=True, help="Ask the model again, even for a remembered verdict."
+)
 @project_options
 @output_options
 @handle_errors
@@ -87,6 +90,7 @@ def run_hook(
     name: str,
     args: tuple[str, ...],
     wait: bool,
+    force: bool,
     directory: Path | None,
     file: Path | None,
     verbose: bool,
@@ -95,7 +99,8 @@ def run_hook(
     """Run the tasks for a git hook (what the hook calls).
 
     Runs the tasks whose `hook:` is NAME, as git does: ARGS are the hook's arguments (for
-    pre-commit, the staged files become `files`). Exit 1 blocks the commit.
+    pre-commit, the staged files become `files`; after `--`, even one that starts with a
+    dash). Exit 1 blocks the commit.
     """
     from claw_batch.triggers import hooks
 
@@ -113,6 +118,7 @@ def run_hook(
         targets=tuple(names),
         files=hooks.files_for(name, args, cwd, project.root),
         wait=wait,
+        force=force,
         argv=typed(),
         hook=name,
     )

@@ -11,6 +11,11 @@ from claw_batch.commands.common import handle_errors, load, project_options, qui
 if TYPE_CHECKING:
     from claw_batch.run.results import JobResult
 
+# How `claw why` begins the reason of a job that never ran, and of one that failed last time
+# (claw_batch.plan.uptodate, store.lastrun): the plan is imported only when a command runs.
+NEVER_RAN = "never ran"
+FAILED = "failed in run "
+
 
 @click.command("list")
 @project_options
@@ -54,14 +59,19 @@ def list_tasks(directory: Path | None, file: Path | None, quiet: bool) -> int:
 
 
 def _state(results: Sequence[JobResult], task: str) -> str:
-    """`up to date`, `never ran`, `2/5 to run`, `modified`… for one task's jobs."""
-    statuses = [r.status for r in results if r.job.task == task]
+    """`up to date`, `never ran`, `failed`, `2/5 to run`, `modified`… for one task's
+    jobs. `failed`: each job to run failed the last time (a check, its verdict remembered
+    or not), as `claw why` says."""
+    mine = [r for r in results if r.job.task == task]
+    statuses = [r.status for r in mine]
     if not statuses:
         return "no items"
     to_run = statuses.count("would-run")
     if to_run == 0:
         return "modified" if "modified" in statuses else "up to date"
-    never = all("never ran" in r.reason for r in results if r.job.task == task and r.reason)
-    if never and to_run == len(statuses):
-        return "never ran"
+    if to_run == len(statuses):
+        if all(r.reason and r.reason.startswith(NEVER_RAN) for r in mine):
+            return "never ran"
+        if all(r.remembered or (r.reason or "").startswith(FAILED) for r in mine):
+            return "failed" if to_run == 1 else f"{to_run} failed"
     return "to run" if len(statuses) == 1 else f"{to_run}/{len(statuses)} to run"

@@ -83,6 +83,8 @@ def why(task: str, directory: Path | None, file: Path | None) -> int:
         if r.job.task != task:
             continue
         verdict = "would run" if r.status == "would-run" else LABELS.get(r.status, r.status)
+        if r.remembered:
+            verdict = "would fail again, without a model call"
         click.echo(f"{r.job.name}: {verdict}")
         for reason in r.reasons or ("nothing it depends on changed since it last succeeded",):
             click.echo(f"  - {reason}")

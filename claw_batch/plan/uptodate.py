@@ -19,10 +19,13 @@ from claw_batch.plan.graph import Graph
 from claw_batch.plan.jobs import Job
 from claw_batch.plan.quickcheck import TaskKey, keyed
 from claw_batch.store.filehash import FileHashes
+from claw_batch.store.lastrun import LastRun, last_runs
 from claw_batch.store.state import Done, State
 
 # How a reason for not running says that an output edited by hand is kept.
 KEPT = "was modified by hand; kept (-B overwrites it)"
+# Why a job with no last success runs when the ledger has no run of it either.
+NEVER_RAN = "never ran (or did not finish)"
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,7 @@ class Decider:
         self.keys: dict[str, TaskKey | None] = {}  # per task, for the quick check
         self.pending: set[str] = set()  # dry run: tasks that would run
         self.quick_updates: list[tuple[str, str, str]] = []  # (quick, task, item)
+        self.last: dict[str, dict[str, LastRun]] = {}  # per task: how its jobs last ended
 
     def decide(self, job: Job, candidate: Candidate) -> Decision:
         key = self.task_key(job.task)
@@ -142,7 +146,20 @@ class Decider:
         if pending:
             return Decision(True, tuple(f"upstream {n} would run" for n in pending))
         always = self.tasks[job.task].always
-        return decide(done, fp, outputs, force=self.force, always=always)
+        decision = decide(done, fp, outputs, force=self.force, always=always)
+        if done is None and decision.reasons == (NEVER_RAN,):
+            return Decision(True, (self.no_success(job),))
+        return decision
+
+    def no_success(self, job: Job) -> str:
+        """Why a job with no last success runs: how it last ended (`failed in run X at T:
+        check failed: ...`), once per task a query; else that it never ran."""
+        if self.state is None:
+            return NEVER_RAN
+        if job.task not in self.last:
+            self.last[job.task] = last_runs(self.state, job.task)
+        last = self.last[job.task].get(job.item or "")
+        return (last.describe() if last else None) or NEVER_RAN
 
 
 def _kept(
@@ -168,7 +185,7 @@ def decide(
     if always:
         return Decision(True, ("always: true",))
     if done is None:
-        return Decision(True, ("never ran (or did not finish)",))
+        return Decision(True, (NEVER_RAN,))
     missing = [p for p, h in outputs_now.items() if h is None]
     modified = tuple(p for p, h in outputs_now.items() if h is not None and h != done.outputs[p])
     changes = explain(done.parts, fp.parts) if done.fingerprint != fp.value else []

@@ -1,8 +1,8 @@
 """What a run writes of its own: the daily note (an entry per task as the task ends, and at
-the end for the tasks the run stopped in the middle of), then the file hashes, the quick
-seals, summary.json and the ledger's end of run. Each is tried even when one before failed
-(a full disk): what could not be written becomes the run's error (exit 1), never a
-traceback."""
+the end for the tasks the run stopped in the middle of; none in a run for a git hook, which
+leaves the work tree as it found it), then the file hashes, the quick seals, summary.json
+and the ledger's end of run. Each is tried even when one before failed (a full disk): what
+could not be written becomes the run's error (exit 1), never a traceback."""
 
 from __future__ import annotations
 
@@ -44,6 +44,7 @@ class CloseOut:
         environ: Mapping[str, str],
         now: dt.datetime,
         dry_run: bool,
+        notes: bool = True,
     ) -> None:
         self.state = state
         self.project = project
@@ -54,6 +55,7 @@ class CloseOut:
         self.environ = environ
         self.now = now
         self.dry_run = dry_run
+        self.notes = notes  # a daily-note entry per task (not in a hook run: the ledger's)
         self.outside: set[Job] = set()  # jobs that read content from outside the project
         self.noted: set[str] = set()  # tasks whose daily-note entry is written
         self.unwritten: list[str] = []  # files of the run's own that could not be written
@@ -67,7 +69,7 @@ class CloseOut:
     def note(self, task: str, results: Sequence[JobResult]) -> None:
         """One daily-note entry per task per run, for the jobs that ran."""
         ran = [r for r in results if r.job.task == task and r.status not in NOT_RUN]
-        if self.dry_run or not ran or task in self.noted:
+        if self.dry_run or not self.notes or not ran or task in self.noted:
             return
         self.noted.add(task)
         jobs = [

@@ -6,6 +6,7 @@ the ledger cannot hold does not run."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 from collections.abc import Mapping
@@ -19,10 +20,11 @@ from claw_batch.plan.uptodate import Decider
 from claw_batch.run.context import RunCache
 from claw_batch.run.jobsink import JobSink, transcript_name
 from claw_batch.run.prepare import Prepared
-from claw_batch.run.results import NO_USAGE, JobResult
+from claw_batch.run.results import NO_USAGE, JobResult, not_run
 from claw_batch.safety.redact import Redactor
 from claw_batch.safety.untrusted import printable
 from claw_batch.store.filehash import FileHashes
+from claw_batch.store.lastrun import shown_time
 from claw_batch.store.state import Done, JobRecord, State
 from claw_batch.store.transcript import Transcript
 from claw_batch.store.verdicts import Verdicts
@@ -126,14 +128,37 @@ class Recorder:
         self.state.succeed_job(row, done)
         self.cache.produced(task, outputs, r.output, r.text, tainted)
 
-    def recalled(self, p: Prepared, fp: Fingerprint) -> JobResult | None:
-        """A failed check whose fingerprint has not changed since: the same verdict."""
+    def recall(self, p: Prepared, fp: Fingerprint, *, dry_run: bool) -> JobResult | None:
+        """A failed check whose fingerprint has not changed since: the same verdict, a job
+        of this run in the ledger (for `claw log`, `claw why`). In a dry run, what the job
+        would give: no model call, so no prompt to estimate."""
+        known = self._recalled(p, fp)
+        if known is None:
+            return None
+        if dry_run:
+            result = not_run(p.job, "would-run", known.reasons, p.output)
+            return dataclasses.replace(result, remembered=known.remembered, again=known.again)
+        assert self.state is not None
+        started = now_for_run(self.environ).isoformat()
+        self.state.finish_job(JobRecord.of(self.run_id, *_key(p.job), started, known))
+        return known
+
+    def _recalled(self, p: Prepared, fp: Fingerprint) -> JobResult | None:
+        if self.state is None:
+            return None
         known = self.verdicts().get(p.job.task, p.job.item or "", fp.value)
         if known is None:
             return None
-        verdict, run_id = known
-        parsed = json.loads(verdict)
-        why = f"the verdict of run {run_id}: nothing it reads has changed (-B asks again)"
+        parsed = json.loads(known.text)
+        summary = self.redact(str(parsed.get("summary", "")))
+        whose = f"the verdict of run {known.run_id} at {shown_time(known.started)}"
+        # Its transcript is the one the verdict came from (claw log, the report link it).
+        asked = self.run_dir.parent / known.run_id / transcript_name(p.job)
+        found = "/" not in known.run_id and asked.is_file()
+        transcript = asked.relative_to(self.root).as_posix() if found else ""
+        hook = p.task.hook
+        command = f"claw hook run {hook} -B" if hook else f"claw run -B {p.job.task}"
+        again = f"nothing it reads has changed since; ask again with: {command}"
         return JobResult(
             job=p.job,
             status="failed",
@@ -141,11 +166,13 @@ class Recorder:
             duration_s=0.0,
             usage=NO_USAGE,
             output=p.output,
-            error=self.redact(str(parsed.get("summary", ""))),
-            transcript="",
-            text=verdict,
+            error=summary,
+            transcript=transcript,
+            text=known.text,
             findings=tuple(self.redact(f) for f in findings_text(parsed)),
-            reasons=(why,),
+            reasons=(f"remembered: {whose}: {summary}", again),
+            remembered=whose,
+            again=again,
         )
 
     def verdicts(self) -> Verdicts:

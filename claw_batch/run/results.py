@@ -46,6 +46,10 @@ class JobResult:
     reasons: tuple[str, ...] = ()  # why it ran, or why it did not
     cost_usd: float | None = None  # None: nothing was spent, or the model's price is unknown
     prompt_estimate: int | None = None  # a dry run's estimate of its first call's prompt
+    # A failed check's verdict given again (nothing it reads changed): whose verdict it is
+    # ("the verdict of run X at T"), and how to ask the model again.
+    remembered: str | None = None
+    again: str | None = None
 
     @property
     def tokens(self) -> int:

@@ -197,6 +197,8 @@ class RunSession:
             environ=self.setup.environ,
             now=now,
             dry_run=self.setup.dry_run,
+            # A commit's hook changes nothing in the tree git commits from: no daily note.
+            notes=self.setup.hook is None,
         )
 
     def tasks(self, names: list[str]) -> None:
@@ -262,13 +264,13 @@ class RunSession:
         if not decision.run:
             return self._keep(job, decision)
         prepared, fp = preparation.prepared, preparation.fingerprint
+        if prepared.task.check and not self.setup.force:
+            known = self.records.recall(prepared, fp, dry_run=self.setup.dry_run)
+            if known is not None:
+                return known
         if self.setup.dry_run:
             result = not_run(job, "would-run", decision.reasons, prepared.output)
             return dataclasses.replace(result, prompt_estimate=estimate(self.ctx, prepared))
-        if prepared.task.check and not self.setup.force:
-            known = self.records.recalled(prepared, fp)
-            if known is not None:
-                return known
         return lambda: self._execute(prepared, fp, decision)
 
     def _keep(self, job: Job, decision: Decision) -> JobResult:

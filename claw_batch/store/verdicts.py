@@ -5,6 +5,8 @@ gives it again without a model call (`-B` asks anew)."""
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from claw_batch.store.state import State
 
 SCHEMA = """
@@ -19,21 +21,30 @@ CREATE TABLE IF NOT EXISTS verdicts (
 """
 
 
+class Verdict(NamedTuple):
+    text: str  # the check's final answer, JSON
+    run_id: str  # the run that asked the model
+    started: str | None  # when that run started (ISO 8601); None: the ledger lost the run
+
+
 class Verdicts:
     def __init__(self, state: State) -> None:
         self.state = state
-        with state.transaction():
-            state.db.execute(SCHEMA)
+        if not state.readonly:  # a dry run (claw why, claw list) reads what is there
+            with state.transaction():
+                state.db.execute(SCHEMA)
 
-    def get(self, task: str, item: str, fingerprint: str) -> tuple[str, str] | None:
-        """(verdict, run id) of the failed check with this fingerprint."""
-        with self.state.transaction():
-            row = self.state.db.execute(
-                "SELECT verdict, run_id FROM verdicts WHERE task = ? AND item = ? "
-                "AND fingerprint = ?",
-                (task, item, fingerprint),
-            ).fetchone()
-        return (row[0], row[1]) if row else None
+    def get(self, task: str, item: str, fingerprint: str) -> Verdict | None:
+        """The failed check with this fingerprint."""
+        if self.state.readonly and not self.state.has_table("verdicts"):
+            return None
+        rows = self.state.select(
+            "SELECT v.verdict, v.run_id, r.started FROM verdicts v "
+            "LEFT JOIN runs r ON r.id = v.run_id "
+            "WHERE v.task = ? AND v.item = ? AND v.fingerprint = ?",
+            (task, item, fingerprint),
+        )
+        return Verdict(*rows[0]) if rows else None
 
     def put(self, task: str, item: str, fingerprint: str, verdict: str, run_id: str) -> None:
         with self.state.transaction():

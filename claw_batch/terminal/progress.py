@@ -50,6 +50,10 @@ class _Result(Protocol):
     def reasons(self) -> Sequence[str]: ...
     @property
     def cost_usd(self) -> float | None: ...
+    @property
+    def remembered(self) -> str | None: ...  # a failed check's verdict given again: whose
+    @property
+    def again(self) -> str | None: ...  # and how to ask the model again
 
 
 # Jobs that did not run are one line each only when they need attention (or with -v).
@@ -220,6 +224,8 @@ class Progress:
             return self._not_run(result)
         failed = status != "ok"
         detail = f"{result.duration_s:.1f} s, {count(result.tokens, 'token')}"
+        if result.remembered:
+            detail = f"remembered: {result.remembered}"
         if result.output and not failed:
             detail += f" → {result.output}"
         if self.tty:
@@ -229,7 +235,10 @@ class Progress:
             line = f"{status} {name} ({detail})"
         if failed and result.error:
             line += f": {result.error}"
-        return [line, *(f"    {finding}" for finding in result.findings)]
+        lines = [line, *(f"    {finding}" for finding in result.findings)]
+        if result.again:
+            lines.append(f"    {result.again}")
+        return lines
 
     def _not_run(self, result: _Result) -> list[str]:
         name = result.job.name
@@ -237,7 +246,8 @@ class Progress:
             return [f"up to date {name}"] if self.verbose else []
         if result.status == "modified":
             return [f"kept {name}: {result.reason}"]
-        return [f"would run {name}: {'; '.join(result.reasons)}"]
+        verb = "would fail" if result.remembered else "would run"  # a verdict given again
+        return [f"{verb} {name}: {'; '.join(result.reasons)}"]
 
     def _summary(self) -> list[str]:
         now = self.clock()

@@ -145,7 +145,24 @@ def install(project: Project, hook: str, python: str) -> str:
     os.replace(temp, path)
     kept = path.with_name(hook + KEPT_SUFFIX)
     also = f" (runs the hook that was there first, kept as {kept.name})" if _exists(kept) else ""
-    return f"installed the {hook} hook: {path}{also}"
+    return f"installed the {hook} hook: {path}{also}" + _unignored(project.root)
+
+
+def _unignored(root: Path) -> str:
+    """A warning when git does not ignore `.claw/`, where each hook run writes its record:
+    every commit would leave it untracked, and `git add -A` would stage the ledger."""
+    try:
+        done = subprocess.run(
+            ["git", "check-ignore", "-q", ".claw/"], cwd=root, capture_output=True, timeout=30
+        )
+    except OSError:
+        return ""
+    if done.returncode != 1:  # 0: ignored; 128: git could not tell
+        return ""
+    return (
+        "\nclaw: warning: git does not ignore .claw/, where each hook run keeps its record; "
+        "add it to .gitignore"
+    )
 
 
 def uninstall(project: Project, hook: str) -> str:

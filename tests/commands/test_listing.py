@@ -48,3 +48,35 @@ def test_list_keeps_the_clawfile_order_after_a_run(tmp_path: Path, server: FakeO
         "zeta   up to date     Last by name, first in the file\n"
         "alpha  up to date     First by name, second in the file\n"
     )
+
+
+def test_a_task_that_failed_last_is_failed_not_never_ran(
+    tmp_path: Path, server: FakeOpenAI
+) -> None:
+    """`claw why` says how it last ended, and `claw list` shows `failed`; `never ran` is
+    for a task the ledger has no run of."""
+    root = make_project(
+        tmp_path / "p",
+        """
+        version: 1
+        model: fake-model
+        tasks:
+          summary:
+            description: Summarise
+            prompt: "s"
+          other:
+            description: Never asked for
+            prompt: "o"
+        """,
+    )
+    server.enqueue(text(""))  # an empty final answer fails the job
+    env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-test-0123", "CLAW_NOW": NOW}
+    assert claw(root, "run", "summary", env=env).exit_code == 1
+    run_id = claw(root, "log", "--json").stdout.split('"id": "')[1].split('"')[0]
+    why = claw(root, "why", "summary")
+    assert why.stdout.startswith(
+        f"summary: would run\n  - failed in run {run_id} at 2026-11-22 23:05: "
+    ), why.stdout
+    assert claw(root, "list").stdout == (
+        "summary  failed         Summarise\nother    never ran      Never asked for\n"
+    )

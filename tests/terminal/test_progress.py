@@ -64,6 +64,8 @@ class Result:
     reason: str | None = None
     reasons: tuple[str, ...] = ()
     cost_usd: float | None = None
+    remembered: str | None = None
+    again: str | None = None
 
 
 @pytest.fixture
@@ -103,6 +105,39 @@ def a_run(p: Progress, clock: Clock) -> None:
 
 
 # Not a terminal: a log.
+
+
+def test_a_remembered_verdict_says_whose_it_is_not_its_time(clock: Clock) -> None:
+    stream = FakeLog()
+    p = Progress(stream, clock=clock)
+    whose, again = "the verdict of run r1 at 2026-11-27 09:00", "ask again with: claw run -B x"
+    p.job_finished(
+        Result(
+            SUMMARY,
+            "failed",
+            0.0,
+            error="a leftover",
+            findings=("- drop it",),
+            remembered=whose,
+            again=again,
+        )
+    )
+    dry = Result(
+        SUMMARY,
+        "would-run",
+        0.0,
+        reasons=(f"remembered: {whose}", again),
+        remembered=whose,
+        again=again,
+    )
+    p.job_finished(dry)
+    assert stream.getvalue() == (
+        "failed summary (remembered: the verdict of run r1 at 2026-11-27 09:00): a leftover\n"
+        "    - drop it\n"
+        "    ask again with: claw run -B x\n"
+        "would fail summary: remembered: the verdict of run r1 at 2026-11-27 09:00; "
+        "ask again with: claw run -B x\n"
+    )
 
 
 def test_a_log_gets_one_line_per_event_and_a_total(clock: Clock) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import stat
 import subprocess
 import sys
@@ -15,7 +16,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 from fake_openai import FakeOpenAI, Reply, call, error, text, tool_calls
-from helpers import Result, make_project
+from helpers import Result, claw, make_project
 
 from claw_batch.cli import main
 from claw_batch.triggers.hooks import MARKER
@@ -128,6 +129,17 @@ def test_install_writes_an_executable_hook_with_the_marker(repo: Path) -> None:
     assert f"python={sys.executable}\n" in text
     assert "hook run -C . -f clawfile.yaml pre-commit --" in text
     assert path.stat().st_mode & 0o111 == 0o111
+
+
+def test_install_warns_when_git_does_not_ignore_the_ledger(repo: Path) -> None:
+    (repo / ".gitignore").write_text("workspace/memory/\n")
+    r = hook(repo, "install")
+    assert r.exit_code == 0, r.stderr
+    assert r.stderr == (
+        f"claw: installed the pre-commit hook: {repo / '.git/hooks/pre-commit'}\n"
+        "claw: warning: git does not ignore .claw/, where each hook run keeps its record; "
+        "add it to .gitignore\n"
+    )
 
 
 def test_installing_twice_changes_nothing(repo: Path) -> None:
@@ -326,6 +338,104 @@ def test_an_unchanged_staged_tree_reuses_a_failing_verdict(
     assert len(server.requests) == 1
 
 
+EARLIER = "2026-11-27T09:00:00+00:00"
+LATER = "2026-11-27T09:30:00+00:00"
+
+
+def last_run_id(root: Path) -> str:
+    with sqlite3.connect(root / ".claw/state.db") as db:
+        (run_id,) = db.execute("SELECT id FROM runs ORDER BY rowid DESC LIMIT 1").fetchone()
+    return str(run_id)
+
+
+def fail_once(repo: Path, server: FakeOpenAI, env: dict[str, str]) -> str:
+    """A staged leftover the review fails; the id of the run that failed it."""
+    (repo / "app.py").write_text("def f():\n    breakpoint()\n")
+    git(repo, "add", "app.py")
+    server.enqueue(verdict(False, "a leftover", "drop breakpoint()"))
+    assert hook(repo, "run", "pre-commit", env={**env, "CLAW_NOW": EARLIER}).exit_code == 1
+    return last_run_id(repo)
+
+
+def test_a_remembered_verdict_says_whose_it_is_and_how_to_ask_again(
+    repo: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    first = fail_once(repo, server, env)
+    r = hook(repo, "run", "pre-commit", env={**env, "CLAW_NOW": LATER})
+    assert r.exit_code == 1
+    assert r.stderr == (
+        f"failed review (remembered: the verdict of run {first} at 2026-11-27 09:00): "
+        "a leftover\n"
+        "    - drop breakpoint()\n"
+        "    nothing it reads has changed since; ask again with: claw hook run pre-commit -B\n"
+        "claw: the pre-commit hook failed (review); git stops here\n"
+    )
+    assert len(server.requests) == 1
+
+
+def test_hook_run_B_asks_the_model_again(
+    repo: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    hook(repo, "install")
+    fail_once(repo, server, env)
+    assert commit(repo, env).returncode == 1  # remembered
+    server.enqueue(verdict(True, "fine after all"))
+    r = hook(repo, "run", "pre-commit", "-B", env=env)
+    assert r.exit_code == 0, r.stderr
+    assert len(server.requests) == 2
+    server.enqueue(verdict(True, "fine"))
+    assert hook(repo, "run", "--force", "pre-commit", env=env).exit_code == 0
+    assert len(server.requests) == 3
+    done = commit(repo, env)  # the same staged tree: the pass is remembered
+    assert done.returncode == 0, done.stderr
+    assert len(server.requests) == 3
+    assert git(repo, "status", "--porcelain") == ""
+
+
+def test_after_the_hooks_args_B_is_a_file_name(
+    repo: Path, server: FakeOpenAI, env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the installed hook passes comes after `--`: git's arguments, never claw's."""
+    monkeypatch.chdir(repo)
+    server.enqueue(verdict(True, "fine"))
+    r = hook(repo, "run", "pre-commit", "--", "-B", env=env)
+    assert r.exit_code == 0, r.stderr
+    assert "Files: ['-B']" in prompt(server)
+
+
+def test_why_list_and_log_know_the_hooks_verdicts(
+    repo: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    first = fail_once(repo, server, env)
+    assert hook(repo, "run", "pre-commit", env={**env, "CLAW_NOW": LATER}).exit_code == 1
+    again = last_run_id(repo)
+    why = claw(repo, "why", "review")
+    assert (why.exit_code, why.stdout) == (
+        0,
+        "review: would fail again, without a model call\n"
+        f"  - remembered: the verdict of run {first} at 2026-11-27 09:00: a leftover\n"
+        "  - nothing it reads has changed since; ask again with: claw hook run pre-commit -B\n",
+    )
+    listed = claw(repo, "list").stdout.splitlines()
+    assert listed[0] == "review   failed         "
+    log = claw(repo, "log", "review").stdout
+    assert again in log and "no job ran" not in log
+    assert log.count("a leftover") == 2
+    runs = json.loads(claw(repo, "log", "review", "--json").stdout)
+    transcripts = {run["id"]: run["jobs"][0]["transcript"] for run in runs}
+    # the remembered verdict's job links the transcript the verdict came from
+    assert transcripts == {r: f".claw/runs/{first}/review.jsonl" for r in (first, again)}
+
+    (repo / "app.py").write_text("def f():\n    return 'fixed'\n")
+    git(repo, "add", "app.py")
+    why = claw(repo, "why", "review")
+    assert why.stdout == (
+        "review: would run\n"
+        f"  - failed in run {again} at 2026-11-27 09:30: check failed: a leftover\n"
+    )
+    assert claw(repo, "list").stdout.splitlines()[0] == "review   failed         "
+
+
 def test_an_api_outage_blocks_a_check(repo: Path, server: FakeOpenAI, env: dict[str, str]) -> None:
     hook(repo, "install")
     (repo / "app.py").write_text("def f():\n    return 7\n")
@@ -406,6 +516,135 @@ def test_no_task_for_the_hook_is_a_quiet_success(
     r = hook(repo, "run", "pre-push", "origin", "https://example.invalid/x.git", env=env)
     assert (r.exit_code, r.stderr) == (0, "")
     assert server.requests == []
+
+
+# what a hook run leaves in the work tree
+
+REVIEW = {
+    "description": "Review the staged change",
+    "prompt": "Review this change:\n{{ git.staged_diff }}\n",
+    "check": True,
+    "hook": "pre-commit",
+    "tools": ["read", "grep"],
+}
+
+
+def new_user_repo(root: Path) -> Path:
+    """The README's way: `claw init`, a review task with `hook: pre-commit`, `git add -A`."""
+    r = CliRunner().invoke(main, ["init", str(root)])
+    assert r.exit_code == 0, r.stderr
+    clawfile = root / "clawfile.yaml"
+    config = yaml.safe_load(clawfile.read_text())
+    config["tasks"]["review"] = REVIEW
+    clawfile.write_text(yaml.safe_dump(config, sort_keys=False))
+    git(root, "init", "-q", "-b", "main")
+    git(root, "config", "user.name", "Test")
+    git(root, "config", "user.email", "test@example.com")
+    git(root, "config", "commit.gpgsign", "false")
+    (root / "app.py").write_text("def f():\n    return 1\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "--no-verify", "-m", "initial")
+    return root
+
+
+def test_from_claw_init_a_passing_commit_leaves_the_work_tree_clean(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    """The note a hook run used to append was left untracked (or modified, once added),
+    and the next `git add -A` put it in the diff the reviewer read."""
+    root = new_user_repo(tmp_path / "proj")
+    assert hook(root, "install").exit_code == 0
+    (root / "app.py").write_text("def f():\n    return 2\n")
+    git(root, "add", "-A")
+    server.enqueue(verdict(True, "fine; FIXME: none"))
+    done = commit(root, env)
+    assert done.returncode == 0, done.stderr
+    assert git(root, "status", "--porcelain", "--untracked-files=all") == ""
+
+    (root / "app.py").write_text("def f():\n    return 3\n")
+    git(root, "add", "-A")
+    assert git(root, "diff", "--cached", "--name-only") == "app.py\n"
+    server.enqueue(verdict(True, "fine"))
+    done = commit(root, env)
+    assert done.returncode == 0, done.stderr
+    assert "FIXME" not in prompt(server)  # the first verdict is nowhere the second reads
+    assert git(root, "status", "--porcelain", "--untracked-files=all") == ""
+    assert git(root, "rev-list", "--count", "HEAD") == "3\n"
+
+
+TODAY = "2026-11-27T09:00:00+00:00"
+NOTE = "# 2026-11-27\n\n### 01:00 summary · ok · 1.0 s · 15 tokens\n> done\n\n"
+
+
+def track_todays_note(repo: Path) -> Path:
+    """A project whose daily notes are committed (not ignored): today's is tracked."""
+    (repo / ".gitignore").write_text(".claw/\n")
+    note = repo / "workspace/memory/2026-11-27.md"
+    note.parent.mkdir(parents=True, exist_ok=True)
+    note.write_text(NOTE)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "--no-verify", "-m", "notes")
+    return note
+
+
+def test_a_hook_run_leaves_a_tracked_daily_note_alone(
+    repo: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    """A commit through the hook changes today's note no more than anything else."""
+    track_todays_note(repo)
+    hook(repo, "install")
+    (repo / "app.py").write_text("def f():\n    return 9\n")
+    git(repo, "add", "app.py")
+    server.enqueue(verdict(True, "fine"))
+    done = commit(repo, {**env, "CLAW_NOW": TODAY})
+    assert done.returncode == 0, done.stderr
+    assert git(repo, "status", "--porcelain", "--untracked-files=all") == ""
+    log = claw(repo, "log", "review")
+    assert log.exit_code == 0
+    assert "review" in log.stdout  # the ledger has the run: claw log, why and list know it
+
+
+def test_through_the_pre_commit_framework_a_passing_review_changes_nothing(
+    repo: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    """pre-commit fails a hook that modifies a tracked file ("files were modified by this
+    hook"), and with unstaged changes it rolls the modification back: a passing review
+    must modify none, today's tracked note included. `repo: local` and `language: system`
+    need no network."""
+    pytest.importorskip("pre_commit")
+    note = track_todays_note(repo)
+    entry = f"{sys.executable} -m claw_batch hook run pre-commit"
+    config = {
+        "repos": [
+            {
+                "repo": "local",
+                "hooks": [
+                    {
+                        "id": "claw",
+                        "name": "claw",
+                        "entry": entry,
+                        "language": "system",
+                        "pass_filenames": True,
+                    }
+                ],
+            }
+        ]
+    }
+    (repo / ".pre-commit-config.yaml").write_text(yaml.safe_dump(config))
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "--no-verify", "-m", "pre-commit")
+    framework = [sys.executable, "-m", "pre_commit", "install"]
+    subprocess.run(framework, cwd=repo, check=True, capture_output=True, timeout=60)
+    (repo / "app.py").write_text("def f():\n    return 10\n")
+    git(repo, "add", "app.py")
+    (repo / "app.py").write_text("def f():\n    return 11  # not staged\n")
+    server.enqueue(verdict(True, "fine"))
+    done = commit(repo, {**env, "CLAW_NOW": TODAY})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Passed" in done.stderr
+    assert "Files: ['app.py']" in prompt(server)
+    assert git(repo, "status", "--porcelain", "--untracked-files=all") == " M app.py\n"
+    assert note.read_text() == NOTE
 
 
 # the pre-commit framework
