@@ -24,7 +24,7 @@ from claw_batch.run.results import NO_USAGE, JobResult, not_run
 from claw_batch.safety.redact import Redactor
 from claw_batch.safety.untrusted import printable
 from claw_batch.store.filehash import FileHashes
-from claw_batch.store.lastrun import shown_time
+from claw_batch.store.lastrun import when
 from claw_batch.store.state import Done, JobRecord, State
 from claw_batch.store.transcript import Transcript
 from claw_batch.store.verdicts import Verdicts
@@ -151,7 +151,7 @@ class Recorder:
             return None
         parsed = json.loads(known.text)
         summary = self.redact(str(parsed.get("summary", "")))
-        whose = f"the verdict of run {known.run_id} at {shown_time(known.started)}"
+        whose = f"the verdict of run {known.run_id} at {when(known.started)}"
         # Its transcript is the one the verdict came from (claw log, the report link it).
         asked = self.run_dir.parent / known.run_id / transcript_name(p.job)
         found = "/" not in known.run_id and asked.is_file()

@@ -3,9 +3,9 @@ say of a job with no last success, instead of "never ran" (a failed check, every
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import NamedTuple
 
+from claw_batch.clock import shown_iso
 from claw_batch.store.state import State
 
 SHOWN_ERROR = 120  # characters of the error a reason quotes
@@ -21,7 +21,7 @@ class LastRun(NamedTuple):
     def describe(self) -> str | None:
         """`failed in run X at T: check failed: why`; None for a success (its record is
         what the up-to-date check reads, not this)."""
-        where = f"in run {self.run_id} at {shown_time(self.started)}"
+        where = f"in run {self.run_id} at {when(self.started)}"
         error = _first_line(self.error)
         said = f": {error}" if error else ""
         if self.status == "failed":
@@ -46,14 +46,9 @@ def last_runs(state: State, task: str) -> dict[str, LastRun]:
     return {row[0]: LastRun(*row[1:]) for row in rows}
 
 
-def shown_time(iso: str | None) -> str:
-    """`2026-11-27 09:00`, in the zone the run's clock had."""
-    if iso is None:
-        return "an unknown time"
-    try:
-        return dt.datetime.fromisoformat(iso).strftime("%Y-%m-%d %H:%M")
-    except ValueError:
-        return iso
+def when(iso: str | None) -> str:
+    """A job's start as claw shows times (clock.shown); a row without one says so."""
+    return "an unknown time" if iso is None else shown_iso(iso)
 
 
 def _first_line(text: str | None) -> str:
