@@ -124,7 +124,10 @@ class Models:
         if provider is None:
             base_url, key = self.environ.get("OPENAI_BASE_URL"), self.environ.get("OPENAI_API_KEY")
             return OpenAICompatLLM(
-                base_url=base_url, api_key=key, breaker=self._breaker(base_url, key)
+                base_url=base_url,
+                api_key=key,
+                breaker=self._breaker(base_url, key),
+                base_url_from="$OPENAI_BASE_URL",
             )
         # Never fall back to OPENAI_API_KEY here: it would be sent to another host.
         key = self.environ.get(provider.api_key_env) if provider.api_key_env else NO_KEY
@@ -135,6 +138,11 @@ class Models:
             )
         base_url = provider.base_url or self.environ.get("OPENAI_BASE_URL")
         return OpenAICompatLLM(
+            base_url_from=(
+                f"providers.{provider_name}.base_url in clawfile.yaml"
+                if provider.base_url
+                else "$OPENAI_BASE_URL"
+            ),
             base_url=base_url,
             api_key=key,
             stream=provider.stream,

@@ -81,6 +81,7 @@ class OpenAICompatLLM:
         sleep: Callable[[float], None] = cancel.sleep,
         clock: Callable[[], float] = time.monotonic,
         breaker: Breaker | None = None,
+        base_url_from: str = "the base URL",  # where a user changes it, for messages
     ) -> None:
         # Always an explicit key and URL: given none, the SDK would read $OPENAI_API_KEY and
         # $OPENAI_BASE_URL, and the caller decides which environment counts.
@@ -103,6 +104,7 @@ class OpenAICompatLLM:
         self._clock = clock
         # Shared by the endpoint's users (endpoints.Models): one storm, one backoff.
         self._breaker = breaker or Breaker(clock=clock, sleep=sleep)
+        self._base_url_from = base_url_from
 
     def complete(self, request: ChatRequest, *, deadline: float) -> Completion:
         failures = 0
@@ -240,7 +242,7 @@ class OpenAICompatLLM:
         self._breaker.abandoned(ticket)
         raise ModelError(
             f"{hopeless} (model {request.model!r}); is the server running? "
-            "check the provider's base_url (or $OPENAI_BASE_URL)"
+            f"check {self._base_url_from}"
         ) from None
 
     def _where(self, request: ChatRequest) -> str:

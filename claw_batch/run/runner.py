@@ -41,6 +41,8 @@ class Chosen:
 
     tasks: list[str]  # to run, in any order
     finish: Callable[[RunSummary], None]  # after the run, before the lock is let go
+    # A run stopped before any job by a usage error (an unset key): the choice is undone.
+    leave: Callable[[], None] = lambda: None
 
 
 class Selection(Protocol):
@@ -188,7 +190,7 @@ class Runner:
         unset = self._unset_keys(names)
         if unset is not None:  # before the run's first write: no job, no note, no ledger run
             summary = RunSummary(run_id, exit_code=unset.exit_code, error=str(unset))
-            return self._ended_early(summary, state, chosen)
+            return self._ended_early(summary, state, chosen, left=True)
         run = RunSession(self._setup(), state, run_id, now)
         code, error = 1, None  # what the ledger says if a bug ends the run
         try:
@@ -208,11 +210,14 @@ class Runner:
         return summary
 
     def _ended_early(
-        self, summary: RunSummary, state: State | None, chosen: Chosen | None
+        self, summary: RunSummary, state: State | None, chosen: Chosen | None, *, left: bool = False
     ) -> RunSummary:
-        """A run that ends before its session begins: its chosen slots get its outcome."""
+        """A run that ends before its session begins: its chosen slots get its outcome, or,
+        `left` for the next run when a usage error stopped it."""
         try:
-            if chosen is not None:
+            if chosen is not None and left:
+                chosen.leave()
+            elif chosen is not None:
                 chosen.finish(summary)
         finally:
             if state is not None:

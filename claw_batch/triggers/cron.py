@@ -135,19 +135,19 @@ def next_slot(expr: str, tz: str | None, now: dt.datetime) -> dt.datetime:
 def describe_due(task: str, found: Due, tz: str | None) -> str:
     """The progress line: what --due does with a task's slot, its time shown as claw shows
     every time (claw_batch.clock.shown), in the task's `tz:`."""
-    when = _shown(found.slot, tz)
+    when = describe_slot(found.slot, tz)
     missed = f"{found.missed}{'+' if found.more else ''}"
     if found.run:
         earlier = f" ({missed} missed slot{'s' if found.missed != 1 else ''} collapsed into it)"
         return f"claw: {task}: slot {when} is due{earlier if found.missed else ''}"
     if found.first is not None:  # not a miss: the task was not scheduled then
-        return f"claw: {task}: first slot: next at {_shown(found.first, tz)}"
+        return f"claw: {task}: first slot: next at {describe_slot(found.first, tz)}"
     earlier = f", and {missed} before it" if found.missed else ""
     late = int(LATE.total_seconds() // 60)
     return f"claw: {task}: slot {when} missed (over {late} min late{earlier}); not run"
 
 
-def _shown(slot: Slot, tz: str | None) -> str:
+def describe_slot(slot: Slot, tz: str | None) -> str:
     """A slot's time for a person (its name is the ledger's key): in the task's zone, named;
     without `tz:`, on the machine's clock."""
     return shown(slot.at, tz) if tz else shown(slot.at.astimezone())

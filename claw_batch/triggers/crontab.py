@@ -34,14 +34,35 @@ def key_variables(config: Clawfile, tasks: list[str]) -> list[str]:
     return sorted(set(found))
 
 
+def reads_base_url(config: Clawfile, tasks: list[str]) -> bool:
+    """Whether a task's provider takes its server from OPENAI_BASE_URL: the default one, or
+    a provider without `base_url`. Without the variable, cron's runs call api.openai.com."""
+    for name in tasks:
+        _, provider, _ = resolve_model(config, config.tasks[name].model or config.model)
+        if provider is None or not provider.base_url:
+            return True
+    return False
+
+
+# Named, never shown: a base URL may hold a user and password.
+OTHER_SERVER = "for a model server other than OpenAI's"
+
+
 def _keys_line(config: Clawfile, tasks: list[str]) -> str:
     variables = key_variables(config, tasks)
+    base_url = reads_base_url(config, tasks)
+    if not variables and base_url:
+        return (
+            "# cron does not read your shell profile: these tasks' providers need no API key; "
+            f"set OPENAI_BASE_URL=... at the top of the crontab {OTHER_SERVER}."
+        )
     if not variables:
         return "# cron does not read your shell profile; these tasks' providers need no API key."
+    also = f" (and OPENAI_BASE_URL=... {OTHER_SERVER})" if base_url else ""
     return (
         "# cron does not read your shell profile: set "
         + ", ".join(f"{v}=..." for v in variables)
-        + " at the top of the crontab."
+        + f"{also} at the top of the crontab."
     )
 
 
@@ -67,10 +88,14 @@ def crontab(project: Project) -> str:
 
 def _unit_keys(config: Clawfile) -> str:
     scheduled = [n for n, t in config.tasks.items() if t.schedule]
-    variables = key_variables(config, scheduled)
+    variables = ", ".join(key_variables(config, scheduled))
+    if reads_base_url(config, scheduled):
+        read = f"{variables}; and " if variables else ""
+        read += f"OPENAI_BASE_URL {OTHER_SERVER}"
+        return f"the variables these tasks' providers read ({read}), e.g.:"
     if not variables:
         return "these tasks' providers need no API key; a file of variables would go here:"
-    return f"the API key variables these tasks' providers read ({', '.join(variables)}), e.g.:"
+    return f"the API key variables these tasks' providers read ({variables}), e.g.:"
 
 
 def systemd_units(project: Project, name: str) -> dict[str, str]:

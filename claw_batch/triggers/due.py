@@ -14,7 +14,7 @@ from claw_batch.plan.jobs import select_tasks
 from claw_batch.run.results import RUN_STATUS, RunSummary
 from claw_batch.run.runner import Chosen, exit_code
 from claw_batch.store.state import State
-from claw_batch.triggers.cron import describe_due, due
+from claw_batch.triggers.cron import describe_due, describe_slot, due
 from claw_batch.triggers.slots import Entry, Slots
 
 
@@ -59,8 +59,10 @@ class DueSlots:
         if entries and not dry_run:
             slots.record(entries, run_id, now)
         ran = [e for e in entries if e.due.run]
-        finish = functools.partial(_finish, slots, ran) if not dry_run else _nothing
-        return Chosen([e.task for e in ran], finish)
+        if dry_run:
+            return Chosen([e.task for e in ran], _nothing)
+        leave = functools.partial(_leave, slots, ran, config, say)
+        return Chosen([e.task for e in ran], functools.partial(_finish, slots, ran), leave)
 
 
 def _finish(slots: Slots, ran: list[Entry], summary: RunSummary) -> None:
@@ -69,6 +71,15 @@ def _finish(slots: Slots, ran: list[Entry], summary: RunSummary) -> None:
         results = [r for r in summary.results if r.job.task == e.task]
         code = exit_code(results) if results else summary.exit_code or Interrupted.exit_code
         slots.finish(e.task, e.due.slot.name, RUN_STATUS.get(code, "error"))
+
+
+def _leave(slots: Slots, ran: list[Entry], config: Clawfile, say: Callable[[str], None]) -> None:
+    """A run stopped before any job (an unset key): its slots were not spent. They were
+    written before the check, as always, and are taken back, so the next --due runs them."""
+    slots.forget(ran)
+    for e in ran:
+        when = describe_slot(e.due.slot, config.tasks[e.task].tz)
+        say(f"claw: {e.task}: slot {when} not run; left for the next claw run --due")
 
 
 def _nothing(summary: RunSummary) -> None:

@@ -12,9 +12,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from claw_batch import cancel
-from claw_batch.clock import now_for_run
-from claw_batch.config import Project
+from claw_batch.clock import now_for_run, shown
+from claw_batch.config import Project, Task
 from claw_batch.errors import Interrupted, UsageError, said
+from claw_batch.figures import count
 from claw_batch.plan.jobs import select_tasks
 from claw_batch.run.runner import Runner, RunOptions
 from claw_batch.terminal.progress import Progress
@@ -51,7 +52,9 @@ def serve(
     scheduled = {n: config.tasks[n] for n in names if config.tasks[n].schedule}
     if not scheduled:
         raise UsageError("no task has a schedule: nothing for claw schedule to do")
-    progress.message(f"claw schedule: {len(scheduled)} scheduled task(s): {', '.join(scheduled)}")
+    progress.message(
+        f"claw schedule: {count(len(scheduled), 'scheduled task')}: {', '.join(scheduled)}"
+    )
     while True:
         now = clock.now()
         env = {**environ, "CLAW_NOW": now.isoformat()} if clock.pinned else environ
@@ -62,13 +65,26 @@ def serve(
         if summary.exit_code == Interrupted.exit_code:
             return summary.exit_code
         after = clock.now()
-        wake = min(cron.next_slot(t.schedule or "", t.tz, after) for t in scheduled.values())
-        if summary.exit_code == 75:
-            wake = min(wake, after + RETRY)
+        slot, names = _next_slot(scheduled, after)
+        wake = min(slot, after + RETRY) if summary.exit_code == 75 else slot
         if until is not None and wake > until:
             return 0
+        if wake == slot:
+            tz = scheduled[names[0]].tz  # shown as --due shows it: in the task's zone, named
+            progress.message(f"claw schedule: next slot {_shown(slot, tz)} ({', '.join(names)})")
         try:
             clock.sleep(max((wake - after).total_seconds(), 0.0))
         except KeyboardInterrupt:
             progress.message("claw schedule: stopped")
             return 0
+
+
+def _next_slot(scheduled: Mapping[str, Task], after: dt.datetime) -> tuple[dt.datetime, list[str]]:
+    """The next slot of any scheduled task after `after`, and the tasks it is a slot of."""
+    slots = {n: cron.next_slot(t.schedule or "", t.tz, after) for n, t in scheduled.items()}
+    first = min(slots.values())
+    return first, [n for n, at in slots.items() if at == first]
+
+
+def _shown(at: dt.datetime, tz: str | None) -> str:
+    return shown(at, tz) if tz else shown(at.astimezone())

@@ -73,6 +73,15 @@ class Slots:
                 ],
             )
 
+    def forget(self, entries: list[Entry]) -> None:
+        """Take back slots `record` wrote for a run that stopped before any job."""
+        assert self.state is not None
+        with self.state.transaction():
+            self.state.db.executemany(
+                "DELETE FROM slots WHERE task = ? AND slot = ?",
+                [(e.task, e.due.slot.name) for e in entries],
+            )
+
     def finish(self, task: str, name: str, status: str) -> None:
         assert self.state is not None
         with self.state.transaction():

@@ -32,13 +32,38 @@ def test_closed_local_port_fails_at_once_naming_the_url(tmp_path: Path) -> None:
     assert r.exit_code == 1
     message = (
         f"connection refused: http://127.0.0.1:{port}/v1 (model 'qwen'); is the server "
-        "running? check the provider's base_url (or $OPENAI_BASE_URL)"
+        "running? check $OPENAI_BASE_URL"
     )
     assert re.fullmatch(
         rf"start t\nfailed t \(\d+\.\d s, 0 tokens\): {re.escape(message)}\n", r.stderr
     ), r.stderr
     (transcript,) = (root / ".claw/runs").glob("*/t.jsonl")
     assert message in transcript.read_text()
+
+
+def test_a_named_providers_refusal_names_its_clawfile_key(tmp_path: Path) -> None:
+    """Issue 16 (new users): the URL came from the clawfile, not from $OPENAI_BASE_URL."""
+    port = closed_port()
+    root = make_project(
+        tmp_path,
+        f"""
+        version: 1
+        model: local/qwen
+        providers:
+          local: {{base_url: "http://127.0.0.1:{port}/v1"}}
+        tasks:
+          t: {{prompt: go, output: t.md}}
+        """,
+    )
+    r = claw(root, "run", "t", env={"CLAW_NOW": NOW})
+    assert r.exit_code == 1
+    message = (
+        f"connection refused: http://127.0.0.1:{port}/v1 (model 'qwen'); is the server "
+        "running? check providers.local.base_url in clawfile.yaml"
+    )
+    assert re.fullmatch(
+        rf"start t\nfailed t \(\d+\.\d s, 0 tokens\): {re.escape(message)}\n", r.stderr
+    ), r.stderr
 
 
 def test_gateway_nested_cause_is_in_the_job_error(tmp_path: Path) -> None:

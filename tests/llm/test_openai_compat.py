@@ -653,13 +653,17 @@ def test_refused_local_connection_fails_at_once() -> None:
         port = s.getsockname()[1]
     sleeps = Sleeps()
     llm = OpenAICompatLLM(
-        base_url=f"http://127.0.0.1:{port}/v1", api_key="k", max_attempts=2, sleep=sleeps
+        base_url=f"http://127.0.0.1:{port}/v1",
+        api_key="k",
+        max_attempts=2,
+        sleep=sleeps,
+        base_url_from="providers.local.base_url in clawfile.yaml",
     )
     with pytest.raises(ModelError) as exc:
         ask(llm)
     assert str(exc.value) == (
         f"connection refused: http://127.0.0.1:{port}/v1 (model 'gpt-test'); is the server "
-        "running? check the provider's base_url (or $OPENAI_BASE_URL)"
+        "running? check providers.local.base_url in clawfile.yaml"
     )
     assert sleeps == []
 

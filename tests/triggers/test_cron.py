@@ -243,3 +243,44 @@ def test_every_slot_message_shows_times_one_way() -> None:
     )
     machine = night.at.astimezone().strftime("%Y-%m-%d %H:%M")  # a task without tz:
     assert describe_due("t", Due(night, True, 0), None) == f"claw: t: slot {machine} is due"
+
+
+def test_an_unset_key_leaves_the_slot_for_the_next_due_run(
+    tmp_path: Path, server: FakeOpenAI
+) -> None:
+    """Issue 16 (new users): cron without the key variable exits 2 before any job; the slot is
+    not spent, so the next minute's `--due`, with the key, runs it."""
+    root = make_project(
+        tmp_path / "p",
+        f"""
+        version: 1
+        model: local/qwen
+        providers:
+          local: {{base_url: "{server.base_url}", api_key_env: MY_LOCAL_KEY}}
+        tasks:
+          nightly:
+            prompt: "Summarise"
+            output: night.md
+            schedule: "30 2 * * *"
+            tz: UTC
+            tools: []
+        """,
+    )
+    r = claw(root, "run", "--due", env={"CLAW_NOW": "2026-11-29T02:30:20+00:00"})
+    assert (r.exit_code, r.stderr) == (
+        2,
+        "claw: nightly: slot 2026-11-29 02:30 UTC is due\n"
+        "claw: nightly: slot 2026-11-29 02:30 UTC not run; left for the next claw run --due\n"
+        "claw: environment variable MY_LOCAL_KEY is not set: provider 'local' reads its API "
+        "key from it (api_key_env), for tasks nightly; set it (export MY_LOCAL_KEY=...) or run "
+        "with --replay\n",
+    )
+    assert server.requests == []
+    assert slots(root) == []
+
+    env = {"CLAW_NOW": "2026-11-29T02:31:20+00:00", "MY_LOCAL_KEY": "sk-local-0123456789"}
+    r = claw(root, "run", "--due", env=env)
+    assert r.exit_code == 0, r.stderr
+    assert r.stderr.startswith("claw: nightly: slot 2026-11-29 02:30 UTC is due\n"), r.stderr
+    assert (root / "night.md").read_text() == "done\n"
+    assert slots(root) == [("nightly", "2026-11-29T02:30 UTC", "ok", 0)]

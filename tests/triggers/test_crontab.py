@@ -93,14 +93,14 @@ def test_the_crontab_names_the_key_variables_its_tasks_need(tmp_path: Path) -> N
     root = make_project(tmp_path / "p", KEYED)
     lines = cron_print(root).stdout.splitlines()
     assert (
-        "# cron does not read your shell profile: set OPENAI_API_KEY=..., ROUTER_KEY=... at "
-        "the top of the crontab."
+        "# cron does not read your shell profile: set OPENAI_API_KEY=..., ROUTER_KEY=... (and "
+        "OPENAI_BASE_URL=... for a model server other than OpenAI's) at the top of the crontab."
     ) in lines
     units = cron_print(root, "--systemd", "--name", "notes").stdout
     assert (
-        "# the API key variables these tasks' providers read (OPENAI_API_KEY, ROUTER_KEY), e.g.:"
-        in units
-    )
+        "# the variables these tasks' providers read (OPENAI_API_KEY, ROUTER_KEY; and "
+        "OPENAI_BASE_URL for a model server other than OpenAI's), e.g.:"
+    ) in units.splitlines()
 
 
 def test_keyless_providers_need_no_variable(tmp_path: Path) -> None:
@@ -119,3 +119,42 @@ def test_keyless_providers_need_no_variable(tmp_path: Path) -> None:
     assert "# cron does not read your shell profile; these tasks' providers need no API key." in (
         lines
     )
+
+
+def test_the_default_provider_names_its_base_url_variable(tmp_path: Path) -> None:
+    """Issue 16 (new users): without OPENAI_BASE_URL in the crontab, cron's runs call
+    api.openai.com, not the local server the shell's profile names. The value is never
+    printed: a base URL may hold a password."""
+    root = make_project(tmp_path / "p", CLAWFILE)
+    secret = "http://user:pw-0123456789@127.0.0.1:9/v1"
+    printed = CliRunner().invoke(
+        main, ["cron", "print", "-C", str(root)], env={"OPENAI_BASE_URL": secret}
+    )
+    assert (
+        "# cron does not read your shell profile: set OPENAI_API_KEY=... (and OPENAI_BASE_URL=... "
+        "for a model server other than OpenAI's) at the top of the crontab."
+    ) in printed.stdout.splitlines()
+    units = cron_print(root, "--systemd").stdout
+    assert (
+        "# the variables these tasks' providers read (OPENAI_API_KEY; and OPENAI_BASE_URL for a "
+        "model server other than OpenAI's), e.g.:"
+    ) in units.splitlines()
+    assert "pw-0123456789" not in printed.stdout + units
+
+
+def test_a_provider_without_base_url_reads_the_variable_too(tmp_path: Path) -> None:
+    root = make_project(
+        tmp_path / "p",
+        """
+        version: 1
+        model: openai/m
+        providers:
+          openai: {}
+        tasks:
+          offline: {prompt: "p", output: c.md, schedule: "0 1 * * *"}
+        """,
+    )
+    assert (
+        "# cron does not read your shell profile: these tasks' providers need no API key; set "
+        "OPENAI_BASE_URL=... at the top of the crontab for a model server other than OpenAI's."
+    ) in cron_print(root).stdout.splitlines()

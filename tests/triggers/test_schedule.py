@@ -81,8 +81,16 @@ def test_a_day_of_the_foreground_loop(tmp_path: Path) -> None:
     assert fake.sleeps == [6 * 3600.0] * 3 + [5 * 3600.0]
     with sqlite3.connect(root / ".claw" / "state.db") as db:  # what `claw log` names them by
         assert {t for (t,) in db.execute("SELECT trigger FROM runs")} == {"schedule"}
-    log = stream.getvalue()
-    assert "nightly: first slot: next at 2026-11-22 23:00 Europe/Berlin" in log  # started after
+    log = stream.getvalue().splitlines()
+    assert log[0] == "claw schedule: 2 scheduled tasks: nightly, sixhourly"
+    assert "claw: nightly: first slot: next at 2026-11-22 23:00 Europe/Berlin" in log
+    # Issue 16 (new users): between runs it says what it waits for, as claw shows times.
+    assert [line for line in log if line.startswith("claw schedule: next")] == [
+        "claw schedule: next slot 2026-11-22 06:00 Europe/Berlin (sixhourly)",
+        "claw schedule: next slot 2026-11-22 12:00 Europe/Berlin (sixhourly)",
+        "claw schedule: next slot 2026-11-22 18:00 Europe/Berlin (sixhourly)",
+        "claw schedule: next slot 2026-11-22 23:00 Europe/Berlin (nightly)",
+    ]
 
 
 def test_sigterm_stops_claw_schedule_cleanly(tmp_path: Path) -> None:
@@ -98,7 +106,12 @@ def test_sigterm_stops_claw_schedule_cleanly(tmp_path: Path) -> None:
         text=True,
     )
     assert child.stderr is not None
-    assert "1 scheduled task(s): yearly" in child.stderr.readline()
+    assert child.stderr.readline() == "claw schedule: 1 scheduled task: yearly\n"
+    assert child.stderr.readline().startswith("claw: yearly: first slot: next at ")
+    new_year = dt.datetime(dt.datetime.now().year + 1, 1, 1).astimezone()  # no tz: the machine's
+    assert (
+        child.stderr.readline() == f"claw schedule: next slot {new_year:%Y-%m-%d %H:%M} (yearly)\n"
+    )
     time.sleep(1.0)  # past its first look at the ledger, asleep until next New Year
     child.send_signal(signal.SIGTERM)
     assert child.wait(timeout=10) == 0
