@@ -163,6 +163,7 @@ class FakeOpenAI:
         # Hung replies (`hang`) taken from the script and not over yet: a call that ended while
         # one still hangs did not wait for it, whatever the clock says.
         self.hanging = 0
+        self.hung = threading.Event()  # set once a hung reply is taken: the request is in
         self._queue: deque[Reply] = deque()
         self._lock = threading.Lock()
         self._closing = threading.Event()
@@ -210,7 +211,9 @@ class FakeOpenAI:
         return n, error(500, "FakeOpenAI: the script ran out of replies", type="fake_script")
 
     def _counted(self, reply: Reply) -> Reply:
-        self.hanging += reply.stall > 0
+        if reply.stall > 0:
+            self.hanging += 1
+            self.hung.set()
         return reply
 
     def over(self, reply: Reply) -> None:
