@@ -160,6 +160,10 @@ class FakeOpenAI:
         self.headers: list[dict[str, str]] = []
         self.handler: Callable[[dict[str, Any]], Reply] | None = None
         self.latency = 0.0
+        # Hung replies (`hang`) taken from the script and not over yet: a call that ended while
+        # one still hangs did not wait for it, whatever the clock says.
+        self.hanging = 0
+        self.hung = threading.Event()  # set once a hung reply is taken: the request is in
         self._queue: deque[Reply] = deque()
         self._lock = threading.Lock()
         self._closing = threading.Event()
@@ -199,10 +203,23 @@ class FakeOpenAI:
             self.headers.append(headers)
             n = len(self.requests)
             if self._queue:
-                return n, self._queue.popleft()
+                return n, self._counted(self._queue.popleft())
         if self.handler is not None:
-            return n, self.handler(body)
+            reply = self.handler(body)
+            with self._lock:
+                return n, self._counted(reply)
         return n, error(500, "FakeOpenAI: the script ran out of replies", type="fake_script")
+
+    def _counted(self, reply: Reply) -> Reply:
+        if reply.stall > 0:
+            self.hanging += 1
+            self.hung.set()
+        return reply
+
+    def over(self, reply: Reply) -> None:
+        """The handler is done with `reply`: answered, given up on, or the server closed."""
+        with self._lock:
+            self.hanging -= reply.stall > 0
 
     def wait(self, seconds: float) -> bool:
         """Sleep unless the server is closing; True if it is."""
@@ -230,9 +247,9 @@ class _Handler(BaseHTTPRequestHandler):
         body = json.loads(raw_body or b"{}")
         fake = self.server.fake
         n, reply = fake.next_reply(body, {k.lower(): v for k, v in self.headers.items()})
-        if fake.wait(fake.latency):
-            return
         try:
+            if fake.wait(fake.latency):
+                return
             if body.get("stream") and reply.status == 200 and reply.body is None:
                 return self._stream(body, reply, n)
             if not fake.wait(reply.stall):
@@ -241,6 +258,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._json(reply.status, answer, reply.headers, reply.trickle)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (its deadline): what some tests want
+        finally:
+            fake.over(reply)
 
     def do_GET(self) -> None:
         self._json(404, {"error": {"message": f"no route GET {self.path}"}})

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +14,21 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from claw_batch.cli import main
+
+# "Never a timed assertion in a test": on a loaded 2-core CI machine a step that takes 50 ms
+# alone can take seconds, so no test asserts that something is fast. What a test may assert is
+# that something did not wait for a hang: the fakes hang for HANG seconds (or longer, or until
+# the test ends), and a third of that is far more than any slowness of the machine, yet far
+# less than the hang. Better still, where the code offers a seam, a test tells it without a
+# clock (the hung reply still hangs, the busy thread is still busy, the waiter was told).
+HANG = 30.0
+NOT_HELD_UP = HANG / 3  # `assert since(started) < NOT_HELD_UP`: did not wait for a hang
+
+
+def since(started: float) -> float:
+    """Seconds since `started` (a time.monotonic())."""
+    return time.monotonic() - started
+
 
 WORKSPACE = {
     "workspace/AGENTS.md": "# Agents\nBe brief.\n",

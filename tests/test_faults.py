@@ -29,13 +29,21 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import openai  # noqa: F401  # see PRELOADED
 import pytest
 from fake_openai import FakeOpenAI, Reply, error, text
-from helpers import claw, claw_process, make_project
+from helpers import HANG, claw, make_project
 
 NOW = "2026-11-22T23:05:00+01:00"
 TIMEOUT = 2  # the hung job's timeout, seconds
-MARGIN = 10  # what a slow, busy machine may add to it
+# What a slow, busy machine may add to it: a `claw run` process took TIMEOUT + 11.6 s on a
+# 2-core machine under load. The endpoints below hang until the test ends and the storm lasts
+# an hour, so a run held up by them never ends at all: the margin can be as wide as a hang.
+MARGIN = HANG
+# claw imports openai at its first model call, inside the jobs' time: on a busy machine that
+# alone can outlast the stuck job's TIMEOUT, which then fails before it ever connects. These
+# tests import it first (a `claw run` process too, through PRELOADED).
+PRELOADED = "import openai, sys; from claw_batch.cli import main; sys.argv[0] = 'claw'; main()"
 KEY = "sk-faults-PLANTED-0123456789abcdefXYZ"  # distinctive: found by a byte search anywhere
 
 
@@ -241,12 +249,23 @@ def test_a_hung_endpoint_does_not_keep_the_process_alive(tmp_path: Path) -> None
         root = hung_project(tmp_path / "p", stuck.base_url)
         started = time.monotonic()
         env = {"OPENAI_BASE_URL": srv.base_url}
-        r = claw_process(root, "run", "-j", "3", "--json", env=env, timeout=TIMEOUT + MARGIN + 5)
+        r = subprocess.run(
+            [sys.executable, "-c", PRELOADED, "run", "-j", "3", "--json"],
+            cwd=root,
+            env={**os.environ, **env},
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT + MARGIN + 5,
+        )
         assert time.monotonic() - started < TIMEOUT + MARGIN
         assert r.returncode == 3, r.stderr
-        statuses = {j["task"]: j["status"] for j in json.loads(r.stdout)["jobs"]}
-        assert statuses == {"stuck": "limit", "a": "ok", "b": "ok"}
-        assert stuck.wait_for_hangups(1) == 1
+        jobs = {j["task"]: (j["status"], j["error"]) for j in json.loads(r.stdout)["jobs"]}
+        assert jobs == {
+            "stuck": ("limit", "timeout: the model call did not finish before the job's deadline"),
+            "a": ("ok", None),
+            "b": ("ok", None),
+        }
+        assert stuck.wait_for_hangups(1) == stuck.connections == 1
 
 
 # --- a 429 storm, a 5xx burst ---------------------------------------------------------------

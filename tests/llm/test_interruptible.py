@@ -13,6 +13,7 @@ from typing import Any
 
 import httpcore2
 import pytest
+from helpers import NOT_HELD_UP, since
 
 from claw_batch import cancel
 from claw_batch.llm.interruptible import Stream
@@ -107,6 +108,6 @@ def test_ctrl_c_ends_a_wait_that_has_no_deadline_and_the_next_run_waits_again() 
                 stream.read(100)  # nothing comes, and no timeout: only Ctrl-C ends it
         finally:
             cancel.reset()  # a new run, while the cancel pipe may still say cancelled
-        assert time.monotonic() - started < 1.0
+        assert since(started) < NOT_HELD_UP  # seen between short polls, not after a long wait
         threading.Timer(0.3, theirs.sendall, (b"late",)).start()
         assert stream.read(100, timeout=5) == b"late"

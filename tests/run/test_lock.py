@@ -15,17 +15,19 @@ from pathlib import Path
 from typing import IO
 
 import pytest
+from helpers import HANG, NOT_HELD_UP, since
 
 from claw_batch.errors import Locked
 from claw_batch.run.lock import ProjectLock, read_holder
 
+# Holds the lock for argv[2] seconds, or until its stdin closes.
 HOLD = """
-import sys, time
+import select, sys
 from pathlib import Path
 from claw_batch.run.lock import ProjectLock
 with ProjectLock(Path(sys.argv[1]), argv="claw run nightly"):
     print("held", flush=True)
-    time.sleep(float(sys.argv[2]))
+    select.select([sys.stdin], [], [], float(sys.argv[2]))
 """
 
 # Every racer starts, says "ready", waits for "go" on stdin and tries once; the winner keeps
@@ -75,7 +77,8 @@ def spawn() -> Iterator[Spawn]:
 
 @pytest.fixture
 def hold(spawn: Spawn, tmp_path: Path) -> Hold:
-    """A child process that holds tmp_path's lock for `seconds`, once it has said so."""
+    """A child process that holds tmp_path's lock for `seconds` (or until its stdin is
+    closed), once it has said so."""
 
     def start(seconds: float) -> subprocess.Popen[str]:
         proc = spawn(HOLD, str(tmp_path), str(seconds))
@@ -116,13 +119,20 @@ def test_kill_9_frees_the_lock_at_once(tmp_path: Path, hold: Hold) -> None:
 
 
 def test_wait_blocks_until_the_holder_exits(tmp_path: Path, hold: Hold) -> None:
-    proc = hold(0.4)
+    proc = hold(HANG)
     told: list[str] = []
-    start = time.monotonic()
-    with ProjectLock(tmp_path, wait=True, on_wait=told.append):
-        waited = time.monotonic() - start
-        assert proc.wait(timeout=1) == 0
-    assert 0.2 < waited < 1.5
+    released = time.monotonic()
+
+    def release(described: str) -> None:  # once waiting, let the holder go
+        nonlocal released
+        told.append(described)
+        released = time.monotonic()
+        assert proc.stdin is not None
+        proc.stdin.close()
+
+    with ProjectLock(tmp_path, wait=True, on_wait=release):
+        assert since(released) < NOT_HELD_UP  # noticed soon, not at the end of its HANG
+        assert proc.wait(timeout=HANG) == 0
     assert len(told) == 1 and told[0].startswith(f"locked by pid {proc.pid} since ")
 
 
@@ -131,7 +141,7 @@ def test_wait_gives_up_after_the_timeout(tmp_path: Path, hold: Hold) -> None:
     start = time.monotonic()
     with pytest.raises(Locked) as e, ProjectLock(tmp_path, wait=True, timeout=0.3):
         pytest.fail("acquired a held lock")
-    assert 0.3 <= time.monotonic() - start < 1
+    assert 0.3 <= since(start) < NOT_HELD_UP  # waited for its timeout, not for the holder
     assert str(e.value).startswith(f"locked by pid {proc.pid} since ")
     assert str(e.value).endswith(" (claw run nightly); gave up waiting after 0.3 s")
 
