@@ -124,6 +124,39 @@ def test_a_dropped_name_prints_no_terminal_escape_while_claw_runs(
     assert "\x1b" not in r.stderr and "\x07" not in r.stderr, repr(r.stderr)
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://:s3cr3t-passw0rd@127.0.0.1/x",  # a password with no user name (redis, basic)
+        "https://user:s3cr3t@passw0rd@127.0.0.1/x",  # an '@' in the password, unencoded
+    ],
+    ids=["no-user", "at-in-password"],
+)
+def test_a_url_password_on_the_command_line_is_not_recorded(
+    tmp_path: Path, server: FakeOpenAI, url: str
+) -> None:
+    """The command as typed is kept in the ledger and shown by claw log (and --json) and the
+    report; a URL's password is to be redacted there. The URL rule needs a user name before
+    the colon and stops the password at its first '@'."""
+    root = make_project(
+        tmp_path / "p",
+        """
+        version: 1
+        model: local-qwen
+        tasks:
+          summary:
+            prompt: "Summarise {{ files | join(', ') }}."
+            output: out.md
+        """,
+    )
+    server.enqueue(text("done"))
+    r = claw(root, "run", "summary", "--files", url, env=env(server))
+    assert r.exit_code == 0, r.stderr
+    log = claw(root, "log", "--json")
+    assert "s3cr3t" not in log.stdout, log.stdout
+    assert "passw0rd" not in log.stdout, log.stdout
+
+
 def test_claw_why_prints_no_terminal_escape_from_a_remembered_verdict(
     tmp_path: Path, server: FakeOpenAI
 ) -> None:
