@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from claw_batch.errors import ClawError, said
+from claw_batch.safety.onscreen import visible
 
 if TYPE_CHECKING:
     from claw_batch.clawfile.cache import Use
@@ -79,7 +80,7 @@ def handle_errors(fn: Callable[..., int | None]) -> Callable[..., None]:
         except ClawError as e:
             from claw_batch.safety.redact import redact_environment
 
-            click.echo(said(redact_environment(str(e))), err=True)
+            click.echo(visible(said(redact_environment(str(e)))), err=True)
             sys.exit(e.exit_code)
         except KeyboardInterrupt:
             click.echo("claw: interrupted", err=True)
@@ -90,7 +91,7 @@ def handle_errors(fn: Callable[..., int | None]) -> Callable[..., None]:
 
             where = save_traceback(e)
             message = redact_environment(f"{type(e).__name__}: {e}")
-            click.echo(f"claw: unexpected error: {message}", err=True)
+            click.echo(visible(f"claw: unexpected error: {message}"), err=True)
             click.echo(f"claw: traceback saved to {where}; please report it", err=True)
             sys.exit(1)
         sys.exit(code or 0)

@@ -16,6 +16,7 @@ from claw_batch.commands.common import (
     typed,
 )
 from claw_batch.errors import said
+from claw_batch.safety.onscreen import visible
 
 HOOK_NAMES = ("pre-commit", "commit-msg", "pre-push")  # = triggers.hooks.HOOKS, unimported
 STOPPED = frozenset({"failed", "limit", "interrupted"})
@@ -131,7 +132,7 @@ def run_hook(
         summary = runner.run()
         progress.finish()
     if summary.error:
-        click.echo(said(summary.error), err=True)
+        click.echo(visible(said(summary.error)), err=True)
     if summary.exit_code:
         failed = ", ".join(r.job.name for r in summary.results if r.status in STOPPED) or name
         click.echo(f"claw: the {name} hook failed ({failed}); git stops here", err=True)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import click
 
 from claw_batch.commands.common import handle_errors, load, project_options, quiet_option
+from claw_batch.safety.onscreen import visible
 
 if TYPE_CHECKING:
     from claw_batch.run.results import JobResult
@@ -34,7 +35,7 @@ def list_tasks(directory: Path | None, file: Path | None, quiet: bool) -> int:
     project = load(directory, file)
     holder = read_holder(project.root)
     if holder is not None:
-        click.echo(f"claw: a run is in progress, {holder.describe()}", err=True)
+        click.echo(visible(f"claw: a run is in progress, {holder.describe()}"), err=True)
     summary = dry_run(directory, file, tuple(project.config.tasks), False)
     state = {name: _state(summary.results, name) for name in project.config.tasks}
     rows = []
@@ -52,9 +53,9 @@ def list_tasks(directory: Path | None, file: Path | None, quiet: bool) -> int:
         rows.append((name, state[name], shown, task.description))
     width = max((len(r[0]) for r in rows), default=0)
     for name, status, shown, description in rows:
-        click.echo(f"{name:<{width}}  {status:<13}  {description}")
+        click.echo(visible(f"{name:<{width}}  {status:<13}  {description}"))
         if shown and not quiet:
-            click.echo(f"{'':<{width}}  {'':<13}  ({shown})")
+            click.echo(visible(f"{'':<{width}}  {'':<13}  ({shown})"))
     return 0
 
 

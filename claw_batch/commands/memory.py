@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from claw_batch.commands.common import handle_errors, load, project_options
+from claw_batch.safety.onscreen import in_json, visible
 
 
 @click.group()
@@ -63,9 +64,9 @@ def search(
     today = now_for_run(os.environ).date()
     found = memory_search.search(project.root, workspace, text, limit=limit, today=today)
     if as_json:
-        click.echo(json.dumps(found.as_json(), indent=2, ensure_ascii=False))
+        click.echo(in_json(json.dumps(found.as_json(), indent=2, ensure_ascii=False)))
     elif found.hits:
-        click.echo(memory_search.render(found))
+        click.echo(visible(memory_search.render(found)))  # notes quote outside text
     else:
-        click.echo(f"claw: no memory matches {found.query!r}", err=True)
+        click.echo(visible(f"claw: no memory matches {found.query!r}"), err=True)
     return 0 if found.hits else 1

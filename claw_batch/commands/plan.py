@@ -7,6 +7,7 @@ import click
 
 from claw_batch.commands.common import handle_errors, load, project_options
 from claw_batch.errors import said
+from claw_batch.safety.onscreen import visible
 
 if TYPE_CHECKING:
     from claw_batch.run.results import RunSummary
@@ -50,14 +51,14 @@ def plan(targets: tuple[str, ...], force: bool, directory: Path | None, file: Pa
     """
     summary = dry_run(directory, file, targets, force)
     if summary.error:
-        click.echo(said(summary.error), err=True)
+        click.echo(visible(said(summary.error)), err=True)
         return summary.exit_code
     width = max((len(r.job.name) for r in summary.results), default=0)
     for r in summary.results:
         label = LABELS.get(r.status, r.status)
         size = f"~{r.prompt_estimate:,} tok" if r.prompt_estimate is not None else ""
         line = f"{label:<10}  {r.job.name:<{width}}  {size:>11}  {'; '.join(r.reasons)}"
-        click.echo(line.rstrip())
+        click.echo(visible(line.rstrip()))  # items, and reasons quoting a verdict
     return 0
 
 
@@ -77,7 +78,7 @@ def why(task: str, directory: Path | None, file: Path | None) -> int:
     """
     summary = dry_run(directory, file, (task,), False)
     if summary.error:
-        click.echo(said(summary.error), err=True)
+        click.echo(visible(said(summary.error)), err=True)
         return summary.exit_code
     for r in summary.results:
         if r.job.task != task:
@@ -85,7 +86,7 @@ def why(task: str, directory: Path | None, file: Path | None) -> int:
         verdict = "would run" if r.status == "would-run" else LABELS.get(r.status, r.status)
         if r.remembered:
             verdict = "would fail again, without a model call"
-        click.echo(f"{r.job.name}: {verdict}")
+        click.echo(visible(f"{r.job.name}: {verdict}"))
         for reason in r.reasons or ("nothing it depends on changed since it last succeeded",):
-            click.echo(f"  - {reason}")
+            click.echo(visible(f"  - {reason}"))  # a remembered verdict's summary
     return 0

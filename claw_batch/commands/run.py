@@ -16,6 +16,7 @@ from claw_batch.commands.common import (
     typed,
 )
 from claw_batch.errors import UsageError, said
+from claw_batch.safety.onscreen import visible
 
 if TYPE_CHECKING:
     from claw_batch.config import Project
@@ -122,7 +123,7 @@ def run(
     )
     summary = _run(project, options, Progress(quiet=quiet, verbose=verbose), due=due)
     if summary.error:
-        click.echo(said(summary.error), err=True)
+        click.echo(visible(said(summary.error)), err=True)
     if as_json:
         click.echo(json.dumps(envelope(summary), indent=2))
     return summary.exit_code

@@ -9,6 +9,7 @@ import datetime as dt
 from claw_batch.clock import shown_iso
 from claw_batch.figures import count
 from claw_batch.llm import prices
+from claw_batch.safety.onscreen import visible
 from claw_batch.store.history import RunRow
 
 
@@ -37,7 +38,7 @@ def render(rows: list[RunRow]) -> str:
             lines.append((line + detail).rstrip())
         if not run.jobs:
             lines.append("  (no job ran: everything was up to date)")
-    return "\n".join(lines) + ("\n" if lines else "")
+    return visible("\n".join(lines) + ("\n" if lines else ""))  # items, errors, commands
 
 
 def _took(started: str, finished: str | None) -> str:

@@ -11,6 +11,7 @@ from typing import Any
 from claw_batch.clock import shown_iso
 from claw_batch.errors import UsageError
 from claw_batch.figures import count
+from claw_batch.safety.onscreen import visible
 from claw_batch.store import history
 from claw_batch.store.state import State
 from claw_batch.store.transcript import read_events
@@ -115,7 +116,7 @@ def show(root: Path, run_id: str, task: str | None) -> str:
     for path in transcripts(directory, task):
         for event in read_events(path):
             out.extend(render_event(event))
-    return "\n".join(out)
+    return visible("\n".join(out))  # the model's text and tool results, the command
 
 
 def _started(root: Path, run_id: str) -> list[str]:

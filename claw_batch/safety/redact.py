@@ -62,8 +62,10 @@ KEY_SHAPES: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = tuple(
         ),
     )
 )
-# A password in a URL (scheme://user:password@host): the user name stays.
-URL_PASSWORD = re.compile(r"(://[^\s/:@\"'\\]+:)[^\s/@\"'\\]+(?=@)")
+# A password in a URL (scheme://user:password@host): the user name stays. The user may be
+# empty (`redis://:pw@host`), and the password runs to the last `@` before the host, so an
+# unencoded `@` or `:` in it goes too; `http://host:8080/a@b` (a port, no password) stays.
+URL_PASSWORD = re.compile(r"(://[^\s/:@\"'\\]*:)[^\s/\"'\\]+(?=@[^\s/@\"'\\]+(?:[/\s\"'\\:]|$))")
 
 # Credentials a file holds under a name that says so — a `.git/config`, a `.env` file, YAML
 # or JSON — found by that name, whatever their shape; the name stays, the value goes. Each

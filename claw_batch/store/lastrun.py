@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from claw_batch.clock import shown_iso
+from claw_batch.safety.onscreen import visible
 from claw_batch.store.state import State
 
 SHOWN_ERROR = 120  # characters of the error a reason quotes
@@ -22,7 +23,7 @@ class LastRun(NamedTuple):
         """`failed in run X at T: check failed: why`; None for a success (its record is
         what the up-to-date check reads, not this)."""
         where = f"in run {self.run_id} at {when(self.started)}"
-        error = _first_line(self.error)
+        error = visible(_first_line(self.error))  # a verdict's summary: the model's text
         said = f": {error}" if error else ""
         if self.status == "failed":
             check = "check failed" if self.reason == "check failed" else ""

@@ -17,6 +17,7 @@ from types import TracebackType
 from typing import Any, Protocol, TextIO
 
 from claw_batch.figures import count
+from claw_batch.safety.onscreen import visible
 from claw_batch.terminal.livescreen import Frames, Ticker
 from claw_batch.terminal.runtotals import RunTotals
 from claw_batch.terminal.statusarea import Counters, Running, lines
@@ -140,7 +141,7 @@ class Progress:
         if self.quiet:
             return
         with self._lock:
-            self._frames.print(text.split("\n"), force=True)
+            self._frames.print(visible(text).split("\n"), force=True)
 
     def warn_once(self, text: str) -> None:
         """A warning, printed once a run however many jobs meet it (a fan-out's read() of
@@ -149,7 +150,7 @@ class Progress:
             if text in self._warned:
                 return
             self._warned.add(text)
-            self._frames.print(text.split("\n"), force=True)
+            self._frames.print(visible(text).split("\n"), force=True)
 
     def job_started(self, job: _Job) -> None:
         if self.quiet:
@@ -157,10 +158,11 @@ class Progress:
         with self._lock:
             now = self.clock()
             self.totals.of(job.task, now).started(now)
+            name = visible(job.name)  # its item: a dropped file's name
             if not self.live:
-                self._frames.print([f"▶ {job.name}" if self.tty else f"start {job.name}"])
+                self._frames.print([f"▶ {name}" if self.tty else f"start {name}"])
                 return
-            self._running[job.name] = Running(job.name, job.task, now)
+            self._running[job.name] = Running(name, job.task, now)
             self._frames.start()
             if self._ticker is not None:
                 self._ticker.start()
@@ -173,7 +175,8 @@ class Progress:
             running = self._running.get(job.name)
             if running is not None:
                 running.follow(kind, fields)
-            self._frames.print(_tool_lines(job, kind, fields) if self.verbose else [])
+            shown = _tool_lines(job, kind, fields) if self.verbose else []
+            self._frames.print([visible(line) for line in shown])
 
     def job_finished(self, result: _Result) -> None:
         with self._lock:
@@ -219,25 +222,26 @@ class Progress:
     # Lines.
 
     def _finished_lines(self, result: _Result) -> list[str]:
-        status, name = result.status, result.job.name
+        status, name = result.status, visible(result.job.name)  # an item: a dropped name
         if status in QUIET_STATUSES:
-            return self._not_run(result)
+            return [visible(line) for line in self._not_run(result)]
         failed = status != "ok"
         detail = f"{result.duration_s:.1f} s, {count(result.tokens, 'token')}"
         if result.remembered:
             detail = f"remembered: {result.remembered}"
         if result.output and not failed:
             detail += f" → {result.output}"
+        detail = visible(detail)  # before claw paints its mark
         if self.tty:
             mark = self._paint(status, SYMBOLS.get(status, "?"))
             line = f"{mark} {name} ({detail})"
         else:
             line = f"{status} {name} ({detail})"
         if failed and result.error:
-            line += f": {result.error}"
-        lines = [line, *(f"    {finding}" for finding in result.findings)]
+            line += f": {visible(result.error)}"  # a verdict's summary is the model's text
+        lines = [line, *(f"    {visible(finding)}" for finding in result.findings)]
         if result.again:
-            lines.append(f"    {result.again}")
+            lines.append(f"    {visible(result.again)}")
         return lines
 
     def _not_run(self, result: _Result) -> list[str]:

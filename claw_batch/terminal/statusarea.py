@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from claw_batch.safety.onscreen import visible
+
 MAX_ROWS = 20  # even on a tall terminal: the jobs past it are "… and N more running"
 WAITING = "waiting for the model"
 FINISHING = "finishing"
@@ -32,7 +34,7 @@ class Running:
         """One of the job's events (see claw_batch.run.jobsink.JobSink)."""
         if kind == "assistant":
             self.step = fields["step"]
-            self.calls = [call["name"] for call in fields.get("tool_calls", [])]
+            self.calls = [visible(call["name"]) for call in fields.get("tool_calls", [])]
             self.answered = not self.calls
         elif kind == "tool_result":
             if self.calls:

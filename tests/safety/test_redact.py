@@ -108,6 +108,20 @@ def test_credentials_in_headers_urls_and_pem_blocks() -> None:
     assert json.loads(redact(cut)) == {"content": "[REDACTED]"}
 
 
+@pytest.mark.parametrize(
+    ("url", "redacted"),
+    [
+        ("redis://:s3cr3t@127.0.0.1:6379/0", "redis://:[REDACTED]@127.0.0.1:6379/0"),
+        ("https://mara:s3cr3t@passw0rd@h.example.org/x", "https://mara:[REDACTED]@h.example.org/x"),
+        ("https://mara:pa:ss@h.example.org", "https://mara:[REDACTED]@h.example.org"),
+        ("'postgres://u:p@@ss@db:5432?ssl=1'", "'postgres://u:[REDACTED]@db:5432?ssl=1'"),
+    ],
+    ids=["no-user", "at-in-password", "colon-in-password", "quoted-with-port"],
+)
+def test_a_url_password_goes_whole_with_or_without_a_user(url: str, redacted: str) -> None:
+    assert Redactor()(url) == redacted
+
+
 # Credentials that files hold under a name that says so, each as read and as redacted.
 NAMED = [
     # what actions/checkout writes into .git/config, and the lower-case forms of the header
@@ -163,6 +177,7 @@ NORMAL_TEXT = [
     "risk-assessment-for-the-quarterly-report and task-0123456789abcdefghij",
     "commit 3b7928f0c1d2e3f4a5b6c7d8e9f00112233445566, uuid 123e4567-e89b-12d3-a456-4266141740",
     "see https://example.org/docs?q=1 or mail mara@example.org; ssh://git@github.com/x/y",
+    "http://127.0.0.1:8080/a@b and https://example.org/@mara (a port, an @ in the path)",
     "def ghp_helper(): return AKIA_PREFIX + 'xoxo' + 'eyJ' + hf_model",
     "Bearer tokens go in a header: `Authorization: Bearer <token>`",
     '{"path": "workspace/reports/2026-11-22.md", "content": "# Report\\n\\n- ok"}',

@@ -397,6 +397,30 @@ def test_colours_unless_no_color(clock: Clock, monkeypatch: pytest.MonkeyPatch) 
     )
 
 
+def test_outside_text_is_inert_and_claws_colours_stay(
+    clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dropped name, a tool's name, a verdict's summary and findings: their control
+    characters print as text, on the area and in the lines; claw's own marks keep colour."""
+    monkeypatch.delenv("NO_COLOR")
+    p, stream = on_tty(clock, verbose=True)
+    dropped = Job("triage", "inbox/x\x1b]0;owned\x07.txt")
+    p.job_started(dropped)
+    call = {"name": "re\x1b[2Jad", "arguments": '{"path": "\x9b2J"}'}
+    p.job_event(dropped, "assistant", {"step": 1, "tool_calls": [call]})
+    p.refresh()
+    clock.now = 1.0
+    verdict = Result(dropped, "failed", error="bad\x1b]52;c;eA==\x07", findings=("\x1b[2Jx",))
+    p.job_finished(verdict)
+    p.message("claw watch: inbox/\x1b[2J.txt -> done")
+    p.close()
+    out = stream.getvalue()
+    assert "\x1b]" not in out and "\x07" not in out and "\x1b[2J" not in out and "\x9b" not in out
+    assert "\033[31m✗\033[0m triage[inbox/x\\x1b]0;owned\\x07.txt] (1.0 s" in out
+    assert ": bad\\x1b]52;c;eA==\\x07\n    \\x1b[2Jx\n" in out
+    assert "read" not in out and "re\\x1b[2Jad" in out
+
+
 def test_quiet_on_a_terminal_has_no_area_and_no_table(clock: Clock) -> None:
     p, stream = on_tty(clock, quiet=True)
     a_run(p, clock)
