@@ -4,6 +4,7 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -16,6 +17,9 @@ from claw_batch.commands.common import (
     typed,
 )
 from claw_batch.errors import said
+
+if TYPE_CHECKING:
+    from claw_batch.run.results import RunSummary
 
 HOOK_NAMES = ("pre-commit", "commit-msg", "pre-push")  # = triggers.hooks.HOOKS, unimported
 STOPPED = frozenset({"failed", "limit", "interrupted"})
@@ -130,12 +134,34 @@ def run_hook(
             progress.expect_jobs(runner.plan)
         summary = runner.run()
         progress.finish()
-    if summary.error:
-        click.echo(said(summary.error), err=True)
     if summary.exit_code:
-        failed = ", ".join(r.job.name for r in summary.results if r.status in STOPPED) or name
-        click.echo(f"claw: the {name} hook failed ({failed}); git stops here", err=True)
+        click.echo(said(_stopped(name, names, summary)), err=True)
+    elif summary.error:
+        click.echo(said(summary.error), err=True)
     return summary.exit_code
+
+
+def _stopped(hook: str, names: list[str], summary: RunSummary) -> str:
+    """Why git stops, said for someone at `git commit`: no `--wait` or `--replay` to add
+    (git passes no options), and the tasks named, whether they failed or never ran."""
+    from claw_batch.errors import Locked
+    from claw_batch.llm.endpoints import REPLAY_HINT
+    from claw_batch.run.lock import ADVICE
+
+    error = (summary.error or "").replace(REPLAY_HINT, "")
+    lines = [error.removesuffix(ADVICE)] if error else []
+    failed = [r.job.name for r in summary.results if r.status in STOPPED]
+    if failed:
+        lines.append(f"the {hook} hook failed ({', '.join(failed)}); git stops here")
+        return "\n".join(lines)
+    why = ": another claw run holds the project" if summary.exit_code == Locked.exit_code else ""
+    lines.append(f"the {hook} hook did not run {', '.join(names)}{why}; git stops here")
+    if why:
+        verb = "push" if hook == "pre-push" else "commit"
+        lines.append(
+            f"{verb} again when that run ends, or skip the hook once: git {verb} --no-verify"
+        )
+    return "\n".join(lines)
 
 
 def _interrupt(signum: int, frame: object) -> None:

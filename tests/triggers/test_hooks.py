@@ -8,6 +8,7 @@ import sqlite3
 import stat
 import subprocess
 import sys
+import textwrap
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -720,3 +721,55 @@ def test_the_log_names_the_hook_that_started_a_run(
     assert (
         "  ok          hook pre-commit claw hook run -C . -f clawfile.yaml pre-commit --" in shown
     )
+
+
+# what a stopped hook says: from git, not from `claw run` (issue 16 review, points 1 and 2)
+
+
+def test_a_commit_while_a_claw_run_holds_the_project_says_what_to_do_from_git(
+    repo: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    from claw_batch.run.lock import ProjectLock
+
+    hook(repo, "install")
+    (repo / "app.py").write_text("def f():\n    return 12\n")
+    git(repo, "add", "app.py")
+    with ProjectLock(repo, argv="claw run -j 4 -B summary") as lock:
+        holder = lock.holder
+        done = commit(repo, env)
+        direct = hook(repo, "run", "pre-commit", env=env)
+    assert holder is not None
+    assert direct.exit_code == 75  # git says 1 whatever the hook's non-zero code
+    assert (done.returncode, done.stderr) == (
+        1,
+        f"claw: {holder.describe()}\n"
+        "claw: the pre-commit hook did not run review: another claw run holds the project; "
+        "git stops here\n"
+        "claw: commit again when that run ends, or skip the hook once: git commit --no-verify\n",
+    )
+    assert server.requests == []
+    assert git(repo, "rev-list", "--count", "HEAD") == "1\n"
+
+
+def test_a_hook_run_with_an_unset_key_does_not_offer_replay(
+    repo: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    (repo / "clawfile.yaml").write_text(
+        textwrap.dedent(CLAWFILE).replace(
+            "model: fake-model",
+            f'model: local/fake-model\nproviders:\n  local: {{base_url: "{server.base_url}", '
+            "api_key_env: MY_LOCAL_KEY}",
+        )
+    )
+    git(repo, "commit", "-q", "--no-verify", "-am", "a provider")
+    hook(repo, "install")
+    (repo / "app.py").write_text("def f():\n    return 13\n")
+    git(repo, "add", "app.py")
+    done = commit(repo, env)
+    assert (done.returncode, done.stderr) == (
+        1,
+        "claw: environment variable MY_LOCAL_KEY is not set: provider 'local' reads its API "
+        "key from it (api_key_env), for tasks review; set it (export MY_LOCAL_KEY=...)\n"
+        "claw: the pre-commit hook did not run review; git stops here\n",
+    )
+    assert server.requests == []
