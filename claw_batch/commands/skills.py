@@ -82,7 +82,7 @@ def check(directory: Path | None, file: Path | None, quiet: bool) -> int:
     found = findings(listed)
     for f in found:
         if f.level == "warning" and not quiet:
-            click.echo(f"{f.shown}: warning: {f.text}", err=True)
+            click.echo(f"claw: {f.shown}: warning: {f.text}", err=True)
     errors = [f"{f.shown}: {f.text}" for f in found if f.level == "error"]
     if errors:
         raise ClawfileError("\n".join(errors))

@@ -220,7 +220,7 @@ def test_an_invalid_skill_still_shadows_and_is_reported(tmp_path: Path) -> None:
     checked = skills_cli(root, "check")
     assert checked.exit_code == 2
     assert checked.stderr == (
-        "skills/style/SKILL.md: warning: shadowed: by workspace/skills/style/SKILL.md "
+        "claw: skills/style/SKILL.md: warning: shadowed: by workspace/skills/style/SKILL.md "
         "(workspace)\n"
         "claw: workspace/skills/style/SKILL.md: name 'Style' may hold only lowercase letters, "
         "digits and single hyphens inside (a-z, 0-9, -)\n"
@@ -424,7 +424,7 @@ def test_skills_check_passes_a_clean_project_and_warns(tmp_path: Path) -> None:
     result = skills_cli(root, "check")
     assert result.exit_code == 0
     assert result.stderr == (
-        "skills/ours/SKILL.md: warning: unknown front matter keys (ignored): version\n"
+        "claw: skills/ours/SKILL.md: warning: unknown front matter keys (ignored): version\n"
         "claw: 2 skills found, 2 available, none invalid\n"
     )
 
