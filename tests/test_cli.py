@@ -94,7 +94,8 @@ QUIET_ONLY = [("list",), ("validate",), ("hook", "install"), ("hook", "uninstall
 QUIET_ONLY += [("skills", "list"), ("skills", "check")]
 EXAMPLES = [("run",), ("plan",), ("why",), ("hook", "install"), ("cron", "print")]
 EXAMPLES += [("watch",), ("log",), ("show",), ("report",), ("memory", "search"), ("init",)]
-EXAMPLES += [("graph",), ("schedule",)]
+EXAMPLES += [("graph",), ("schedule",), ("list",), ("validate",), ("skills", "list")]
+EXAMPLES += [("skills", "check"), ("hook", "uninstall"), ("hook", "run")]
 
 
 def help_of(*words: str) -> str:
@@ -179,6 +180,13 @@ def test_commands_show_how_they_are_called(words: tuple[str, ...]) -> None:
     for line in lines:
         assert line.startswith("    claw " + " ".join(words)), line
         assert len(line) <= 80, line
+
+
+def test_hook_runs_usage_and_text_name_the_same_argument() -> None:
+    """Issue 16 review, point 8: the text said NAME, the usage line {pre-commit|...}."""
+    text = help_of("hook", "run")
+    assert text.startswith("Usage: claw hook run [OPTIONS] NAME [ARGS]...\n")
+    assert "NAME is one of: pre-commit, commit-msg, pre-push." in " ".join(text.split())
 
 
 def test_claw_help_lists_the_commands_without_importing_them() -> None:

@@ -36,15 +36,18 @@ def hook() -> None:
 
 
 @hook.command()
-@click.argument("name", type=click.Choice(HOOK_NAMES), default="pre-commit")
+@click.argument("name", type=click.Choice(HOOK_NAMES), default="pre-commit", metavar="[NAME]")
 @project_options
 @quiet_option("Say nothing when it worked.")
 @handle_errors
 def install(name: str, directory: Path | None, file: Path | None, quiet: bool) -> int:
     """Install a git hook that runs the tasks for it.
 
-    The hook (default pre-commit) runs `claw hook run NAME`. A hook already there is kept
-    as NAME.pre-claw and runs first.
+    The hook NAME runs `claw hook run NAME`. A hook already there is kept as
+    NAME.pre-claw and runs first.
+
+    \b
+    NAME is one of: pre-commit (the default), commit-msg, pre-push.
 
     \b
     Examples:
@@ -60,15 +63,22 @@ def install(name: str, directory: Path | None, file: Path | None, quiet: bool) -
 
 
 @hook.command()
-@click.argument("name", type=click.Choice(HOOK_NAMES), default="pre-commit")
+@click.argument("name", type=click.Choice(HOOK_NAMES), default="pre-commit", metavar="[NAME]")
 @project_options
 @quiet_option("Say nothing when it worked.")
 @handle_errors
 def uninstall(name: str, directory: Path | None, file: Path | None, quiet: bool) -> int:
     """Remove claw's git hook.
 
-    Removes claw's hook NAME (default pre-commit) and puts back the hook it had kept, if
-    any.
+    Removes claw's hook NAME and puts back the hook it had kept, if any.
+
+    \b
+    NAME is one of: pre-commit (the default), commit-msg, pre-push.
+
+    \b
+    Examples:
+      claw hook uninstall
+      claw hook uninstall pre-push
     """
     from claw_batch.triggers import hooks
 
@@ -79,7 +89,7 @@ def uninstall(name: str, directory: Path | None, file: Path | None, quiet: bool)
 
 
 @hook.command("run", context_settings={"ignore_unknown_options": True})
-@click.argument("name", type=click.Choice(HOOK_NAMES))
+@click.argument("name", type=click.Choice(HOOK_NAMES), metavar="NAME")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 @click.option(
     "--wait", is_flag=True, help="If a claw run holds the project, wait instead of exit 75."
@@ -105,6 +115,15 @@ def run_hook(
     Runs the tasks whose `hook:` is NAME, as git does: ARGS are the hook's arguments (for
     pre-commit, the staged files become `files`; after `--`, even one that starts with a
     dash). Exit 1 blocks the commit.
+
+    \b
+    NAME is one of: pre-commit, commit-msg, pre-push.
+
+    \b
+    Examples:
+      claw hook run pre-commit
+      claw hook run pre-commit -B
+      claw hook run commit-msg .git/COMMIT_EDITMSG
     """
     from claw_batch.triggers import hooks
 

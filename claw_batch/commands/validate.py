@@ -20,6 +20,11 @@ def validate(directory: Path | None, file: Path | None, quiet: bool) -> int:
     Exits 2 on an error, with every problem on a line of its own (file:line: key: what is
     wrong); warns about API keys this environment does not set. Then says which tasks
     outside content can reach, and from where.
+
+    \b
+    Examples:
+      claw validate
+      claw validate -q -f nightly.yaml
     """
     from claw_batch.clawfile.validate import validate as validated
     from claw_batch.config import Project, clawfile_path
