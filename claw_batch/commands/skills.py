@@ -125,7 +125,8 @@ def _print_offers(project: Project, scanned: list[Skill]) -> None:
             "Give a task fewer with skills: [name, ...] under it in clawfile.yaml, "
             "none with skills: []."
         )
-    click.echo("A change to a task's skills reruns its jobs: claw plan lists them.")
+    # A bare `claw plan` shows only the default tasks, not a hook's or a schedule's.
+    click.echo("A change to a task's skills reruns its jobs: claw plan '*' lists every task's.")
 
 
 def _offered(o: Offer) -> str:
