@@ -138,9 +138,36 @@ def test_install_warns_when_git_does_not_ignore_the_ledger(repo: Path) -> None:
     assert r.exit_code == 0, r.stderr
     assert r.stderr == (
         f"claw: installed the pre-commit hook: {repo / '.git/hooks/pre-commit'}\n"
-        "claw: warning: git does not ignore .claw/, where each hook run keeps its record; "
-        "add it to .gitignore\n"
+        "claw: warning: git does not ignore what claw writes of its own (the ledger, where "
+        "each hook run keeps its record); add to .gitignore:\n"
+        "claw:   .claw/\n"
     )
+
+
+def test_install_names_each_line_of_claws_gitignore_git_does_not_follow(repo: Path) -> None:
+    """Issue 16 review, point 3: the daily notes `claw run` appends, too (the lines `claw
+    init` writes); a `git add -A` would stage them."""
+    (repo / ".gitignore").write_text("")
+    r = hook(repo, "install")
+    assert r.exit_code == 0, r.stderr
+    assert r.stderr.splitlines()[1:] == [
+        "claw: warning: git does not ignore what claw writes of its own (the ledger, where "
+        "each hook run keeps its record; the daily notes claw run appends); add to .gitignore:",
+        "claw:   .claw/",
+        "claw:   /workspace/memory/????-??-??.md",
+    ]
+    (repo / ".gitignore").write_text(".claw/\n")
+    r = hook(repo, "uninstall")
+    r = hook(repo, "install")
+    assert r.stderr.splitlines()[1:] == [
+        "claw: warning: git does not ignore what claw writes of its own (the daily notes claw "
+        "run appends); add to .gitignore:",
+        "claw:   /workspace/memory/????-??-??.md",
+    ]
+    (repo / ".gitignore").write_text(".claw/\n/workspace/memory/????-??-??.md\n")
+    r = hook(repo, "uninstall")
+    r = hook(repo, "install")
+    assert r.stderr == f"claw: installed the pre-commit hook: {repo / '.git/hooks/pre-commit'}\n"
 
 
 def test_installing_twice_changes_nothing(repo: Path) -> None:
