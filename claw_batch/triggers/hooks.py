@@ -63,7 +63,9 @@ def locate(project: Project) -> Place:
     """Ask git, as it would look for a hook: `core.hooksPath` and worktrees included."""
     hooks, top = git_output(project.root, "rev-parse", "--git-path", "hooks", "--show-toplevel")
     project_dir = os.path.relpath(project.root, os.path.realpath(top))
-    return Place(project.root / hooks, Path(project_dir).as_posix(), project.clawfile.name)
+    # git says `../.git/hooks` from a project in a subdirectory: shown (and used) resolved
+    hooks_dir = (project.root / hooks).resolve()
+    return Place(hooks_dir, Path(project_dir).as_posix(), project.clawfile.name)
 
 
 def script(hook: str, place: Place, python: str) -> str:

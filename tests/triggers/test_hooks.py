@@ -292,10 +292,15 @@ def test_a_project_in_a_subdirectory(
     git(top, "init", "-q")
     git(top, "config", "user.name", "Test")
     git(top, "config", "user.email", "test@example.com")
-    (top / ".gitignore").write_text(".claw/\nworkspace/memory/\n")
+    (top / ".gitignore").write_text(".claw/\nsub/workspace/memory/\n")
     (top / "x.txt").write_text("one\n")
     git(top, "add", ".")
-    assert hook(root, "install").exit_code == 0
+    installed = hook(root, "install")
+    hooks = top.resolve() / ".git/hooks"
+    assert (installed.exit_code, installed.stderr) == (
+        0,
+        f"claw: installed the pre-commit hook: {hooks / 'pre-commit'}\n",  # no sub/../.git
+    )
     assert (
         "hook run -C sub -f clawfile.yaml pre-commit" in (top / ".git/hooks/pre-commit").read_text()
     )
