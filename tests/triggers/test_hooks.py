@@ -637,6 +637,13 @@ def test_a_hook_run_leaves_a_tracked_daily_note_alone(
     assert "review" in log.stdout  # the ledger has the run: claw log, why and list know it
 
 
+def readme_pre_commit_config() -> str:
+    """The README's `.pre-commit-config.yaml`, as a user copies it."""
+    readme = (REPO / "README.md").read_text()
+    after = readme.partition("With the [pre-commit framework]")[2]
+    return after.partition("```yaml\n")[2].partition("```")[0]
+
+
 def test_through_the_pre_commit_framework_a_passing_review_changes_nothing(
     repo: Path, server: FakeOpenAI, env: dict[str, str]
 ) -> None:
@@ -646,36 +653,24 @@ def test_through_the_pre_commit_framework_a_passing_review_changes_nothing(
     need no network."""
     pytest.importorskip("pre_commit")
     note = track_todays_note(repo)
-    entry = f"{sys.executable} -m claw_batch hook run pre-commit"
-    config = {
-        "repos": [
-            {
-                "repo": "local",
-                "hooks": [
-                    {
-                        "id": "claw",
-                        "name": "claw",
-                        "entry": entry,
-                        "language": "system",
-                        "pass_filenames": True,
-                    }
-                ],
-            }
-        ]
-    }
-    (repo / ".pre-commit-config.yaml").write_text(yaml.safe_dump(config))
+    (repo / ".pre-commit-config.yaml").write_text(readme_pre_commit_config())
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "--no-verify", "-m", "pre-commit")
     framework = [sys.executable, "-m", "pre_commit", "install"]
     subprocess.run(framework, cwd=repo, check=True, capture_output=True, timeout=60)
+    framework += ["--hook-type", "commit-msg"]
+    subprocess.run(framework, cwd=repo, check=True, capture_output=True, timeout=60)
+    # `language: system`: the claw on PATH, here the one installed beside this Python
+    env = {**env, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     (repo / "app.py").write_text("def f():\n    return 10\n")
     git(repo, "add", "app.py")
     (repo / "app.py").write_text("def f():\n    return 11  # not staged\n")
-    server.enqueue(verdict(True, "fine"))
+    server.enqueue(verdict(True, "fine"), verdict(True, "a fine message"))
     done = commit(repo, {**env, "CLAW_NOW": TODAY})
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Passed" in done.stderr
-    assert "Files: ['app.py']" in prompt(server)
+    assert "Files: ['app.py']" in prompt(server, 0)
+    assert "Message file: ['.git/COMMIT_EDITMSG']; says: a change" in prompt(server, 1)
     assert git(repo, "status", "--porcelain", "--untracked-files=all") == " M app.py\n"
     assert note.read_text() == NOTE
 
@@ -706,6 +701,17 @@ def test_pre_commit_hooks_yaml() -> None:
             "types",
             "minimum_pre_commit_version",
         }
+
+
+def test_the_readmes_local_hooks_are_the_published_ones() -> None:
+    """The README's `repo: local` form and .pre-commit-hooks.yaml run the same commands."""
+    (local,) = yaml.safe_load(readme_pre_commit_config())["repos"]
+    published = yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text())
+    keys = ("id", "entry", "stages")
+    assert [{k: h[k] for k in keys} for h in local["hooks"]] == [
+        {k: h[k] for k in keys} for h in published
+    ]
+    assert {h["language"] for h in local["hooks"]} == {"system"}
 
 
 def test_the_framework_entry_with_file_names(
