@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import gc
+import sys
+from typing import Any, NoReturn
 
 import click
 
 from claw_batch import __version__
+from claw_batch.errors import said
 
 # The commands as `claw --help` lists them: name -> ("module:attribute", what it does). A
 # command's module is imported only when it is the one run, so the list is written here; a
@@ -53,6 +56,18 @@ class _Commands(click.Group):
         ctx.meta["claw.args"] = tuple(args)
         return super().parse_args(ctx, args)
 
+    def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
+        try:
+            return super().make_context(*args, **kwargs)
+        except click.UsageError as e:
+            _usage_error(e, self)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:  # a subcommand's, or a group's subcommand's, parse errors come from here
+            return super().invoke(ctx)
+        except click.UsageError as e:
+            _usage_error(e, self, ctx)
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         return list(COMMANDS)
 
@@ -71,6 +86,59 @@ class _Commands(click.Group):
         for title, rows in SECTIONS.items():
             with formatter.section(title):
                 formatter.write_dl([(n.ljust(width), summary) for n, (_, summary) in rows.items()])
+
+
+def _usage_error(
+    e: click.UsageError, root: click.Group, ctx: click.Context | None = None
+) -> NoReturn:
+    """A command line click cannot parse, said as claw says its errors (and as git does):
+    one line that starts `claw: ` and names where to read more, exit 2. No usage block."""
+    if isinstance(e, click.exceptions.NoArgsIsHelpError):
+        raise e  # `claw hook` alone: click shows the group's help, as before
+    if e.ctx is not None:
+        words = e.ctx.command_path.split()[1:]  # claw, whatever the program's name
+        command, group = " ".join(["claw", *words]), isinstance(e.ctx.command, click.Group)
+    else:  # the parser's own errors (`--model` without a value) come without a context
+        command, group = _typed_command(root, ctx), False
+    unknown = e.message.startswith("No such command ")
+    if unknown and group:
+        name = e.message.removeprefix("No such command ").rstrip(".")
+        message = f"{name} is not a {command} command. See '{command} --help'."
+    else:
+        message = f"{_what(e)}. See '{command} -h'."
+        if command != "claw":
+            message = f"{command.partition(' ')[2]}: {message}"
+    click.echo(said(message), err=True)
+    sys.exit(e.exit_code)
+
+
+def _typed_command(root: click.Group, ctx: click.Context | None) -> str:
+    """`claw hook run`: the command words of the arguments as typed."""
+    if ctx is None:
+        return "claw"
+    words, command = ["claw"], root
+    for arg in ctx.meta.get("claw.args", ()):
+        found = command.get_command(ctx, arg)
+        if found is None and arg.startswith("-"):
+            continue
+        if found is None:
+            break
+        words.append(arg)
+        if not isinstance(found, click.Group):
+            break
+        command = found
+    return " ".join(words)
+
+
+def _what(e: click.UsageError) -> str:
+    """click's message, lower-cased like claw's, the parameter named as typed (`-j`)."""
+    text = e.format_message()  # "Missing argument 'QUERY...'.": click's whole sentence
+    if type(e) is click.BadParameter and e.param is not None:
+        param = e.param
+        name = param.opts[0] if isinstance(param, click.Option) else param.human_readable_name
+        text = f"{name}: {e.message}"
+    text = text.rstrip(".")
+    return text[:1].lower() + text[1:] if text[1:2].islower() else text
 
 
 @click.group(

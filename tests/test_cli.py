@@ -94,7 +94,8 @@ QUIET_ONLY = [("list",), ("validate",), ("hook", "install"), ("hook", "uninstall
 QUIET_ONLY += [("skills", "list"), ("skills", "check")]
 EXAMPLES = [("run",), ("plan",), ("why",), ("hook", "install"), ("cron", "print")]
 EXAMPLES += [("watch",), ("log",), ("show",), ("report",), ("memory", "search"), ("init",)]
-EXAMPLES += [("graph",), ("schedule",)]
+EXAMPLES += [("graph",), ("schedule",), ("list",), ("validate",), ("skills", "list")]
+EXAMPLES += [("skills", "check"), ("hook", "uninstall"), ("hook", "run")]
 
 
 def help_of(*words: str) -> str:
@@ -181,6 +182,13 @@ def test_commands_show_how_they_are_called(words: tuple[str, ...]) -> None:
         assert len(line) <= 80, line
 
 
+def test_hook_runs_usage_and_text_name_the_same_argument() -> None:
+    """Issue 16 review, point 8: the text said NAME, the usage line {pre-commit|...}."""
+    text = help_of("hook", "run")
+    assert text.startswith("Usage: claw hook run [OPTIONS] NAME [ARGS]...\n")
+    assert "NAME is one of: pre-commit, commit-msg, pre-push." in " ".join(text.split())
+
+
 def test_claw_help_lists_the_commands_without_importing_them() -> None:
     """The list comes from the table in claw_batch.cli; the modules load when they run."""
     code = (
@@ -204,3 +212,42 @@ def test_every_command_is_in_the_table() -> None:
 def test_claw_help(snapshot: SnapshotAssertion) -> None:
     """The whole of `claw --help`, to be read as a whole when it changes."""
     assert help_of() == snapshot
+
+
+# --- usage errors ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["nosuch"], "claw: 'nosuch' is not a claw command. See 'claw --help'.\n"),
+        (
+            ["hook", "nosuch"],
+            "claw: 'nosuch' is not a claw hook command. See 'claw hook --help'.\n",
+        ),
+        (["run", "-j", "0"], "claw: run: -j: 0 is not in the range x>=1. See 'claw run -h'.\n"),
+        (
+            ["hook", "run", "post-merge"],
+            "claw: hook run: NAME: 'post-merge' is not one of 'pre-commit', 'commit-msg', "
+            "'pre-push'. See 'claw hook run -h'.\n",
+        ),
+        (["log", "--nosuch"], "claw: log: no such option '--nosuch'. See 'claw log -h'.\n"),
+        (
+            ["run", "--model"],
+            "claw: run: option '--model' requires an argument. See 'claw run -h'.\n",
+        ),
+    ],
+    ids=" ".join,
+)
+def test_usage_errors_read_like_claws_other_errors(args: list[str], said: str) -> None:
+    """Issue 16 review, point 7: click's own errors began `Usage: …` and `Error: …`; every
+    error line of claw starts `claw: `, and says where to read more."""
+    r = CliRunner().invoke(main, args, prog_name="claw")
+    assert (r.exit_code, r.stdout, r.stderr) == (2, "", said)
+
+
+def test_help_and_version_still_exit_0() -> None:
+    for args in (["-h"], ["run", "-h"], ["hook", "--help"], ["--version"]):
+        r = CliRunner().invoke(main, args, prog_name="claw")
+        assert (r.exit_code, r.stderr) == (0, ""), args
+        assert r.stdout

@@ -9,6 +9,8 @@ from importlib.abc import Traversable
 from pathlib import Path
 from typing import NamedTuple
 
+from claw_batch.errors import UsageError
+
 # What claw writes of its own in a project from this template, for git to leave out: a
 # `git add -A` must not stage them, nor a review hook read them in the next diff.
 GITIGNORE = (".claw/", "/workspace/memory/????-??-??.md")
@@ -36,6 +38,7 @@ def scaffold(target: Path) -> Scaffolded:
     """Copy the template into target; never overwrite, and never write through a symlink
     (the target may be a cloned repository, or a folder a job wrote)."""
     template = resources.files("claw_batch") / "templates" / "project"
+    _make_folder(target)
     created: list[str] = []
     kept: list[str] = []
     for rel, source in _walk(template):
@@ -50,11 +53,22 @@ def scaffold(target: Path) -> Scaffolded:
     return Scaffolded(created, kept, ignored)
 
 
+def _make_folder(target: Path) -> None:
+    """The project folder, where the user asked (theirs to choose); a path that cannot be
+    one is a usage error before anything is written."""
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        steps = [target, *target.parents]
+        blocker = next((p for p in reversed(steps) if p.exists() and not p.is_dir()), None)
+        why = f"{blocker} is a file, not a folder" if blocker else e.strerror
+        raise UsageError(f"cannot make a project in {target}: {why}") from e
+
+
 def _create(target: Path, rel: str, data: bytes) -> bool:
     """Write `data` at target/rel, each missing folder made; False when something is there
     already or a step is a symlink (followed, it could lead anywhere — as root, anywhere)."""
     *folders, name = rel.split("/")
-    target.mkdir(parents=True, exist_ok=True)  # where the user asked: theirs to choose
     here = target
     for part in folders:
         here = here / part

@@ -4,6 +4,7 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -17,6 +18,9 @@ from claw_batch.commands.common import (
 )
 from claw_batch.errors import said
 from claw_batch.safety.onscreen import visible
+
+if TYPE_CHECKING:
+    from claw_batch.run.results import RunSummary
 
 HOOK_NAMES = ("pre-commit", "commit-msg", "pre-push")  # = triggers.hooks.HOOKS, unimported
 STOPPED = frozenset({"failed", "limit", "interrupted"})
@@ -33,15 +37,18 @@ def hook() -> None:
 
 
 @hook.command()
-@click.argument("name", type=click.Choice(HOOK_NAMES), default="pre-commit")
+@click.argument("name", type=click.Choice(HOOK_NAMES), default="pre-commit", metavar="[NAME]")
 @project_options
 @quiet_option("Say nothing when it worked.")
 @handle_errors
 def install(name: str, directory: Path | None, file: Path | None, quiet: bool) -> int:
     """Install a git hook that runs the tasks for it.
 
-    The hook (default pre-commit) runs `claw hook run NAME`. A hook already there is kept
-    as NAME.pre-claw and runs first.
+    The hook NAME runs `claw hook run NAME`. A hook already there is kept as
+    NAME.pre-claw and runs first.
+
+    \b
+    NAME is one of: pre-commit (the default), commit-msg, pre-push.
 
     \b
     Examples:
@@ -57,15 +64,22 @@ def install(name: str, directory: Path | None, file: Path | None, quiet: bool) -
 
 
 @hook.command()
-@click.argument("name", type=click.Choice(HOOK_NAMES), default="pre-commit")
+@click.argument("name", type=click.Choice(HOOK_NAMES), default="pre-commit", metavar="[NAME]")
 @project_options
 @quiet_option("Say nothing when it worked.")
 @handle_errors
 def uninstall(name: str, directory: Path | None, file: Path | None, quiet: bool) -> int:
     """Remove claw's git hook.
 
-    Removes claw's hook NAME (default pre-commit) and puts back the hook it had kept, if
-    any.
+    Removes claw's hook NAME and puts back the hook it had kept, if any.
+
+    \b
+    NAME is one of: pre-commit (the default), commit-msg, pre-push.
+
+    \b
+    Examples:
+      claw hook uninstall
+      claw hook uninstall pre-push
     """
     from claw_batch.triggers import hooks
 
@@ -76,7 +90,7 @@ def uninstall(name: str, directory: Path | None, file: Path | None, quiet: bool)
 
 
 @hook.command("run", context_settings={"ignore_unknown_options": True})
-@click.argument("name", type=click.Choice(HOOK_NAMES))
+@click.argument("name", type=click.Choice(HOOK_NAMES), metavar="NAME")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 @click.option(
     "--wait", is_flag=True, help="If a claw run holds the project, wait instead of exit 75."
@@ -102,6 +116,15 @@ def run_hook(
     Runs the tasks whose `hook:` is NAME, as git does: ARGS are the hook's arguments (for
     pre-commit, the staged files become `files`; after `--`, even one that starts with a
     dash). Exit 1 blocks the commit.
+
+    \b
+    NAME is one of: pre-commit, commit-msg, pre-push.
+
+    \b
+    Examples:
+      claw hook run pre-commit
+      claw hook run pre-commit -B
+      claw hook run commit-msg .git/COMMIT_EDITMSG
     """
     from claw_batch.triggers import hooks
 
@@ -131,12 +154,34 @@ def run_hook(
             progress.expect_jobs(runner.plan)
         summary = runner.run()
         progress.finish()
-    if summary.error:
-        click.echo(visible(said(summary.error)), err=True)
     if summary.exit_code:
-        failed = ", ".join(r.job.name for r in summary.results if r.status in STOPPED) or name
-        click.echo(f"claw: the {name} hook failed ({failed}); git stops here", err=True)
+        click.echo(visible(said(_stopped(name, names, summary))), err=True)
+    elif summary.error:
+        click.echo(visible(said(summary.error)), err=True)
     return summary.exit_code
+
+
+def _stopped(hook: str, names: list[str], summary: RunSummary) -> str:
+    """Why git stops, said for someone at `git commit`: no `--wait` or `--replay` to add
+    (git passes no options), and the tasks named, whether they failed or never ran."""
+    from claw_batch.errors import Locked
+    from claw_batch.llm.endpoints import REPLAY_HINT
+    from claw_batch.run.lock import ADVICE
+
+    error = (summary.error or "").replace(REPLAY_HINT, "")
+    lines = [error.removesuffix(ADVICE)] if error else []
+    failed = [r.job.name for r in summary.results if r.status in STOPPED]
+    if failed:
+        lines.append(f"the {hook} hook failed ({', '.join(failed)}); git stops here")
+        return "\n".join(lines)
+    why = ": another claw run holds the project" if summary.exit_code == Locked.exit_code else ""
+    lines.append(f"the {hook} hook did not run {', '.join(names)}{why}; git stops here")
+    if why:
+        verb = "push" if hook == "pre-push" else "commit"
+        lines.append(
+            f"{verb} again when that run ends, or skip the hook once: git {verb} --no-verify"
+        )
+    return "\n".join(lines)
 
 
 def _interrupt(signum: int, frame: object) -> None:

@@ -28,6 +28,11 @@ def list_tasks(directory: Path | None, file: Path | None, quiet: bool) -> int:
     In the clawfile's order: each task's name, its state (up to date, never ran, 2/5 to
     run, modified…) and description, and below them its triggers (schedule, watch, hook,
     foreach). No model calls.
+
+    \b
+    Examples:
+      claw list
+      claw list -q -C ~/notes
     """
     from claw_batch.commands.plan import dry_run
     from claw_batch.run.lock import read_holder

@@ -35,6 +35,11 @@ def list_skills(as_json: bool, directory: Path | None, file: Path | None, quiet:
     """List the skills found and whether each is offered.
 
     Each skill's name, where it comes from, and `ok` or why it is not offered.
+
+    \b
+    Examples:
+      claw skills list
+      claw skills list --json
     """
     listed = _entries(directory, file)
     if as_json:
@@ -73,6 +78,11 @@ def check(directory: Path | None, file: Path | None, quiet: bool) -> int:
     Exits 2 when one is invalid; warns about skills that are not available here, are
     shadowed, or use front matter keys claw does not know. Then says which skills each
     task is offered and what their list adds to its prompt.
+
+    \b
+    Examples:
+      claw skills check
+      claw skills check -q
     """
     from claw_batch.errors import ClawfileError
     from claw_batch.skills.report import entries, findings
@@ -82,7 +92,7 @@ def check(directory: Path | None, file: Path | None, quiet: bool) -> int:
     found = findings(listed)
     for f in found:
         if f.level == "warning" and not quiet:
-            click.echo(f"{f.shown}: warning: {f.text}", err=True)
+            click.echo(f"claw: {f.shown}: warning: {f.text}", err=True)
     errors = [f"{f.shown}: {f.text}" for f in found if f.level == "error"]
     if errors:
         raise ClawfileError("\n".join(errors))
@@ -115,7 +125,8 @@ def _print_offers(project: Project, scanned: list[Skill]) -> None:
             "Give a task fewer with skills: [name, ...] under it in clawfile.yaml, "
             "none with skills: []."
         )
-    click.echo("A change to a task's skills reruns its jobs: claw plan lists them.")
+    # A bare `claw plan` shows only the default tasks, not a hook's or a schedule's.
+    click.echo("A change to a task's skills reruns its jobs: claw plan '*' lists every task's.")
 
 
 def _offered(o: Offer) -> str:

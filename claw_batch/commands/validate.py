@@ -6,7 +6,7 @@ from pathlib import Path
 import click
 
 from claw_batch.commands.common import handle_errors, project_options, quiet_option
-from claw_batch.errors import ClawfileError
+from claw_batch.errors import ClawfileError, said
 from claw_batch.figures import count
 
 
@@ -20,6 +20,11 @@ def validate(directory: Path | None, file: Path | None, quiet: bool) -> int:
     Exits 2 on an error, with every problem on a line of its own (file:line: key: what is
     wrong); warns about API keys this environment does not set. Then says which tasks
     outside content can reach, and from where.
+
+    \b
+    Examples:
+      claw validate
+      claw validate -q -f nightly.yaml
     """
     from claw_batch.clawfile.validate import validate as validated
     from claw_batch.config import Project, clawfile_path
@@ -42,11 +47,11 @@ def validate(directory: Path | None, file: Path | None, quiet: bool) -> int:
         raise ClawfileError("\n".join(bad))
     found = skills.discover(dirs)
     for warning in checked.warnings:
-        click.echo(str(warning), err=True)
+        click.echo(said(warning), err=True)
     for missing in missing_keys(project.config, os.environ, project.config.tasks):
         # The environment, not the clawfile: a warning, as cron or CI may set it later.
         where = f"{project.clawfile.name}: providers.{missing.provider}.api_key_env"
-        click.echo(f"{where}: warning: {missing}", err=True)
+        click.echo(said(f"{where}: warning: {missing}"), err=True)
     if not quiet:
         n = len(project.config.tasks)
         click.echo(

@@ -25,6 +25,9 @@ POLL_S = 0.05
 # A holder writes its label right after flock(); a loser that finds no label (or the label
 # of a dead process) retries this long before it settles for an anonymous message.
 LABEL_GRACE_S = 0.25
+# What a `claw run` that finds the project locked is told; a git hook, which cannot pass
+# --wait through `git commit`, says something else (commands/hook.py).
+ADVICE = "; wait for it or use --wait"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,7 +122,7 @@ class ProjectLock:
                 continue
             described = holder.describe() if holder else "locked by another claw run"
             if not self.wait:
-                raise Locked(f"{described}; wait for it or use --wait")
+                raise Locked(described + ADVICE)
             if self.timeout is not None and waited >= self.timeout:
                 raise Locked(f"{described}; gave up waiting after {self.timeout:g} s")
             if not told and self.on_wait is not None:

@@ -63,7 +63,9 @@ def locate(project: Project) -> Place:
     """Ask git, as it would look for a hook: `core.hooksPath` and worktrees included."""
     hooks, top = git_output(project.root, "rev-parse", "--git-path", "hooks", "--show-toplevel")
     project_dir = os.path.relpath(project.root, os.path.realpath(top))
-    return Place(project.root / hooks, Path(project_dir).as_posix(), project.clawfile.name)
+    # git says `../.git/hooks` from a project in a subdirectory: shown (and used) resolved
+    hooks_dir = (project.root / hooks).resolve()
+    return Place(hooks_dir, Path(project_dir).as_posix(), project.clawfile.name)
 
 
 def script(hook: str, place: Place, python: str) -> str:
@@ -145,23 +147,43 @@ def install(project: Project, hook: str, python: str) -> str:
     os.replace(temp, path)
     kept = path.with_name(hook + KEPT_SUFFIX)
     also = f" (runs the hook that was there first, kept as {kept.name})" if _exists(kept) else ""
-    return f"installed the {hook} hook: {path}{also}" + _unignored(project.root)
+    return f"installed the {hook} hook: {path}{also}" + _unignored(project)
 
 
-def _unignored(root: Path) -> str:
-    """A warning when git does not ignore `.claw/`, where each hook run writes its record:
-    every commit would leave it untracked, and `git add -A` would stage the ledger."""
+def _unignored(project: Project) -> str:
+    """A warning naming each line of claw's .gitignore (what `claw init` writes) that git
+    does not follow: each hook run writes its record under `.claw/` and each `claw run`
+    appends a daily note, so a commit would leave them untracked and `git add -A` stage
+    them. Asked of git with a sample path per line, so any rule that covers it counts."""
+    lines = {".claw/": (".claw/", "the ledger, where each hook run keeps its record")}
+    workspace = Path(project.config.workspace)
+    if not workspace.is_absolute() and ".." not in workspace.parts:
+        notes = f"/{workspace.as_posix()}/memory/????-??-??.md"
+        lines[notes] = (
+            f"{workspace.as_posix()}/memory/2000-01-01.md",
+            "the daily notes claw run appends",
+        )
+    samples = [sample for sample, _ in lines.values()]
     try:
         done = subprocess.run(
-            ["git", "check-ignore", "-q", ".claw/"], cwd=root, capture_output=True, timeout=30
+            ["git", "check-ignore", "--no-index", *samples],
+            cwd=project.root,
+            capture_output=True,
+            text=True,
+            timeout=30,
         )
     except OSError:
         return ""
-    if done.returncode != 1:  # 0: ignored; 128: git could not tell
+    if done.returncode not in (0, 1):  # 128: git could not tell
         return ""
+    ignored = set(done.stdout.splitlines())
+    missing = {line: what for line, (sample, what) in lines.items() if sample not in ignored}
+    if not missing:
+        return ""
+    said = "; ".join(missing.values())
     return (
-        "\nclaw: warning: git does not ignore .claw/, where each hook run keeps its record; "
-        "add it to .gitignore"
+        f"\nclaw: warning: git does not ignore what claw writes of its own ({said}); "
+        "add to .gitignore:" + "".join(f"\nclaw:   {line}" for line in missing)
     )
 
 

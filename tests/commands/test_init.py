@@ -85,3 +85,16 @@ def test_after_a_run_git_sees_only_what_the_task_wrote(tmp_path: Path, server: F
     ]
     assert not any(".claw" in line for line in untracked)
     assert os.listdir(root / ".claw")
+
+
+def test_init_through_a_file_is_a_usage_error_that_writes_nothing(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("a file\n")
+    target = tmp_path / "notes.txt" / "sub"
+    r = CliRunner().invoke(main, ["init", str(target)])
+    assert (r.exit_code, r.stdout, r.stderr) == (
+        2,
+        "",
+        f"claw: cannot make a project in {target}: {tmp_path / 'notes.txt'} is a file, "
+        "not a folder\n",
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]

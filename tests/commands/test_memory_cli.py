@@ -108,14 +108,18 @@ def test_an_empty_query_is_a_usage_error(project: Path) -> None:
         "claw: query is empty; give one or more words to look for\n",
     )
     r = memory_search(project)
-    assert r.exit_code == 2
-    assert "Missing argument 'QUERY...'" in r.stderr
+    assert (r.exit_code, r.stderr) == (
+        2,
+        "claw: memory search: missing argument 'QUERY...'. See 'claw memory search -h'.\n",
+    )
 
 
 def test_a_bad_limit_is_a_usage_error(project: Path) -> None:
     r = memory_search(project, "deploy", "-n", "0")
-    assert r.exit_code == 2
-    assert "Invalid value for '-n' / '--limit': 0 is not in the range x>=1." in r.stderr
+    assert (r.exit_code, r.stderr) == (
+        2,
+        "claw: memory search: -n: 0 is not in the range x>=1. See 'claw memory search -h'.\n",
+    )
 
 
 def test_no_workspace_exits_2(tmp_path: Path) -> None:

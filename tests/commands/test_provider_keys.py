@@ -57,7 +57,7 @@ def test_validate_warns_of_an_unset_key_variable(tmp_path: Path, server: FakeOpe
     r = claw(root, "validate", "-q", env=env(server))
     assert (r.exit_code, r.stderr) == (
         0,
-        f"clawfile.yaml: providers.router.api_key_env: warning: {MISSING}\n",
+        f"claw: clawfile.yaml: providers.router.api_key_env: warning: {MISSING}\n",
     )
     r = claw(root, "validate", "-q", env=env(server, ROUTER_KEY="sk-router-0123456789"))
     assert (r.exit_code, r.stderr) == (0, "")

@@ -201,16 +201,16 @@ def test_validate_warns_of_each_control_file_a_task_names(tmp_path: Path) -> Non
     assert r.exit_code == 0
     named = "decides what later runs do; named here, it can be rewritten by the jobs of this "
     assert r.stderr.splitlines() == [
-        f"clawfile.yaml:10: tasks.persona.permissions.write[1]: warning: 'workspace/AGENTS.md' "
-        f"{named}task, and so by whatever content they read",
-        "clawfile.yaml:10: tasks.persona.permissions.write[2]: warning: '.git/hooks/pre-commit' "
-        "is under .git/, which no job may ever write: it grants nothing",
-        "clawfile.yaml:10: tasks.persona.permissions.write[3]: warning: 'skills/' is a folder "
-        "of files that decide what later runs do: naming it grants nothing; name each file a "
-        "job may write",
-        f"clawfile.yaml:8: tasks.persona.output: warning: 'workspace/USER.md' {named}task, and "
-        "so by whatever content they read",
-        "clawfile.yaml:4: defaults.permissions.write[0]: warning: 'prompts/generated.md' is "
+        "claw: clawfile.yaml:10: tasks.persona.permissions.write[1]: warning: "
+        f"'workspace/AGENTS.md' {named}task, and so by whatever content they read",
+        "claw: clawfile.yaml:10: tasks.persona.permissions.write[2]: warning: "
+        "'.git/hooks/pre-commit' is under .git/, which no job may ever write: it grants nothing",
+        "claw: clawfile.yaml:10: tasks.persona.permissions.write[3]: warning: 'skills/' is a "
+        "folder of files that decide what later runs do: naming it grants nothing; name each "
+        "file a job may write",
+        f"claw: clawfile.yaml:8: tasks.persona.output: warning: 'workspace/USER.md' {named}task, "
+        "and so by whatever content they read",
+        "claw: clawfile.yaml:4: defaults.permissions.write[0]: warning: 'prompts/generated.md' is "
         f"under 'prompts', which {named}task, and so by whatever content they read",
         "clawfile.yaml: ok (3 tasks, 1 skill)",
     ]

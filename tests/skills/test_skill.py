@@ -220,7 +220,7 @@ def test_an_invalid_skill_still_shadows_and_is_reported(tmp_path: Path) -> None:
     checked = skills_cli(root, "check")
     assert checked.exit_code == 2
     assert checked.stderr == (
-        "skills/style/SKILL.md: warning: shadowed: by workspace/skills/style/SKILL.md "
+        "claw: skills/style/SKILL.md: warning: shadowed: by workspace/skills/style/SKILL.md "
         "(workspace)\n"
         "claw: workspace/skills/style/SKILL.md: name 'Style' may hold only lowercase letters, "
         "digits and single hyphens inside (a-z, 0-9, -)\n"
@@ -424,7 +424,7 @@ def test_skills_check_passes_a_clean_project_and_warns(tmp_path: Path) -> None:
     result = skills_cli(root, "check")
     assert result.exit_code == 0
     assert result.stderr == (
-        "skills/ours/SKILL.md: warning: unknown front matter keys (ignored): version\n"
+        "claw: skills/ours/SKILL.md: warning: unknown front matter keys (ignored): version\n"
         "claw: 2 skills found, 2 available, none invalid\n"
     )
 
@@ -502,5 +502,33 @@ def test_skills_check_says_what_the_skills_list_costs_each_task(tmp_path: Path) 
         "(all it can use; it has no skills: key)\n"
         "Give a task fewer with skills: [name, ...] under it in clawfile.yaml, none with "
         "skills: [].\n"
-        "A change to a task's skills reruns its jobs: claw plan lists them.\n"
+        f"{RERUNS}\n"
     )
+
+
+RERUNS = "A change to a task's skills reruns its jobs: claw plan '*' lists every task's."
+
+
+def test_skills_check_points_to_a_plan_of_every_task(tmp_path: Path) -> None:
+    """Issue 16 review, point 5: a bare `claw plan` shows only the default tasks; a hook's
+    or a schedule's task, whose skills changed too, is missing from it."""
+    root = make_project(
+        tmp_path / "p",
+        """
+        version: 1
+        model: fake-model
+        default: [summary]
+        tasks:
+          summary: {prompt: Summarise}
+          review: {prompt: Review, check: true, hook: pre-commit}
+          nightly: {prompt: Nightly, schedule: "0 3 * * *"}
+        """,
+    )
+    checked = skills_cli(root, "check")
+    assert (checked.exit_code, checked.stdout.splitlines()[-1]) == (0, RERUNS)
+    planned = claw(root, "plan", "*")
+    assert planned.exit_code == 0, planned.stderr
+    tasks = [line.split()[1] for line in planned.stdout.splitlines()]
+    assert tasks == ["summary", "review", "nightly"]
+    bare = claw(root, "plan")
+    assert [line.split()[1] for line in bare.stdout.splitlines()] == ["summary"]

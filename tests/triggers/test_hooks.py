@@ -8,6 +8,7 @@ import sqlite3
 import stat
 import subprocess
 import sys
+import textwrap
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -137,9 +138,36 @@ def test_install_warns_when_git_does_not_ignore_the_ledger(repo: Path) -> None:
     assert r.exit_code == 0, r.stderr
     assert r.stderr == (
         f"claw: installed the pre-commit hook: {repo / '.git/hooks/pre-commit'}\n"
-        "claw: warning: git does not ignore .claw/, where each hook run keeps its record; "
-        "add it to .gitignore\n"
+        "claw: warning: git does not ignore what claw writes of its own (the ledger, where "
+        "each hook run keeps its record); add to .gitignore:\n"
+        "claw:   .claw/\n"
     )
+
+
+def test_install_names_each_line_of_claws_gitignore_git_does_not_follow(repo: Path) -> None:
+    """Issue 16 review, point 3: the daily notes `claw run` appends, too (the lines `claw
+    init` writes); a `git add -A` would stage them."""
+    (repo / ".gitignore").write_text("")
+    r = hook(repo, "install")
+    assert r.exit_code == 0, r.stderr
+    assert r.stderr.splitlines()[1:] == [
+        "claw: warning: git does not ignore what claw writes of its own (the ledger, where "
+        "each hook run keeps its record; the daily notes claw run appends); add to .gitignore:",
+        "claw:   .claw/",
+        "claw:   /workspace/memory/????-??-??.md",
+    ]
+    (repo / ".gitignore").write_text(".claw/\n")
+    r = hook(repo, "uninstall")
+    r = hook(repo, "install")
+    assert r.stderr.splitlines()[1:] == [
+        "claw: warning: git does not ignore what claw writes of its own (the daily notes claw "
+        "run appends); add to .gitignore:",
+        "claw:   /workspace/memory/????-??-??.md",
+    ]
+    (repo / ".gitignore").write_text(".claw/\n/workspace/memory/????-??-??.md\n")
+    r = hook(repo, "uninstall")
+    r = hook(repo, "install")
+    assert r.stderr == f"claw: installed the pre-commit hook: {repo / '.git/hooks/pre-commit'}\n"
 
 
 def test_installing_twice_changes_nothing(repo: Path) -> None:
@@ -264,10 +292,15 @@ def test_a_project_in_a_subdirectory(
     git(top, "init", "-q")
     git(top, "config", "user.name", "Test")
     git(top, "config", "user.email", "test@example.com")
-    (top / ".gitignore").write_text(".claw/\nworkspace/memory/\n")
+    (top / ".gitignore").write_text(".claw/\nsub/workspace/memory/\n")
     (top / "x.txt").write_text("one\n")
     git(top, "add", ".")
-    assert hook(root, "install").exit_code == 0
+    installed = hook(root, "install")
+    hooks = top.resolve() / ".git/hooks"
+    assert (installed.exit_code, installed.stderr) == (
+        0,
+        f"claw: installed the pre-commit hook: {hooks / 'pre-commit'}\n",  # no sub/../.git
+    )
     assert (
         "hook run -C sub -f clawfile.yaml pre-commit" in (top / ".git/hooks/pre-commit").read_text()
     )
@@ -604,6 +637,13 @@ def test_a_hook_run_leaves_a_tracked_daily_note_alone(
     assert "review" in log.stdout  # the ledger has the run: claw log, why and list know it
 
 
+def readme_pre_commit_config() -> str:
+    """The README's `.pre-commit-config.yaml`, as a user copies it."""
+    readme = (REPO / "README.md").read_text()
+    after = readme.partition("With the [pre-commit framework]")[2]
+    return after.partition("```yaml\n")[2].partition("```")[0]
+
+
 def test_through_the_pre_commit_framework_a_passing_review_changes_nothing(
     repo: Path, server: FakeOpenAI, env: dict[str, str]
 ) -> None:
@@ -613,36 +653,24 @@ def test_through_the_pre_commit_framework_a_passing_review_changes_nothing(
     need no network."""
     pytest.importorskip("pre_commit")
     note = track_todays_note(repo)
-    entry = f"{sys.executable} -m claw_batch hook run pre-commit"
-    config = {
-        "repos": [
-            {
-                "repo": "local",
-                "hooks": [
-                    {
-                        "id": "claw",
-                        "name": "claw",
-                        "entry": entry,
-                        "language": "system",
-                        "pass_filenames": True,
-                    }
-                ],
-            }
-        ]
-    }
-    (repo / ".pre-commit-config.yaml").write_text(yaml.safe_dump(config))
+    (repo / ".pre-commit-config.yaml").write_text(readme_pre_commit_config())
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "--no-verify", "-m", "pre-commit")
     framework = [sys.executable, "-m", "pre_commit", "install"]
     subprocess.run(framework, cwd=repo, check=True, capture_output=True, timeout=60)
+    framework += ["--hook-type", "commit-msg"]
+    subprocess.run(framework, cwd=repo, check=True, capture_output=True, timeout=60)
+    # `language: system`: the claw on PATH, here the one installed beside this Python
+    env = {**env, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     (repo / "app.py").write_text("def f():\n    return 10\n")
     git(repo, "add", "app.py")
     (repo / "app.py").write_text("def f():\n    return 11  # not staged\n")
-    server.enqueue(verdict(True, "fine"))
+    server.enqueue(verdict(True, "fine"), verdict(True, "a fine message"))
     done = commit(repo, {**env, "CLAW_NOW": TODAY})
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Passed" in done.stderr
-    assert "Files: ['app.py']" in prompt(server)
+    assert "Files: ['app.py']" in prompt(server, 0)
+    assert "Message file: ['.git/COMMIT_EDITMSG']; says: a change" in prompt(server, 1)
     assert git(repo, "status", "--porcelain", "--untracked-files=all") == " M app.py\n"
     assert note.read_text() == NOTE
 
@@ -673,6 +701,17 @@ def test_pre_commit_hooks_yaml() -> None:
             "types",
             "minimum_pre_commit_version",
         }
+
+
+def test_the_readmes_local_hooks_are_the_published_ones() -> None:
+    """The README's `repo: local` form and .pre-commit-hooks.yaml run the same commands."""
+    (local,) = yaml.safe_load(readme_pre_commit_config())["repos"]
+    published = yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text())
+    keys = ("id", "entry", "stages")
+    assert [{k: h[k] for k in keys} for h in local["hooks"]] == [
+        {k: h[k] for k in keys} for h in published
+    ]
+    assert {h["language"] for h in local["hooks"]} == {"system"}
 
 
 def test_the_framework_entry_with_file_names(
@@ -720,3 +759,55 @@ def test_the_log_names_the_hook_that_started_a_run(
     assert (
         "  ok          hook pre-commit claw hook run -C . -f clawfile.yaml pre-commit --" in shown
     )
+
+
+# what a stopped hook says: from git, not from `claw run` (issue 16 review, points 1 and 2)
+
+
+def test_a_commit_while_a_claw_run_holds_the_project_says_what_to_do_from_git(
+    repo: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    from claw_batch.run.lock import ProjectLock
+
+    hook(repo, "install")
+    (repo / "app.py").write_text("def f():\n    return 12\n")
+    git(repo, "add", "app.py")
+    with ProjectLock(repo, argv="claw run -j 4 -B summary") as lock:
+        holder = lock.holder
+        done = commit(repo, env)
+        direct = hook(repo, "run", "pre-commit", env=env)
+    assert holder is not None
+    assert direct.exit_code == 75  # git says 1 whatever the hook's non-zero code
+    assert (done.returncode, done.stderr) == (
+        1,
+        f"claw: {holder.describe()}\n"
+        "claw: the pre-commit hook did not run review: another claw run holds the project; "
+        "git stops here\n"
+        "claw: commit again when that run ends, or skip the hook once: git commit --no-verify\n",
+    )
+    assert server.requests == []
+    assert git(repo, "rev-list", "--count", "HEAD") == "1\n"
+
+
+def test_a_hook_run_with_an_unset_key_does_not_offer_replay(
+    repo: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    (repo / "clawfile.yaml").write_text(
+        textwrap.dedent(CLAWFILE).replace(
+            "model: fake-model",
+            f'model: local/fake-model\nproviders:\n  local: {{base_url: "{server.base_url}", '
+            "api_key_env: MY_LOCAL_KEY}",
+        )
+    )
+    git(repo, "commit", "-q", "--no-verify", "-am", "a provider")
+    hook(repo, "install")
+    (repo / "app.py").write_text("def f():\n    return 13\n")
+    git(repo, "add", "app.py")
+    done = commit(repo, env)
+    assert (done.returncode, done.stderr) == (
+        1,
+        "claw: environment variable MY_LOCAL_KEY is not set: provider 'local' reads its API "
+        "key from it (api_key_env), for tasks review; set it (export MY_LOCAL_KEY=...)\n"
+        "claw: the pre-commit hook did not run review; git stops here\n",
+    )
+    assert server.requests == []
