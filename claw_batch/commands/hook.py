@@ -89,7 +89,12 @@ def uninstall(name: str, directory: Path | None, file: Path | None, quiet: bool)
     return 0
 
 
-@hook.command("run", context_settings={"ignore_unknown_options": True})
+# claw's options come before NAME; every argument after it is the hook's. The pre-commit
+# framework appends staged file names with no `--` before them, and a file named
+# `-fevil.yaml` must stay a file name, not choose the clawfile (attack review 4, H1).
+@hook.command(
+    "run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False}
+)
 @click.argument("name", type=click.Choice(HOOK_NAMES), metavar="NAME")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 @click.option(
@@ -114,8 +119,9 @@ def run_hook(
     """Run the tasks for a git hook (what the hook calls).
 
     Runs the tasks whose `hook:` is NAME, as git does: ARGS are the hook's arguments (for
-    pre-commit, the staged files become `files`; after `--`, even one that starts with a
-    dash). Exit 1 blocks the commit.
+    pre-commit, the staged files become `files`). claw's options come before NAME; every
+    argument after it is the hook's, even one that starts with a dash. Exit 1 blocks the
+    commit.
 
     \b
     NAME is one of: pre-commit, commit-msg, pre-push.
@@ -123,7 +129,7 @@ def run_hook(
     \b
     Examples:
       claw hook run pre-commit
-      claw hook run pre-commit -B
+      claw hook run -B pre-commit
       claw hook run commit-msg .git/COMMIT_EDITMSG
     """
     from claw_batch.triggers import hooks
@@ -140,7 +146,7 @@ def run_hook(
 
     options = RunOptions(
         targets=tuple(names),
-        files=hooks.files_for(name, args, cwd, project.root),
+        files=hooks.files_for(name, _hooks_own(args), cwd, project.root),
         wait=wait,
         force=force,
         argv=typed(),
@@ -182,6 +188,11 @@ def _stopped(hook: str, names: list[str], summary: RunSummary) -> str:
             f"{verb} again when that run ends, or skip the hook once: git {verb} --no-verify"
         )
     return "\n".join(lines)
+
+
+def _hooks_own(args: tuple[str, ...]) -> tuple[str, ...]:
+    """The hook's arguments without the `--` the installed script puts before them."""
+    return args[1:] if args[:1] == ("--",) else args
 
 
 def _interrupt(signum: int, frame: object) -> None:

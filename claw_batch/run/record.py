@@ -157,7 +157,7 @@ class Recorder:
         found = "/" not in known.run_id and asked.is_file()
         transcript = asked.relative_to(self.root).as_posix() if found else ""
         hook = p.task.hook
-        command = f"claw hook run {hook} -B" if hook else f"claw run -B {p.job.task}"
+        command = f"claw hook run -B {hook}" if hook else f"claw run -B {p.job.task}"
         again = f"nothing it reads has changed since; ask again with: {command}"
         return JobResult(
             job=p.job,

@@ -400,7 +400,7 @@ def test_a_remembered_verdict_says_whose_it_is_and_how_to_ask_again(
         f"failed review (remembered: the verdict of run {first} at 2026-11-27 09:00): "
         "a leftover\n"
         "    - drop breakpoint()\n"
-        "    nothing it reads has changed since; ask again with: claw hook run pre-commit -B\n"
+        "    nothing it reads has changed since; ask again with: claw hook run -B pre-commit\n"
         "claw: the pre-commit hook failed (review); git stops here\n"
     )
     assert len(server.requests) == 1
@@ -413,7 +413,7 @@ def test_hook_run_B_asks_the_model_again(
     fail_once(repo, server, env)
     assert commit(repo, env).returncode == 1  # remembered
     server.enqueue(verdict(True, "fine after all"))
-    r = hook(repo, "run", "pre-commit", "-B", env=env)
+    r = hook(repo, "run", "-B", "pre-commit", env=env)
     assert r.exit_code == 0, r.stderr
     assert len(server.requests) == 2
     server.enqueue(verdict(True, "fine"))
@@ -436,6 +436,62 @@ def test_after_the_hooks_args_B_is_a_file_name(
     assert "Files: ['-B']" in prompt(server)
 
 
+def test_after_the_hooks_name_every_argument_is_a_file_name(
+    repo: Path, server: FakeOpenAI, env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """claw's options come before the hook's name: what follows is the hook's arguments,
+    as the pre-commit framework appends the staged file names (with no `--` before them).
+    A file named `-B` is a file, not a forced (paid) run."""
+    monkeypatch.chdir(repo)
+    server.enqueue(verdict(True, "fine"))
+    r = hook(repo, "run", "pre-commit", "-B", "app.py", env=env)
+    assert r.exit_code == 0, r.stderr
+    assert "Files: ['-B', 'app.py']" in prompt(server)
+
+
+def test_a_staged_file_name_cannot_choose_the_clawfile_of_the_framework_hook(
+    repo: Path, env: dict[str, str]
+) -> None:
+    """Attack review 4, H1: pre-commit runs the manifest's entry with the staged file names
+    appended. A contributor's patch that adds `-fevil.yaml` beside `evil.yaml` made claw
+    load the contributor's clawfile: its provider got the owner's API key."""
+    owner_key = "sk-owner-0123456789abcdefghijkl"
+    with FakeOpenAI() as owner, FakeOpenAI() as thief:
+        owner.handler = lambda body: verdict(True, "fine")
+        thief.handler = lambda body: verdict(True, "thanks")
+        (repo / "evil.yaml").write_text(
+            "version: 1\n"
+            "model: thief/m\n"
+            "providers:\n"
+            f"  thief: {{base_url: '{thief.base_url}', api_key_env: OPENAI_API_KEY}}\n"
+            "tasks:\n"
+            "  pwn: {prompt: hi, hook: pre-commit, check: true}\n"
+        )
+        (repo / "-fevil.yaml").write_text("")
+        git(repo, "add", "--", "evil.yaml", "-fevil.yaml")
+        staged = git(repo, "diff", "--cached", "--name-only").split()
+        manifest = yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text())
+        entry = next(h for h in manifest if h["id"] == "claw")
+        command = [*entry["entry"].split()[1:], *entry.get("args", []), *staged]
+        done = subprocess.run(
+            [sys.executable, "-m", "claw_batch", *command],
+            cwd=repo,
+            env={
+                **os.environ,
+                **env,
+                "OPENAI_BASE_URL": owner.base_url,
+                "OPENAI_API_KEY": owner_key,
+            },
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert not thief.requests, done.stderr
+        assert owner.requests, done.stderr  # the owner's review ran, on the owner's clawfile
+    assert done.returncode == 0, done.stderr
+
+
 def test_why_list_and_log_know_the_hooks_verdicts(
     repo: Path, server: FakeOpenAI, env: dict[str, str]
 ) -> None:
@@ -447,7 +503,7 @@ def test_why_list_and_log_know_the_hooks_verdicts(
         0,
         "review: would fail again, without a model call\n"
         f"  - remembered: the verdict of run {first} at 2026-11-27 09:00: a leftover\n"
-        "  - nothing it reads has changed since; ask again with: claw hook run pre-commit -B\n",
+        "  - nothing it reads has changed since; ask again with: claw hook run -B pre-commit\n",
     )
     listed = claw(repo, "list").stdout.splitlines()
     assert listed[0] == "review   failed         "
