@@ -210,6 +210,7 @@ def test_links_to_transcripts_are_relative_to_the_page(tmp_path: Path) -> None:
     root = tmp_path / "p"
     build_ledger(root)
     elsewhere = tmp_path / "reports" / "today.html"
+    elsewhere.parent.mkdir()
     shown = claw(root, "report", "-o", str(elsewhere), "--since", "1d", env={"CLAW_NOW": NOW})
     assert shown.stdout == f"{elsewhere}\n"
     links = re.findall(r'href="([^"]+)"', elsewhere.read_text())
@@ -247,6 +248,38 @@ def test_a_bad_span_is_a_usage_error(tmp_path: Path) -> None:
         "claw: --since 'yesterday': use e.g. 12h, 7d, 2w or 2026-11-22\n",
     )
     assert not (root / ".claw" / "report.html").exists()
+
+
+def test_an_output_whose_folder_is_missing_is_refused(tmp_path: Path) -> None:
+    root = make_project(tmp_path / "p", CLAWFILE)
+    missing = tmp_path / "nowhere" / "r.html"
+    shown = claw(root, "report", "-o", str(missing), env={"CLAW_NOW": NOW})
+    assert (shown.exit_code, shown.stdout, shown.stderr) == (
+        2,
+        "",
+        f"claw: -o {missing}: there is no folder {missing.parent}; create it first\n",
+    )
+    assert not missing.parent.exists()
+
+
+def test_an_output_through_a_file_is_refused(tmp_path: Path) -> None:
+    root = make_project(tmp_path / "p", CLAWFILE)
+    (tmp_path / "notes.txt").write_text("a file\n")
+    through = tmp_path / "notes.txt" / "r.html"
+    shown = claw(root, "report", "-o", str(through), env={"CLAW_NOW": NOW})
+    assert (shown.exit_code, shown.stdout, shown.stderr) == (
+        2,
+        "",
+        f"claw: -o {through}: {tmp_path / 'notes.txt'} is a file, not a folder\n",
+    )
+
+
+def test_the_default_output_makes_its_folder(tmp_path: Path) -> None:
+    root = make_project(tmp_path / "p", CLAWFILE)
+    shown = claw(root, "report", env={"CLAW_NOW": NOW})
+    page = root / ".claw" / "report.html"
+    assert (shown.exit_code, shown.stdout) == (0, f"{page}\n")
+    assert page.is_file()
 
 
 def job(name: str, start: float, seconds: float, status: str = "ok") -> JobSpan:
