@@ -169,11 +169,12 @@ def gather(root: Path, since: dt.datetime, now: dt.datetime) -> Period:
     try:
         # ISO times with offsets do not sort as text across zones: a day's margin, then exact.
         rough = (since - dt.timedelta(days=1)).date().isoformat()
+        trigger = history.column(db, "runs", "trigger")
         runs = [
             row
             for row in db.execute(
-                "SELECT id, started, finished, status, argv, "
-                f"{history.trigger_column(db)} FROM runs WHERE started >= ?",
+                f"SELECT id, started, finished, status, argv, {trigger} FROM runs "
+                "WHERE started >= ?",
                 (rough,),
             )
             if since <= _time(row[1]) <= now

@@ -29,10 +29,16 @@ class JobRow:
     error: str | None
     transcript: str | None
     cost_usd: float | None  # None: the model's price is not known
+    remembered: str | None = None  # the run whose failed verdict this job gave again
 
     @property
     def name(self) -> str:
         return f"{self.task}[{self.item}]" if self.item else self.task
+
+    @property
+    def whose(self) -> str:
+        """`remembered (verdict of run X)`, as log, show and report name such a job."""
+        return f"remembered (verdict of run {self.remembered})"
 
 
 @dataclass(frozen=True)
@@ -87,11 +93,11 @@ def trigger_of(argv: str, trigger: str | None) -> str:
     return "cron" if words[1:2] == ["run"] and "--due" in words else "hand"
 
 
-def trigger_column(db: sqlite3.Connection) -> str:
-    """`trigger` in a SELECT of runs, or NULL in a ledger from before the column (a read-only
-    open never adds it)."""
-    columns = {row[1] for row in db.execute("PRAGMA table_info(runs)")}
-    return "trigger" if "trigger" in columns else "NULL"
+def column(db: sqlite3.Connection, table: str, name: str) -> str:
+    """`name` in a SELECT of `table`, or NULL in a ledger from before the column (a read-only
+    open never adds it): schema.ADDED."""
+    columns = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+    return name if name in columns else "NULL"
 
 
 def since(text: str, now: dt.datetime) -> dt.datetime:
@@ -128,8 +134,8 @@ def runs(
             where.append("id = ?")
             args.append(run_id)
         rows = db.execute(
-            f"SELECT id, started, finished, status, exit_code, argv, {trigger_column(db)} "
-            "FROM runs"
+            "SELECT id, started, finished, status, exit_code, argv, "
+            f"{column(db, 'runs', 'trigger')} FROM runs"
             + (f" WHERE {' AND '.join(where)}" if where else "")
             + " ORDER BY rowid DESC",
             args,
@@ -138,15 +144,8 @@ def runs(
         for row in rows:
             if after is not None and dt.datetime.fromisoformat(row[1]) < after:
                 continue
-            only = " AND task = ?" if task else ""
-            jobs = db.execute(
-                "SELECT task, item, status, reason, duration_s, "
-                "prompt_tokens + completion_tokens, output, error, transcript, cost_usd "
-                f"FROM jobs WHERE run_id = ?{only} ORDER BY rowid",
-                (row[0], task) if task else (row[0],),
-            ).fetchall()
             run_id, started, finished, status, exit_code, argv, trigger = row
-            ran = tuple(JobRow(*j) for j in jobs)
+            ran = _jobs(db, run_id, task)
             by = trigger_of(argv, trigger)
             found.append(RunRow(run_id, started, finished, status, exit_code, argv, by, ran))
             if len(found) >= limit:
@@ -154,3 +153,16 @@ def runs(
         return found
     finally:
         db.close()
+
+
+def _jobs(db: sqlite3.Connection, run_id: str, task: str | None) -> tuple[JobRow, ...]:
+    """The jobs of run `run_id` (of `task` only, if given), in the order they ended."""
+    only = " AND task = ?" if task else ""
+    rows = db.execute(
+        "SELECT task, item, status, reason, duration_s, "
+        "prompt_tokens + completion_tokens, output, error, transcript, cost_usd, "
+        f"{column(db, 'jobs', 'remembered')} "
+        f"FROM jobs WHERE run_id = ?{only} ORDER BY rowid",
+        (run_id, task) if task else (run_id,),
+    ).fetchall()
+    return tuple(JobRow(*j) for j in rows)

@@ -59,6 +59,7 @@ class JobRecord:
     output: str | None
     error: str | None
     transcript: str | None
+    remembered: str | None = None  # the run whose failed verdict this job gave again
 
     @classmethod
     def of(cls, run_id: str, task: str, item: str, started: str, end: JobEnd) -> JobRecord:
@@ -247,7 +248,8 @@ class State(Database):
             "reason=excluded.reason, duration_s=excluded.duration_s, "
             "prompt_tokens=excluded.prompt_tokens, completion_tokens=excluded.completion_tokens, "
             "cached_tokens=excluded.cached_tokens, cost_usd=excluded.cost_usd, "
-            "output=excluded.output, error=excluded.error, transcript=excluded.transcript",
+            "output=excluded.output, error=excluded.error, transcript=excluded.transcript, "
+            "remembered=excluded.remembered",
         )
         calls = [c for r, _ in batch for c in self._calls.pop((r.run_id, r.task, r.item), ())]
         if calls:
@@ -320,6 +322,7 @@ def _job_row(r: JobRecord) -> tuple[object, ...]:
         r.output,
         r.error,
         r.transcript,
+        r.remembered,
     )
 
 

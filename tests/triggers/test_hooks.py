@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import stat
 import subprocess
@@ -720,3 +721,26 @@ def test_the_log_names_the_hook_that_started_a_run(
     assert (
         "  ok          hook pre-commit claw hook run -C . -f clawfile.yaml pre-commit --" in shown
     )
+
+
+JOB_SECONDS = re.compile(r"\b\d+\.\d s\b")
+
+
+def test_the_log_says_a_remembered_verdict_is_one(
+    repo: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    first = fail_once(repo, server, env)
+    assert hook(repo, "run", "pre-commit", env={**env, "CLAW_NOW": LATER}).exit_code == 1
+    again = last_run_id(repo)
+    log = claw(repo, "log", "review")
+    by = f"hook pre-commit claw hook run -C {repo} pre-commit"
+    assert (log.exit_code, JOB_SECONDS.sub("<s>", log.stdout)) == (
+        0,
+        f"2026-11-27 09:00  failed      {by}, <s>, 15 tokens, $?  [{first}]\n"
+        "  failed      review    <s>        15 tok        $?  a leftover\n"
+        f"2026-11-27 09:30  failed      {by}, <s>, 0 tokens, $0.0000  [{again}]\n"
+        "  failed      review    <s>         0 tok   $0.0000  "
+        f"remembered (verdict of run {first}): a leftover\n",
+    )
+    jobs = [run["jobs"][0] for run in json.loads(claw(repo, "log", "--json").stdout)]
+    assert [job["remembered"] for job in jobs] == [first, None]  # newest first
