@@ -155,6 +155,21 @@ def runs(
         db.close()
 
 
+def last_with_jobs(db_path: Path) -> str | None:
+    """The newest run that ran a job (a remembered verdict is one): what `claw show last`
+    shows. None without a ledger or such a run."""
+    if not db_path.exists():
+        return None
+    db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    try:
+        row = db.execute(
+            "SELECT id FROM runs WHERE id IN (SELECT run_id FROM jobs) ORDER BY rowid DESC LIMIT 1"
+        ).fetchone()
+    finally:
+        db.close()
+    return str(row[0]) if row else None
+
+
 def _jobs(db: sqlite3.Connection, run_id: str, task: str | None) -> tuple[JobRow, ...]:
     """The jobs of run `run_id` (of `task` only, if given), in the order they ended."""
     only = " AND task = ?" if task else ""

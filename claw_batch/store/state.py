@@ -299,11 +299,6 @@ class State(Database):
         rows = self._query(f"SELECT COALESCE(SUM(cost_usd), 0) FROM jobs WHERE {where}", args)
         return float(rows[0][0])
 
-    def last_run_id(self) -> str | None:
-        """The run that started last (in this database's order: a pinned clock may lie)."""
-        rows = self._query("SELECT id FROM runs ORDER BY rowid DESC LIMIT 1")
-        return str(rows[0]["id"]) if rows else None
-
 
 def _job_row(r: JobRecord) -> tuple[object, ...]:
     """The jobs table's columns, in its order."""

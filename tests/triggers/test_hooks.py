@@ -744,3 +744,28 @@ def test_the_log_says_a_remembered_verdict_is_one(
     )
     jobs = [run["jobs"][0] for run in json.loads(claw(repo, "log", "--json").stdout)]
     assert [job["remembered"] for job in jobs] == [first, None]  # newest first
+
+
+def test_show_opens_a_run_whose_only_job_was_remembered(
+    repo: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    """The run has no folder of its own (no transcript was written): the ledger has it, and
+    its job points to the transcript the verdict came from."""
+    first = fail_once(repo, server, env)
+    assert hook(repo, "run", "pre-commit", env={**env, "CLAW_NOW": LATER}).exit_code == 1
+    again = last_run_id(repo)
+    assert not (repo / ".claw/runs" / again).exists()
+    shown = claw(repo, "show", again)
+    assert (shown.exit_code, shown.stderr, shown.stdout) == (
+        0,
+        "",
+        f"run {again}\n"
+        f"started 2026-11-27 09:30 by hook pre-commit: claw hook run -C {repo} pre-commit\n"
+        f"== review: failed, remembered (verdict of run {first}): a leftover\n"
+        f"   its transcript: .claw/runs/{first}/review.jsonl (claw show {first} review)\n",
+    )
+    assert claw(repo, "show", "last").stdout == shown.stdout
+    assert claw(repo, "show", again, "review").stdout == shown.stdout
+    other = claw(repo, "show", again, "message")
+    assert (other.exit_code, other.stderr) == (2, f"claw: task 'message' did not run in {again}\n")
+    assert claw(repo, "show", first, "review").stdout.startswith(f"run {first}\n")
