@@ -48,8 +48,7 @@ class JobSpan:
 
     @property
     def whose(self) -> str:
-        """`remembered (verdict of run X)`, as log, show and the report name such a job."""
-        return f"remembered (verdict of run {self.remembered})"
+        return history.whose(self.remembered)
 
     @property
     def tokens(self) -> int:

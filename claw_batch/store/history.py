@@ -37,8 +37,7 @@ class JobRow:
 
     @property
     def whose(self) -> str:
-        """`remembered (verdict of run X)`, as log, show and report name such a job."""
-        return f"remembered (verdict of run {self.remembered})"
+        return whose(self.remembered)
 
 
 @dataclass(frozen=True)
@@ -68,6 +67,12 @@ class RunRow:
             "argv": self.argv,
             "jobs": [job.__dict__ | {"name": job.name} for job in self.jobs],
         }
+
+
+def whose(run_id: str | None) -> str:
+    """`remembered (verdict of run X)`: how claw log, claw show and the report name a job
+    that gave a failed verdict again (jobs.remembered)."""
+    return f"remembered (verdict of run {run_id})"
 
 
 def typed(argv: str) -> str:
