@@ -53,3 +53,17 @@ def test_example_replays_offline_on_another_day(tmp_path: Path) -> None:
     statuses = [(j["task"], j["status"]) for j in json.loads(again.stdout)["jobs"]]
     # the summary's prompt names the day, so it runs again; the tickets are up to date
     assert statuses == [("nightly-summary", "ok")] + [("triage", "up-to-date")] * 3
+
+
+def test_show_last_after_a_second_replay_that_had_nothing_to_do(tmp_path: Path) -> None:
+    """The README's first screen: run, run again (all up to date), then `claw show last`."""
+    root = copy_example(tmp_path / "example")
+    env = {"CLAW_NOW": "2027-02-03T07:30:00+01:00", "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}
+    first = claw(root, "run", "--replay", "--json", env=env)
+    assert first.exit_code == 0, first.stderr
+    again = claw(root, "run", "--replay", "--json", env=env)
+    assert [j["status"] for j in json.loads(again.stdout)["jobs"]] == ["up-to-date"] * 4
+    shown = claw(root, "show", "last")
+    assert (shown.exit_code, shown.stderr) == (0, "")
+    assert shown.stdout.startswith(f"run {json.loads(first.stdout)['run_id']}\n")
+    assert shown.stdout.count("\n== ok (") == 4

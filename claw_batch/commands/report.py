@@ -57,6 +57,23 @@ def report(
     except sqlite3.DatabaseError as e:  # corrupt: the next `claw run` moves it aside
         raise ClawError(f"ledger .claw/state.db: {e}") from None
     path = (output or project.root / ".claw" / "report.html").absolute()
-    write_atomic(path, html.render(period, root=project.root, out=path))
+    if output is not None:  # the user's folder: never made for them (a typo would be)
+        _check_folder(output, path.parent)
+    try:
+        write_atomic(path, html.render(period, root=project.root, out=path))
+    except OSError as e:
+        raise ClawError(f"cannot write {path}: {e.strerror or e}") from None
     click.echo(path)
     return 0
+
+
+def _check_folder(output: Path, folder: Path) -> None:
+    """The folder `-o` writes into exists: a usage error names the part that does not."""
+    from claw_batch.errors import UsageError
+
+    if folder.is_dir():
+        return
+    there = next((p for p in (folder, *folder.parents) if p.exists()), None)
+    if there is not None and not there.is_dir():  # the nearest part there is a file
+        raise UsageError(f"-o {output}: {there} is a file, not a folder")
+    raise UsageError(f"-o {output}: there is no folder {folder}; create it first")

@@ -15,8 +15,9 @@ from claw_batch.commands.common import handle_errors, load, project_options
 def show(run_id: str, task: str | None, directory: Path | None, file: Path | None) -> int:
     """Show a run's transcripts.
 
-    RUN is a run id (`claw log` lists them) or `last`; with TASK, only that task's jobs.
-    Each model turn, tool call and result, readably.
+    RUN is a run id (`claw log` lists them) or `last`, the newest run that ran a job; with
+    TASK, only that task's jobs. Each model turn, tool call and result, readably; a
+    remembered verdict says whose it is and where its transcript is.
 
     \b
     Examples:

@@ -31,8 +31,10 @@ def status_class(status: str) -> str:
 
 
 def job_tooltip(job: JobSpan) -> str:
-    cost = figures.usd(job.cost_usd) if job.cost_usd is not None else "cost unknown"
-    parts = [job.name, job.status + (f" ({job.reason})" if job.reason else "")]
+    unknown = job.cost_usd is None and job.tokens  # no model call: nothing spent
+    cost = "cost unknown" if unknown else figures.usd(job.cost_usd or 0.0)
+    said = f", {job.whose}" if job.remembered else f" ({job.reason})" if job.reason else ""
+    parts = [job.name, job.status + said]
     if job.started is not None:
         parts += [figures.duration(job.duration_s), figures.count(job.tokens, "token"), cost]
     return " · ".join(parts)

@@ -14,7 +14,8 @@ from typing import Any
 from claw_batch.store import history
 
 FAILED = ("failed", "limit", "interrupted", "error")  # how a job that ran can end badly
-STATUSES = ("ok", *FAILED, "skipped", "running")  # in the order totals list them
+REMEMBERED = "remembered"  # a failed verdict given again, in the totals
+STATUSES = ("ok", *FAILED, REMEMBERED, "skipped", "running")  # in the order totals list them
 
 _JOB_COLUMNS = (
     "run_id, task, item, status, reason, started, duration_s, prompt_tokens, "
@@ -39,10 +40,15 @@ class JobSpan:
     cost_usd: float | None = None  # None: the model's price is unknown (or no call was made)
     error: str | None = None
     transcript: str | None = None  # relative to the project root
+    remembered: str | None = None  # the run whose failed verdict this job gave again
 
     @property
     def name(self) -> str:
         return f"{self.task}[{self.item}]" if self.item else self.task
+
+    @property
+    def whose(self) -> str:
+        return history.whose(self.remembered)
 
     @property
     def tokens(self) -> int:
@@ -112,6 +118,15 @@ class Cell:
 
 
 @dataclass(frozen=True)
+class Remembered:
+    """A failed verdict given again `times` times in the period: one entry, not a failure
+    each time (its run's failure is the one that counts)."""
+
+    newest: JobSpan
+    times: int
+
+
+@dataclass(frozen=True)
 class Period:
     since: dt.datetime
     now: dt.datetime
@@ -123,8 +138,17 @@ class Period:
 
     @property
     def failures(self) -> list[JobSpan]:
-        """Jobs that ran and ended badly, newest first."""
-        return [job for job in self.jobs if job.status in FAILED]
+        """Jobs that ran and ended badly, newest first; a verdict given again is not one."""
+        return [job for job in self.jobs if job.status in FAILED and not job.remembered]
+
+    @property
+    def remembered(self) -> list[Remembered]:
+        """The failed verdicts given again, one per job and verdict, newest first."""
+        given: dict[tuple[str, str, str], list[JobSpan]] = {}
+        for job in self.jobs:
+            if job.remembered:
+                given.setdefault((job.task, job.item, job.remembered), []).append(job)
+        return [Remembered(jobs[0], len(jobs)) for jobs in given.values()]
 
     @property
     def days(self) -> list[dt.date]:
@@ -151,7 +175,8 @@ class Period:
     def status_counts(self) -> dict[str, int]:
         counts = {status: 0 for status in STATUSES}
         for job in self.jobs:
-            counts[job.status] = counts.get(job.status, 0) + 1
+            status = REMEMBERED if job.remembered else job.status
+            counts[status] = counts.get(status, 0) + 1
         return {status: n for status, n in counts.items() if n}
 
 
@@ -169,11 +194,12 @@ def gather(root: Path, since: dt.datetime, now: dt.datetime) -> Period:
     try:
         # ISO times with offsets do not sort as text across zones: a day's margin, then exact.
         rough = (since - dt.timedelta(days=1)).date().isoformat()
+        trigger = history.column(db, "runs", "trigger")
         runs = [
             row
             for row in db.execute(
-                "SELECT id, started, finished, status, argv, "
-                f"{history.trigger_column(db)} FROM runs WHERE started >= ?",
+                f"SELECT id, started, finished, status, argv, {trigger} FROM runs "
+                "WHERE started >= ?",
                 (rough,),
             )
             if since <= _time(row[1]) <= now
@@ -200,8 +226,9 @@ def gather(root: Path, since: dt.datetime, now: dt.datetime) -> Period:
 def _jobs(db: sqlite3.Connection, rough: str, run_ids: list[str]) -> dict[str, list[JobSpan]]:
     found: dict[str, list[JobSpan]] = {}
     wanted = set(run_ids)
+    remembered = history.column(db, "jobs", "remembered")
     rows = db.execute(
-        f"SELECT {_JOB_COLUMNS} FROM jobs "
+        f"SELECT {_JOB_COLUMNS}, {remembered} FROM jobs "
         "WHERE run_id IN (SELECT id FROM runs WHERE started >= ?) ORDER BY started, rowid",
         (rough,),
     )
@@ -212,7 +239,9 @@ def _jobs(db: sqlite3.Connection, rough: str, run_ids: list[str]) -> dict[str, l
 
 
 def _job(row: tuple[Any, ...]) -> JobSpan:
-    run_id, task, item, status, reason, started, duration, p, c, cached, cost, error, path = row
+    run_id, task, item, status, reason, started, duration, p, c, cached, cost, error, path = row[
+        :13
+    ]
     return JobSpan(
         run_id,
         task,
@@ -227,6 +256,7 @@ def _job(row: tuple[Any, ...]) -> JobSpan:
         cost,
         error,
         path,
+        row[13],
     )
 
 

@@ -6,20 +6,17 @@ transcript is escaped: task names, errors and model output are not to be trusted
 from __future__ import annotations
 
 import datetime as dt
-import os
 from collections.abc import Iterable
 from html import escape
 from pathlib import Path
-from urllib.parse import quote
 
 from claw_batch import figures
 from claw_batch.clock import shown
 from claw_batch.report.charts import Series, stacked_bars, status_class
-from claw_batch.report.data import Cell, JobSpan, Period, total
-from claw_batch.report.show import render_event
+from claw_batch.report.data import Cell, Period, total
+from claw_batch.report.failures import failures
 from claw_batch.report.style import CSS
 from claw_batch.report.timeline import timeline
-from claw_batch.store.transcript import read_events
 
 PALETTE = (
     "#4e79a7",
@@ -33,10 +30,7 @@ PALETTE = (
     "#5f6b7a",
 )
 OTHER = "#bab0ac"
-MAX_TRANSCRIPTS = 30  # failures whose transcript is embedded (the newest)
-TRANSCRIPT_CHARS = 40_000
 NL = "\n"
-SUMMARY_CHARS = 200  # of an error's first line, in a failure's one-line summary
 
 
 def render(period: Period, *, root: Path, out: Path) -> str:
@@ -50,7 +44,7 @@ def render(period: Period, *, root: Path, out: Path) -> str:
         body = "\n".join(
             (
                 _totals(period),
-                _failures(period, root, out),
+                failures(period, root, out),
                 timeline(period),
                 _charts(period, by_task),
                 _task_table(period, by_task),
@@ -106,59 +100,6 @@ def _cost_text(cell: Cell) -> tuple[str, str]:
         return figures.usd(cell.cost_usd), "&nbsp;"
     left_out = f"+ {figures.count(cell.unpriced_tokens, 'token')} at unknown prices"
     return figures.usd(cell.cost_usd), escape(left_out)
-
-
-def _failures(period: Period, root: Path, out: Path) -> str:
-    failures = period.failures
-    if not failures:
-        return '<section><h2>Failures</h2><p class="none">No job failed.</p></section>'
-    items = [_failure(job, root, out, embed=n < MAX_TRANSCRIPTS) for n, job in enumerate(failures)]
-    return f"<section><h2>Failures ({len(failures)})</h2>\n{NL.join(items)}\n</section>"
-
-
-def _failure(job: JobSpan, root: Path, out: Path, *, embed: bool) -> str:
-    why = (job.error or "").strip().partition("\n")[0] or job.reason or ""
-    if len(why) > SUMMARY_CHARS:
-        why = why[: SUMMARY_CHARS - 1] + "…"
-    when = shown(job.started) if job.started else ""
-    head = (
-        f'<span class="chip {status_class(job.status)}">{escape(job.status)}</span> '
-        f'<b>{escape(job.name)}</b> <span class="dim">{escape(when)} · run {escape(job.run_id)}'
-        f'</span><div class="why">{escape(why)}</div>'
-    )
-    parts = []
-    if job.error and job.error.strip() != why:  # more than the summary shows
-        parts.append(f'<pre class="error">{escape(job.error)}</pre>')
-    path = _transcript_path(root, job.transcript)
-    if path is None:
-        parts.append('<p class="dim">No transcript.</p>')
-    else:
-        href = quote(Path(os.path.relpath(path, out.parent)).as_posix())
-        link = f'<a href="{escape(href)}">{escape(job.transcript or "")}</a>'
-        if embed:
-            text = escape(_transcript_text(path))
-            parts.append(f'<p>Transcript: {link}</p><pre class="transcript">{text}</pre>')
-        else:
-            parts.append(f"<p>Transcript: {link} (only the newest {MAX_TRANSCRIPTS} are shown)</p>")
-    return f'<details class="failure"><summary>{head}</summary>{"".join(parts)}</details>'
-
-
-def _transcript_path(root: Path, rel: str | None) -> Path | None:
-    """The transcript file, if it is one under .claw/runs/ (never anywhere else)."""
-    if not rel:
-        return None
-    runs = (root / ".claw" / "runs").resolve()
-    path = (root / rel).resolve()
-    return path if path.is_relative_to(runs) and path.is_file() else None
-
-
-def _transcript_text(path: Path) -> str:
-    lines = [line for event in read_events(path) for line in render_event(event)]
-    text = "\n".join(lines)
-    if len(text) > TRANSCRIPT_CHARS:
-        hidden = len(text) - TRANSCRIPT_CHARS
-        text = text[:TRANSCRIPT_CHARS] + f"\n… ({hidden} more characters in the transcript file)"
-    return text
 
 
 def _layers(by_task: dict[str, dict[dt.date, Cell]]) -> list[tuple[str, str, dict[dt.date, Cell]]]:

@@ -10,7 +10,7 @@ from claw_batch.clock import shown_iso
 from claw_batch.figures import count
 from claw_batch.llm import prices
 from claw_batch.safety.onscreen import visible
-from claw_batch.store.history import RunRow
+from claw_batch.store.history import JobRow, RunRow
 
 
 def render(rows: list[RunRow]) -> str:
@@ -31,14 +31,22 @@ def render(rows: list[RunRow]) -> str:
         width = max((len(job.name) for job in run.jobs), default=0)
         for job in run.jobs:
             seconds = f"{job.duration_s:.1f} s" if job.duration_s is not None else "-"
-            detail = f"→ {job.output}" if job.status == "ok" and job.output else job.error or ""
             name = job.name.ljust(width)
-            cost = usd(job.cost_usd) if job.tokens else "-"
+            cost = usd(job.cost_usd if job.tokens else 0.0)  # no model call, nothing spent
             line = f"  {job.status:<11} {name} {seconds:>8} {job.tokens:>9,} tok {cost:>9}  "
-            lines.append((line + detail).rstrip())
+            lines.append((line + _detail(job)).rstrip())
         if not run.jobs:
             lines.append("  (no job ran: everything was up to date)")
     return visible("\n".join(lines) + ("\n" if lines else ""))  # items, errors, commands
+
+
+def _detail(job: JobRow) -> str:
+    """Its output, or why it did not succeed: a remembered verdict says whose it is."""
+    if job.status == "ok" and job.output:
+        return f"→ {job.output}"
+    if job.remembered:
+        return f"{job.whose}: {job.error or ''}"
+    return job.error or ""
 
 
 def _took(started: str, finished: str | None) -> str:

@@ -13,42 +13,45 @@ from claw_batch.errors import UsageError
 from claw_batch.figures import count
 from claw_batch.safety.onscreen import visible
 from claw_batch.store import history
-from claw_batch.store.state import State
 from claw_batch.store.transcript import read_events
 
 RESULT_LINES = 12
 RESULT_CHARS = 1_500
 
 
-def run_dir(root: Path, run_id: str) -> Path:
+def _folders(root: Path) -> set[str]:
+    """The runs with a folder of transcripts: a run whose jobs were all up to date or
+    remembered has none (the ledger has it)."""
     runs = root / ".claw" / "runs"
-    known = {p.name for p in runs.iterdir() if p.is_dir()} if runs.is_dir() else set()
-    if run_id == "last":
-        run_id = _last_run(root) or ""
-        if run_id not in known:
-            raise UsageError("no runs yet in .claw/runs/")
-    if run_id not in known:  # a name, never a path: `show ../../x` reads nothing
-        raise UsageError(f"no run '{run_id}' in .claw/runs/ (try `claw show last`)")
-    return runs / run_id
+    return {p.name for p in runs.iterdir() if p.is_dir()} if runs.is_dir() else set()
 
 
-def _last_run(root: Path) -> str | None:
-    db = root / ".claw" / "state.db"
-    if not db.exists():
-        return None
-    state = State(db)
+def _last(root: Path, folders: set[str]) -> str:
+    """The newest run that ran a job, as `git show` shows the last commit: a run that found
+    everything up to date has nothing to show. Without a ledger, the newest folder."""
     try:
-        return state.last_run_id()
-    finally:
-        state.close()
+        newest = history.last_with_jobs(root / ".claw" / "state.db")
+    except sqlite3.DatabaseError:
+        newest = None
+    if newest is None and not folders:
+        raise UsageError("no runs yet in .claw/runs/")
+    return newest or max(folders)  # a run id starts with its time
 
 
-def transcripts(directory: Path, task: str | None) -> list[Path]:
-    paths = sorted(directory.glob("*.jsonl"))
+def _ledger_run(root: Path, run_id: str) -> history.RunRow | None:
+    """The run as the ledger has it; None when it does not (a ledger moved aside, or
+    unreadable: the transcripts are still read)."""
+    try:
+        found = history.runs(root / ".claw" / "state.db", run_id=run_id, limit=1)
+    except sqlite3.DatabaseError:
+        return None
+    return found[0] if found else None
+
+
+def transcripts(directory: Path | None, task: str | None) -> list[Path]:
+    paths = sorted(directory.glob("*.jsonl")) if directory else []
     if task is not None:
         paths = [p for p in paths if p.stem == task or p.stem.startswith(task + "[")]
-        if not paths:
-            raise UsageError(f"task '{task}' did not run in {directory.name}")
     return paths
 
 
@@ -111,19 +114,37 @@ def _args(raw: str) -> str:
 
 
 def show(root: Path, run_id: str, task: str | None) -> str:
-    directory = run_dir(root, run_id)
-    out = [f"run {directory.name}", *_started(root, directory.name)]
-    for path in transcripts(directory, task):
+    """The run's transcripts, and where its remembered verdicts' are; a run the ledger has
+    opens without a folder of its own."""
+    folders = _folders(root)
+    if run_id == "last":
+        run_id = _last(root, folders)
+    run = _ledger_run(root, run_id)
+    if run is None and run_id not in folders:  # a name, never a path: `show ../../x`
+        raise UsageError(f"no run '{run_id}' in .claw/runs/ (try `claw show last`)")
+    directory = root / ".claw" / "runs" / run_id if run_id in folders else None
+    paths = transcripts(directory, task)
+    jobs = run.jobs if run else ()
+    remembered = [j for j in jobs if j.remembered and task in (None, j.task)]
+    if task is not None and not paths and not remembered:
+        raise UsageError(f"task '{task}' did not run in {run_id}")
+    out = [f"run {run_id}"]
+    if run is not None:
+        out.append(f"started {shown_iso(run.started)} by {run.trigger}: {run.command}")
+    for path in paths:
         for event in read_events(path):
             out.extend(render_event(event))
+    out.extend(line for job in remembered for line in _remembered(job))
+    if run is not None and not jobs and not paths:
+        up_to_date = ": everything was up to date" if run.status == "ok" else ""
+        out.append(f"(no job ran{up_to_date})")
     return visible("\n".join(out))  # the model's text and tool results, the command
 
 
-def _started(root: Path, run_id: str) -> list[str]:
-    """`started 2026-11-23 23:00 by cron: claw run --due`, as the ledger has it; nothing
-    when it does not (a ledger moved aside, or unreadable: the transcripts are still read)."""
-    try:
-        found = history.runs(root / ".claw" / "state.db", run_id=run_id, limit=1)
-    except sqlite3.DatabaseError:
-        return []
-    return [f"started {shown_iso(r.started)} by {r.trigger}: {r.command}" for r in found]
+def _remembered(job: history.JobRow) -> list[str]:
+    """A failed verdict given again: whose it is, and where its transcript is."""
+    head = f"== {job.name}: {job.status}, {job.whose}: {job.error or ''}".rstrip()
+    if not job.transcript:  # its run's folder was gone when it was given again
+        return [head, f"   the transcript of run {job.remembered} is no longer kept"]
+    again = f"claw show {job.remembered} {job.task}"
+    return [head, f"   its transcript: {job.transcript} ({again})"]

@@ -132,18 +132,21 @@ class Recorder:
         """A failed check whose fingerprint has not changed since: the same verdict, a job
         of this run in the ledger (for `claw log`, `claw why`). In a dry run, what the job
         would give: no model call, so no prompt to estimate."""
-        known = self._recalled(p, fp)
-        if known is None:
+        recalled = self._recalled(p, fp)
+        if recalled is None:
             return None
+        known, whose = recalled
         if dry_run:
             result = not_run(p.job, "would-run", known.reasons, p.output)
             return dataclasses.replace(result, remembered=known.remembered, again=known.again)
         assert self.state is not None
         started = now_for_run(self.environ).isoformat()
-        self.state.finish_job(JobRecord.of(self.run_id, *_key(p.job), started, known))
+        row = JobRecord.of(self.run_id, *_key(p.job), started, known)
+        self.state.finish_job(dataclasses.replace(row, remembered=whose))
         return known
 
-    def _recalled(self, p: Prepared, fp: Fingerprint) -> JobResult | None:
+    def _recalled(self, p: Prepared, fp: Fingerprint) -> tuple[JobResult, str] | None:
+        """The verdict given again, and the id of the run that gave it."""
         if self.state is None:
             return None
         known = self.verdicts().get(p.job.task, p.job.item or "", fp.value)
@@ -159,7 +162,7 @@ class Recorder:
         hook = p.task.hook
         command = f"claw hook run -B {hook}" if hook else f"claw run -B {p.job.task}"
         again = f"nothing it reads has changed since; ask again with: {command}"
-        return JobResult(
+        result = JobResult(
             job=p.job,
             status="failed",
             reason="check failed",
@@ -174,6 +177,7 @@ class Recorder:
             remembered=whose,
             again=again,
         )
+        return result, known.run_id
 
     def verdicts(self) -> Verdicts:
         assert self.state is not None

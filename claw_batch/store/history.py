@@ -29,10 +29,15 @@ class JobRow:
     error: str | None
     transcript: str | None
     cost_usd: float | None  # None: the model's price is not known
+    remembered: str | None = None  # the run whose failed verdict this job gave again
 
     @property
     def name(self) -> str:
         return f"{self.task}[{self.item}]" if self.item else self.task
+
+    @property
+    def whose(self) -> str:
+        return whose(self.remembered)
 
 
 @dataclass(frozen=True)
@@ -64,6 +69,12 @@ class RunRow:
         }
 
 
+def whose(run_id: str | None) -> str:
+    """`remembered (verdict of run X)`: how claw log, claw show and the report name a job
+    that gave a failed verdict again (jobs.remembered)."""
+    return f"remembered (verdict of run {run_id})"
+
+
 def typed(argv: str) -> str:
     """The command as typed: `claw run -j 4`. A ledger of an older claw kept argv[0] as it
     was (`/home/u/.venv/bin/claw`, `/.../claw_batch/__main__.py`): it becomes `claw`."""
@@ -87,11 +98,11 @@ def trigger_of(argv: str, trigger: str | None) -> str:
     return "cron" if words[1:2] == ["run"] and "--due" in words else "hand"
 
 
-def trigger_column(db: sqlite3.Connection) -> str:
-    """`trigger` in a SELECT of runs, or NULL in a ledger from before the column (a read-only
-    open never adds it)."""
-    columns = {row[1] for row in db.execute("PRAGMA table_info(runs)")}
-    return "trigger" if "trigger" in columns else "NULL"
+def column(db: sqlite3.Connection, table: str, name: str) -> str:
+    """`name` in a SELECT of `table`, or NULL in a ledger from before the column (a read-only
+    open never adds it): schema.ADDED."""
+    columns = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+    return name if name in columns else "NULL"
 
 
 def since(text: str, now: dt.datetime) -> dt.datetime:
@@ -128,8 +139,8 @@ def runs(
             where.append("id = ?")
             args.append(run_id)
         rows = db.execute(
-            f"SELECT id, started, finished, status, exit_code, argv, {trigger_column(db)} "
-            "FROM runs"
+            "SELECT id, started, finished, status, exit_code, argv, "
+            f"{column(db, 'runs', 'trigger')} FROM runs"
             + (f" WHERE {' AND '.join(where)}" if where else "")
             + " ORDER BY rowid DESC",
             args,
@@ -138,15 +149,8 @@ def runs(
         for row in rows:
             if after is not None and dt.datetime.fromisoformat(row[1]) < after:
                 continue
-            only = " AND task = ?" if task else ""
-            jobs = db.execute(
-                "SELECT task, item, status, reason, duration_s, "
-                "prompt_tokens + completion_tokens, output, error, transcript, cost_usd "
-                f"FROM jobs WHERE run_id = ?{only} ORDER BY rowid",
-                (row[0], task) if task else (row[0],),
-            ).fetchall()
             run_id, started, finished, status, exit_code, argv, trigger = row
-            ran = tuple(JobRow(*j) for j in jobs)
+            ran = _jobs(db, run_id, task)
             by = trigger_of(argv, trigger)
             found.append(RunRow(run_id, started, finished, status, exit_code, argv, by, ran))
             if len(found) >= limit:
@@ -154,3 +158,31 @@ def runs(
         return found
     finally:
         db.close()
+
+
+def last_with_jobs(db_path: Path) -> str | None:
+    """The newest run that ran a job (a remembered verdict is one): what `claw show last`
+    shows. None without a ledger or such a run."""
+    if not db_path.exists():
+        return None
+    db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    try:
+        row = db.execute(
+            "SELECT id FROM runs WHERE id IN (SELECT run_id FROM jobs) ORDER BY rowid DESC LIMIT 1"
+        ).fetchone()
+    finally:
+        db.close()
+    return str(row[0]) if row else None
+
+
+def _jobs(db: sqlite3.Connection, run_id: str, task: str | None) -> tuple[JobRow, ...]:
+    """The jobs of run `run_id` (of `task` only, if given), in the order they ended."""
+    only = " AND task = ?" if task else ""
+    rows = db.execute(
+        "SELECT task, item, status, reason, duration_s, "
+        "prompt_tokens + completion_tokens, output, error, transcript, cost_usd, "
+        f"{column(db, 'jobs', 'remembered')} "
+        f"FROM jobs WHERE run_id = ?{only} ORDER BY rowid",
+        (run_id, task) if task else (run_id,),
+    ).fetchall()
+    return tuple(JobRow(*j) for j in rows)

@@ -36,6 +36,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     output TEXT,
     error TEXT,
     transcript TEXT,
+    remembered TEXT,               -- a failed check's verdict given again: the run that gave it
     PRIMARY KEY (run_id, task, item)
 );
 -- The last successful run of each job: what make calls the up-to-date check. A row exists
@@ -107,6 +108,7 @@ ADDED = (
     ("done", "tainted", "TEXT"),  # taint (SCHEMA made its tables)
     ("files", "ctime_ns", "INTEGER"),  # the ctime in the stat shortcut
     ("runs", "trigger", "TEXT"),  # what started a run (claw log, claw report)
+    ("jobs", "remembered", "TEXT"),  # a remembered verdict's run (claw log, show, report)
 )
 
 

@@ -59,6 +59,7 @@ class JobRecord:
     output: str | None
     error: str | None
     transcript: str | None
+    remembered: str | None = None  # the run whose failed verdict this job gave again
 
     @classmethod
     def of(cls, run_id: str, task: str, item: str, started: str, end: JobEnd) -> JobRecord:
@@ -247,7 +248,8 @@ class State(Database):
             "reason=excluded.reason, duration_s=excluded.duration_s, "
             "prompt_tokens=excluded.prompt_tokens, completion_tokens=excluded.completion_tokens, "
             "cached_tokens=excluded.cached_tokens, cost_usd=excluded.cost_usd, "
-            "output=excluded.output, error=excluded.error, transcript=excluded.transcript",
+            "output=excluded.output, error=excluded.error, transcript=excluded.transcript, "
+            "remembered=excluded.remembered",
         )
         calls = [c for r, _ in batch for c in self._calls.pop((r.run_id, r.task, r.item), ())]
         if calls:
@@ -297,11 +299,6 @@ class State(Database):
         rows = self._query(f"SELECT COALESCE(SUM(cost_usd), 0) FROM jobs WHERE {where}", args)
         return float(rows[0][0])
 
-    def last_run_id(self) -> str | None:
-        """The run that started last (in this database's order: a pinned clock may lie)."""
-        rows = self._query("SELECT id FROM runs ORDER BY rowid DESC LIMIT 1")
-        return str(rows[0]["id"]) if rows else None
-
 
 def _job_row(r: JobRecord) -> tuple[object, ...]:
     """The jobs table's columns, in its order."""
@@ -320,6 +317,7 @@ def _job_row(r: JobRecord) -> tuple[object, ...]:
         r.output,
         r.error,
         r.transcript,
+        r.remembered,
     )
 
 

@@ -210,6 +210,7 @@ def test_links_to_transcripts_are_relative_to_the_page(tmp_path: Path) -> None:
     root = tmp_path / "p"
     build_ledger(root)
     elsewhere = tmp_path / "reports" / "today.html"
+    elsewhere.parent.mkdir()
     shown = claw(root, "report", "-o", str(elsewhere), "--since", "1d", env={"CLAW_NOW": NOW})
     assert shown.stdout == f"{elsewhere}\n"
     links = re.findall(r'href="([^"]+)"', elsewhere.read_text())
@@ -247,6 +248,38 @@ def test_a_bad_span_is_a_usage_error(tmp_path: Path) -> None:
         "claw: --since 'yesterday': use e.g. 12h, 7d, 2w or 2026-11-22\n",
     )
     assert not (root / ".claw" / "report.html").exists()
+
+
+def test_an_output_whose_folder_is_missing_is_refused(tmp_path: Path) -> None:
+    root = make_project(tmp_path / "p", CLAWFILE)
+    missing = tmp_path / "nowhere" / "r.html"
+    shown = claw(root, "report", "-o", str(missing), env={"CLAW_NOW": NOW})
+    assert (shown.exit_code, shown.stdout, shown.stderr) == (
+        2,
+        "",
+        f"claw: -o {missing}: there is no folder {missing.parent}; create it first\n",
+    )
+    assert not missing.parent.exists()
+
+
+def test_an_output_through_a_file_is_refused(tmp_path: Path) -> None:
+    root = make_project(tmp_path / "p", CLAWFILE)
+    (tmp_path / "notes.txt").write_text("a file\n")
+    through = tmp_path / "notes.txt" / "r.html"
+    shown = claw(root, "report", "-o", str(through), env={"CLAW_NOW": NOW})
+    assert (shown.exit_code, shown.stdout, shown.stderr) == (
+        2,
+        "",
+        f"claw: -o {through}: {tmp_path / 'notes.txt'} is a file, not a folder\n",
+    )
+
+
+def test_the_default_output_makes_its_folder(tmp_path: Path) -> None:
+    root = make_project(tmp_path / "p", CLAWFILE)
+    shown = claw(root, "report", env={"CLAW_NOW": NOW})
+    page = root / ".claw" / "report.html"
+    assert (shown.exit_code, shown.stdout) == (0, f"{page}\n")
+    assert page.is_file()
 
 
 def job(name: str, start: float, seconds: float, status: str = "ok") -> JobSpan:
@@ -506,3 +539,59 @@ def test_the_report_tells_cron_runs_from_runs_by_hand(tmp_path: Path) -> None:
     filters = re.findall(r'<label for="by-(\w+)">([^<]*)</label>', page)
     assert filters == [("all", "all 2"), ("hand", "by hand 1"), ("cron", "cron 1")]
     assert '<input type="radio" name="by" id="by-cron">' in page
+
+
+CHECKED = """
+    version: 1
+    model: fake-model
+    tasks:
+      review:
+        prompt: "Review: {{ read('app.py') }}"
+        check: true
+        tools: []
+"""
+
+
+def test_a_remembered_verdict_is_one_entry_not_a_failure_each_time(tmp_path: Path) -> None:
+    """A check failed once, then its verdict was given again twice without a model call: one
+    failure (with its transcript), and one entry saying the verdict was remembered 2×."""
+    root = make_project(tmp_path / "p", CHECKED, {"app.py": "breakpoint()\n"})
+    verdict = json.dumps({"ok": False, "summary": "a leftover", "findings": ["drop it"]})
+    with FakeOpenAI() as server:
+        server.handler = lambda body: text(verdict)
+        env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-x"}
+        for at in ("08:00", "08:10", "08:20"):
+            when = {"CLAW_NOW": f"2026-11-22T{at}:00+01:00"}
+            assert claw(root, "run", env={**env, **when}).exit_code == 1
+        assert len(server.requests) == 1
+    assert claw(root, "report", env={"CLAW_NOW": NOW}).exit_code == 0
+    page = (root / ".claw" / "report.html").read_text()
+    section = re.search(r"<section><h2>Failures.*?</section>", page, re.DOTALL)
+    assert section is not None
+    shown = re.sub(
+        r'<pre class="transcript">.*?</pre>', "<pre>…</pre>", section[0], flags=re.DOTALL
+    )
+    first = RUN_ID.search(shown)
+    assert first is not None and first[1] == "20261122-080000"
+    assert RUN_ID.sub(r"\1-<id>", shown) == (
+        "<section><h2>Failures (1, and 1 remembered)</h2>\n"
+        '<details class="failure"><summary><span class="chip s-failed">failed</span> '
+        '<b>review</b> <span class="dim">2026-11-22 08:00 · run 20261122-080000-<id></span>'
+        '<div class="why">a leftover</div></summary><p>Transcript: <a href="runs/'
+        '20261122-080000-<id>/review.jsonl">.claw/runs/20261122-080000-<id>/review.jsonl</a>'
+        "</p><pre>…</pre></details>\n"
+        '<details class="failure"><summary><span class="chip s-failed">failed</span> '
+        '<b>review</b> <span class="dim">remembered 2×, verdict of run 20261122-080000-<id>'
+        ' · last 2026-11-22 08:20</span><div class="why">a leftover</div></summary>'
+        '<p>Transcript: <a href="runs/20261122-080000-<id>/review.jsonl">'
+        ".claw/runs/20261122-080000-<id>/review.jsonl</a></p></details>\n"
+        "</section>"
+    )
+    totals = page.partition('<section class="totals">')[2].partition("</section>")[0]
+    chips = re.findall(r'<span class="chip [^"]+">(\d+ [a-z]+)</span>', totals)
+    assert chips == ["1 failed", "2 remembered"]
+    assert "<td>review</td><td>3</td><td>1</td>" in page  # the per-task table's failed column
+    tooltips = re.findall(r'title="(review · [^"]*)"', RUN_ID.sub(r"\1-<id>", page))
+    remembered = "review · failed, remembered (verdict of run 20261122-080000-<id>) · 0.0 s · "
+    assert tooltips[:2] == [remembered + "0 tokens · $0"] * 2  # no model call: nothing spent
+    assert tooltips[2].startswith("review · failed (check failed) · ")  # the run that failed

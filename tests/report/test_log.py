@@ -135,9 +135,9 @@ def test_the_log_shows_the_command_as_typed_and_what_started_the_run(tmp_path: P
 
 
 def test_a_ledger_from_before_the_trigger_column_still_opens(tmp_path: Path) -> None:
-    """A state.db of an older claw: no `trigger` column, the interpreter's path in argv.
-    claw log reads it as it is (read-only), naming the trigger from the command; a run then
-    adds the column and goes on."""
+    """A state.db of an older claw: no `trigger` column, no `jobs.remembered`, the
+    interpreter's path in argv. claw log reads it as it is (read-only), naming the trigger
+    from the command; a run then adds the columns and goes on."""
     root = make_project(tmp_path / "p", CLAWFILE, {"inbox/a.txt": "A\n"})
     with FakeOpenAI() as server:
         server.handler = lambda body: text("done")
@@ -146,11 +146,14 @@ def test_a_ledger_from_before_the_trigger_column_still_opens(tmp_path: Path) -> 
         db = sqlite3.connect(root / ".claw" / "state.db")
         with db:
             db.execute("ALTER TABLE runs DROP COLUMN trigger")
+            db.execute("ALTER TABLE jobs DROP COLUMN remembered")
             db.execute("UPDATE runs SET argv = '/home/u/.venv/bin/claw run --due -j 4'")
         db.close()
         assert "claw run --due -j 4" in claw(root, "log").stdout
         [old] = json.loads(claw(root, "log", "--json").stdout)
         assert (old["trigger"], old["command"]) == ("cron", "claw run --due -j 4")
+        assert [job["remembered"] for job in old["jobs"]] == [None, None]
+        assert claw(root, "show", "last").stdout.startswith(f"run {old['id']}\n")
         assert claw(root, "report").exit_code == 0
         assert "claw run --due -j 4</div>" in (root / ".claw" / "report.html").read_text()
         assert claw(root, "run", "-B", env=env).exit_code == 0

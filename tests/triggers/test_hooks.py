@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import stat
 import subprocess
@@ -867,3 +868,51 @@ def test_a_hook_run_with_an_unset_key_does_not_offer_replay(
         "claw: the pre-commit hook did not run review; git stops here\n",
     )
     assert server.requests == []
+
+
+JOB_SECONDS = re.compile(r"\b\d+\.\d s\b")
+
+
+def test_the_log_says_a_remembered_verdict_is_one(
+    repo: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    first = fail_once(repo, server, env)
+    assert hook(repo, "run", "pre-commit", env={**env, "CLAW_NOW": LATER}).exit_code == 1
+    again = last_run_id(repo)
+    log = claw(repo, "log", "review")
+    by = f"hook pre-commit claw hook run -C {repo} pre-commit"
+    assert (log.exit_code, JOB_SECONDS.sub("<s>", log.stdout)) == (
+        0,
+        f"2026-11-27 09:00  failed      {by}, <s>, 15 tokens, $?  [{first}]\n"
+        "  failed      review    <s>        15 tok        $?  a leftover\n"
+        f"2026-11-27 09:30  failed      {by}, <s>, 0 tokens, $0.0000  [{again}]\n"
+        "  failed      review    <s>         0 tok   $0.0000  "
+        f"remembered (verdict of run {first}): a leftover\n",
+    )
+    jobs = [run["jobs"][0] for run in json.loads(claw(repo, "log", "--json").stdout)]
+    assert [job["remembered"] for job in jobs] == [first, None]  # newest first
+
+
+def test_show_opens_a_run_whose_only_job_was_remembered(
+    repo: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    """The run has no folder of its own (no transcript was written): the ledger has it, and
+    its job points to the transcript the verdict came from."""
+    first = fail_once(repo, server, env)
+    assert hook(repo, "run", "pre-commit", env={**env, "CLAW_NOW": LATER}).exit_code == 1
+    again = last_run_id(repo)
+    assert not (repo / ".claw/runs" / again).exists()
+    shown = claw(repo, "show", again)
+    assert (shown.exit_code, shown.stderr, shown.stdout) == (
+        0,
+        "",
+        f"run {again}\n"
+        f"started 2026-11-27 09:30 by hook pre-commit: claw hook run -C {repo} pre-commit\n"
+        f"== review: failed, remembered (verdict of run {first}): a leftover\n"
+        f"   its transcript: .claw/runs/{first}/review.jsonl (claw show {first} review)\n",
+    )
+    assert claw(repo, "show", "last").stdout == shown.stdout
+    assert claw(repo, "show", again, "review").stdout == shown.stdout
+    other = claw(repo, "show", again, "message")
+    assert (other.exit_code, other.stderr) == (2, f"claw: task 'message' did not run in {again}\n")
+    assert claw(repo, "show", first, "review").stdout.startswith(f"run {first}\n")
