@@ -270,5 +270,5 @@ def _dialect(markup: toolmarkup.Markup | None, sent: Message) -> dict[str, str]:
 def _canonical_args(arguments: str) -> str:
     try:
         return json.dumps(json.loads(arguments), sort_keys=True, separators=(",", ":"))
-    except ValueError:
+    except (ValueError, RecursionError):
         return arguments

@@ -165,7 +165,7 @@ def _objects(text: str, pos: int) -> tuple[list[object], int]:
 def _json_call(body: str, n: int) -> Found:
     try:
         value = json.loads(body)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise _Unreadable(f"tool call {n} is not JSON: {exc}") from None
     return _named(value, n)
 
@@ -183,7 +183,7 @@ def _xml_value(text: str) -> object:
     # would refuse 3 where text is); a list or an object is what its JSON says.
     try:
         value = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return text
     return value if isinstance(value, (list, dict)) else text
 
@@ -204,7 +204,7 @@ def _arguments(value: object) -> str:
 def _decode(text: str, pos: int, n: int) -> tuple[object, int]:
     try:
         return json.JSONDecoder().raw_decode(text, pos)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise _Unreadable(f"tool call {n} is not JSON: {exc}") from None
 
 
