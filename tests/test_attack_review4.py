@@ -159,3 +159,47 @@ def test_a_junk_endpoint_answering_deeply_nested_json_fails_only_the_job(
     r = claw(root, "run", "-j", "1", "-k", "a", "b", env=env(server))
     assert "unexpected error" not in r.stderr, r.stderr
     assert (root / "b.md").read_text() == "b is fine\n"
+
+
+@pytest.mark.parametrize(
+    "cut",
+    [
+        # Qwen3-Coder's XML: </parameter>, </function>, </tool_call> never came
+        "<tool_call>\n<function=write>\n<parameter=path>\nout/app.py\n</parameter>\n"
+        "<parameter=content>\ndef main():\n    check_signature(",
+        # Hermes JSON cut off is refused (not JSON); the XML closers are what is missing here
+        "<tool_call>\n<function=write>\n<parameter=content>\ndef main():\n    pass\n"
+        "</parameter>\n<parameter=path>\nout/app.py",
+    ],
+    ids=["content-cut", "path-cut"],
+)
+def test_a_markup_call_cut_off_by_the_token_limit_does_not_run(tmp_path: Path, cut: str) -> None:
+    """A reply that hit max_tokens (finish_reason 'length') mid-call: natively its arguments
+    are JSON cut in two, which no tool takes. As markup, _FUNCTION and _PARAMETER accept the
+    end of the text (\\Z) for their closing tags, so the cut text is a complete call and
+    `write` truncates the file to half a program, the model told 'wrote ...'."""
+    import time as _time
+
+    from scripted import ScriptedLLM, say
+
+    from claw_batch.agent.budget import JobBudget
+    from claw_batch.agent.loop import LoopSettings, ToolLoop
+    from claw_batch.llm.messages import Completion, Message, Usage
+    from claw_batch.safety.paths import Policy
+    from claw_batch.tools.base import ToolContext
+    from claw_batch.tools.registry import TOOLS
+
+    (tmp_path / "out").mkdir()
+    original = "def main():\n    verify(token)\n    run()\n"
+    (tmp_path / "out/app.py").write_text(original)
+    deadline = _time.monotonic() + 30
+    ctx = ToolContext(
+        root=tmp_path, policy=Policy(tmp_path, write_globs=("out/**",)), env={}, deadline=deadline
+    )
+    settings = LoopSettings(model="m", temperature=None, max_steps=5, deadline=deadline, timeout=30)
+    cut_off = Completion(Message("assistant", cut), Usage(10, 5), "length", "scripted")
+    llm = ScriptedLLM(cut_off, say("done"))
+    tools = {n: TOOLS[n] for n in ("read", "write", "edit")}
+    loop = ToolLoop(llm, tools, ctx, settings, budget=JobBudget.tokens_only())
+    loop.run([Message("system", "s"), Message("user", "go")])
+    assert (tmp_path / "out/app.py").read_text() == original

@@ -155,7 +155,8 @@ class ToolLoop:
         message = reply.message
         if message.tool_calls or not message.content:
             return reply, None
-        markup = toolmarkup.recover(message.content, self.tools, step)
+        cut_off = reply.finish_reason == "length"  # max_tokens: a call in it may be half
+        markup = toolmarkup.recover(message.content, self.tools, step, cut_off=cut_off)
         if markup is None or not markup.calls:
             return reply, markup
         message = replace(message, content=markup.content, tool_calls=markup.calls)
