@@ -203,3 +203,52 @@ def test_a_markup_call_cut_off_by_the_token_limit_does_not_run(tmp_path: Path, c
     loop = ToolLoop(llm, tools, ctx, settings, budget=JobBudget.tokens_only())
     loop.run([Message("system", "s"), Message("user", "go")])
     assert (tmp_path / "out/app.py").read_text() == original
+
+
+@pytest.mark.parametrize("reasoning", [None, "thought apart"], ids=["plain", "with-reasoning"])
+def test_an_answer_that_mentions_the_closing_tag_is_kept_whole(
+    tmp_path: Path, server: FakeOpenAI, reasoning: str | None
+) -> None:
+    """thinking.split takes everything up to a `</think>` no `<think>` opened for thinking
+    (DeepSeek-R1's template opens it). An answer that only *mentions* the closing tag -- a
+    review of a chat template, a summary of this very file -- lost its beginning in the
+    output; even when the server sent the thinking apart as reasoning_content, when the
+    content can hold none."""
+    root = make_project(
+        tmp_path / "p",
+        """
+        version: 1
+        model: local-qwen
+        tasks:
+          summary:
+            prompt: Summarise.
+            output: out.md
+        """,
+    )
+    answer = "The template closes thinking with </think> and then answers."
+    server.enqueue(text(answer, reasoning=reasoning))
+    r = claw(root, "run", "summary", env=env(server))
+    assert r.exit_code == 0, r.stderr
+    assert (root / "out.md").read_text() == answer + "\n"
+
+
+def test_a_verdict_that_quotes_the_closing_tag_stays_a_verdict(
+    tmp_path: Path, server: FakeOpenAI
+) -> None:
+    """A check whose findings quote `</think>` (a staged diff of a prompt template) had its
+    JSON cut in two: the verdict is lost and the job fails as 'not JSON'."""
+    root = make_project(
+        tmp_path / "p",
+        """
+        version: 1
+        model: local-qwen
+        tasks:
+          review:
+            prompt: Review.
+            check: true
+        """,
+    )
+    verdict = {"ok": True, "summary": "fine", "findings": ["prompt.md:3: stray </think>"]}
+    server.enqueue(text(json.dumps(verdict)), text(json.dumps(verdict)))
+    r = claw(root, "run", "review", env=env(server))
+    assert r.exit_code == 0, r.stderr

@@ -68,12 +68,18 @@ class Markup:
 
 
 def recover(
-    text: str, offered: Collection[str], step: int, *, cut_off: bool = False
+    text: str,
+    offered: Collection[str],
+    step: int,
+    *,
+    cut_off: bool = False,
+    reasoning_apart: bool = False,
 ) -> Markup | None:
     """The tool calls `text` holds as markup, or None when it holds none at top level.
     Ids are made from the turn (`step`): the same reply always gets the same ids. Markup in
-    a reply `cut_off` by the token limit is a problem, whatever it looks like."""
-    head, body = thinking.split(text)
+    a reply `cut_off` by the token limit is a problem, whatever it looks like;
+    `reasoning_apart` as `thinking.split` takes it."""
+    head, body = thinking.split(text, reasoning_apart=reasoning_apart)
     fenced = _FENCED.match(body)
     body = fenced.group(2) if fenced else body
     found = [(at, d) for d, token in MARKERS if (at := _top_level(body, token)) is not None]
