@@ -52,7 +52,10 @@ def instructions(schema: Mapping[str, Any], *, check: bool) -> str:
 def parse(text: str) -> Any:
     """The JSON in a final answer; a ```json fence around it is tolerated."""
     m = FENCE.match(text.strip())
-    return json.loads(m.group(1) if m else text)
+    try:
+        return json.loads(m.group(1) if m else text)
+    except RecursionError:
+        raise ValueError("nested deeper than claw reads") from None
 
 
 def problem(text: str, schema: Mapping[str, Any]) -> str | None:

@@ -99,7 +99,8 @@ class ToolLoop:
                 self._check_repeats(repeats, calls)
                 messages.extend(self._run_calls(calls))
                 continue
-            text = thinking.answer(reply.message.content or "")
+            apart = reply.message.reasoning is not None
+            text = thinking.answer(reply.message.content or "", reasoning_apart=apart)
             correction, failure = self._refusal(text, markup)
             if correction is None:
                 return LoopResult(text, usage, step)
@@ -155,7 +156,13 @@ class ToolLoop:
         message = reply.message
         if message.tool_calls or not message.content:
             return reply, None
-        markup = toolmarkup.recover(message.content, self.tools, step)
+        markup = toolmarkup.recover(
+            message.content,
+            self.tools,
+            step,
+            cut_off=reply.finish_reason == "length",  # max_tokens: a call in it may be half
+            reasoning_apart=message.reasoning is not None,
+        )
         if markup is None or not markup.calls:
             return reply, markup
         message = replace(message, content=markup.content, tool_calls=markup.calls)
@@ -270,5 +277,5 @@ def _dialect(markup: toolmarkup.Markup | None, sent: Message) -> dict[str, str]:
 def _canonical_args(arguments: str) -> str:
     try:
         return json.dumps(json.loads(arguments), sort_keys=True, separators=(",", ":"))
-    except ValueError:
+    except (ValueError, RecursionError):
         return arguments

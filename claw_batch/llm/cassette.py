@@ -195,7 +195,7 @@ def read_cassette(path: Path) -> dict[str, dict[str, Any]]:
         interactions = {_key_of(i["request"]): i for i in data["interactions"]}
         for interaction in interactions.values():
             completion_from_json(interaction["response"])
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
         detail = f"missing key {exc}" if isinstance(exc, KeyError) else str(exc)
         raise ReplayMismatch(
             f"cassette {path} is unreadable ({detail}); fix it, or delete it and record again "

@@ -76,7 +76,7 @@ def _message_of(text: str) -> str | None:
     """`{"error": {"message": "..."}}` or `{"message": "..."}` as raw text: its message."""
     try:
         data = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     inner = data.get("error", data) if isinstance(data, dict) else None
     message = inner.get("message") if isinstance(inner, dict) else inner

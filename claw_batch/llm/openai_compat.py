@@ -137,6 +137,11 @@ class OpenAICompatLLM:
         except openai.OpenAIError as exc:
             self._breaker.abandoned(ticket)
             raise ModelError(f"{self._where(request)}: {self._redact(str(exc))}") from None
+        except RecursionError:
+            self._breaker.abandoned(ticket)
+            raise ModelError(
+                f"{self._where(request)}: malformed reply: JSON nested too deep"
+            ) from None
         except wire.MalformedReply as exc:
             self._breaker.abandoned(ticket)
             detail = self._redact(str(exc))

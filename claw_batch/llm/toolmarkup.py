@@ -19,6 +19,14 @@ opening token first on a line and outside fenced code blocks (a reply that is no
 fenced block is read inside it), and bare JSON only as said above. The text around the
 markup, a leading think block included, is the message's content. Names in markup are not
 checked here: a call of a tool the task lacks is answered as the loop answers any such call.
+
+What keeps half a call from running: markup in a reply cut off by the token limit
+(`finish_reason: "length"`) is a problem, never calls, whatever it looks like. Qwen3-Coder's
+closing tags count: a `<parameter=…>` ends at `</parameter>` (or where the next
+`<parameter=` opens), a `<function=…>` at `</function>`; where the text ends first, the call
+is unreadable. A `<tool_call>` block that the reply ends inside, with no `</tool_call>`, is
+read when what it holds is whole by its own syntax: JSON that parses, or a closed
+`<function=…>` (JSON cut in two does not parse).
 """
 
 from __future__ import annotations
@@ -34,9 +42,10 @@ from claw_batch.llm.messages import ToolCall
 PYTHON_TAG = "<|python_tag|>"
 MISTRAL = "[TOOL_CALLS]"
 _BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.DOTALL)
-_FUNCTION = re.compile(r"<function=([^>\s]+)>(.*?)(?:</function>|\Z)", re.DOTALL)
+# The last group is "" where the text ended before the closing tag: unreadable, not a call.
+_FUNCTION = re.compile(r"<function=([^>\s]+)>(.*?)(?:</function>|(\Z))", re.DOTALL)
 _PARAMETER = re.compile(
-    r"<parameter=([^>\s]+)>\n?(.*?)\n?(?:</parameter>|(?=<parameter=)|\Z)", re.DOTALL
+    r"<parameter=([^>\s]+)>\n?(.*?)\n?(?:</parameter>|(?=<parameter=)|(\Z))", re.DOTALL
 )
 _MISTRAL_NAME = re.compile(r"([A-Za-z0-9_.-]+)(?:\[ARGS\])?")
 _FENCED = re.compile(r"\A\s*(```|~~~)[\w+-]*[ \t]*\n(.*?)\n[ \t]*\1[ \t]*\Z", re.DOTALL)
@@ -58,21 +67,37 @@ class Markup:
     problem: str | None = None  # why the markup could not be read (then there are no calls)
 
 
-def recover(text: str, offered: Collection[str], step: int) -> Markup | None:
+def recover(
+    text: str,
+    offered: Collection[str],
+    step: int,
+    *,
+    cut_off: bool = False,
+    reasoning_apart: bool = False,
+) -> Markup | None:
     """The tool calls `text` holds as markup, or None when it holds none at top level.
-    Ids are made from the turn (`step`): the same reply always gets the same ids."""
-    head, body = thinking.split(text)
+    Ids are made from the turn (`step`): the same reply always gets the same ids. Markup in
+    a reply `cut_off` by the token limit is a problem, whatever it looks like;
+    `reasoning_apart` as `thinking.split` takes it."""
+    head, body = thinking.split(text, reasoning_apart=reasoning_apart)
     fenced = _FENCED.match(body)
     body = fenced.group(2) if fenced else body
     found = [(at, d) for d, token in MARKERS if (at := _top_level(body, token)) is not None]
     if not found:
-        return _bare(head, body, offered, step)
+        bare = _bare(head, body, offered, step)
+        return _cut(bare.dialect, bare.content) if bare and cut_off else bare
     at, dialect = min(found)
+    if cut_off:
+        return _cut(dialect, _text(head + body[:at]))
     try:
         calls, after = READERS[dialect](body[at:])
     except _Unreadable as exc:
         return Markup(dialect, _text(head + body[:at]), problem=f"{dialect} {exc}")
     return Markup(dialect, _text(head + body[:at] + after), _numbered(calls, step))
+
+
+def _cut(dialect: str, content: str | None) -> Markup:
+    return Markup(dialect, content, problem=f"{dialect} tool call cut off by the token limit")
 
 
 def _hermes(tail: str) -> tuple[list[Found], str]:
@@ -165,7 +190,7 @@ def _objects(text: str, pos: int) -> tuple[list[object], int]:
 def _json_call(body: str, n: int) -> Found:
     try:
         value = json.loads(body)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise _Unreadable(f"tool call {n} is not JSON: {exc}") from None
     return _named(value, n)
 
@@ -174,7 +199,13 @@ def _xml_call(body: str, n: int) -> Found:
     m = _FUNCTION.match(body)
     if m is None:
         raise _Unreadable(f"tool call {n} has no name: {_excerpt(body)}")
-    arguments = {key: _xml_value(value) for key, value in _PARAMETER.findall(m.group(2))}
+    if m.group(3) is not None:
+        raise _Unreadable(f"tool call {n} has no </function>: {_excerpt(body)}")
+    arguments = {}
+    for p in _PARAMETER.finditer(m.group(2)):
+        if p.group(3) is not None:
+            raise _Unreadable(f"tool call {n} has no </parameter> after <parameter={p[1]}>")
+        arguments[p[1]] = _xml_value(p[2])
     return m.group(1), json.dumps(arguments, ensure_ascii=False)
 
 
@@ -183,7 +214,7 @@ def _xml_value(text: str) -> object:
     # would refuse 3 where text is); a list or an object is what its JSON says.
     try:
         value = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return text
     return value if isinstance(value, (list, dict)) else text
 
@@ -204,7 +235,7 @@ def _arguments(value: object) -> str:
 def _decode(text: str, pos: int, n: int) -> tuple[object, int]:
     try:
         return json.JSONDecoder().raw_decode(text, pos)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise _Unreadable(f"tool call {n} is not JSON: {exc}") from None
 
 

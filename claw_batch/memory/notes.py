@@ -26,7 +26,7 @@ LINE_WIDTH = 160
 def first_lines(text: str, n: int = FIRST_LINES) -> list[str]:
     """The first non-blank lines, shortened; a JSON result is shown on one line."""
     if text.lstrip().startswith(("{", "[")):
-        with contextlib.suppress(ValueError):
+        with contextlib.suppress(ValueError, RecursionError):
             text = json.dumps(json.loads(text), ensure_ascii=False)
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
     shown = [ln if len(ln) <= LINE_WIDTH else ln[: LINE_WIDTH - 1] + "…" for ln in lines[:n]]

@@ -106,7 +106,7 @@ def _assistant(e: Mapping[str, Any]) -> Iterator[str]:
 def _args(raw: str) -> str:
     try:
         parsed = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         return raw
     if not isinstance(parsed, dict):
         return raw

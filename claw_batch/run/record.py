@@ -11,6 +11,7 @@ import datetime as dt
 import json
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from claw_batch.agent.answers import findings_text
 from claw_batch.clock import now_for_run
@@ -152,7 +153,9 @@ class Recorder:
         known = self.verdicts().get(p.job.task, p.job.item or "", fp.value)
         if known is None:
             return None
-        parsed = json.loads(known.text)
+        parsed = _verdict_of(known.text)
+        if parsed is None:  # a ledger row no longer readable: ask the model again
+            return None
         summary = self.redact(str(parsed.get("summary", "")))
         whose = f"the verdict of run {known.run_id} at {when(known.started)}"
         # Its transcript is the one the verdict came from (claw log, the report link it).
@@ -189,3 +192,12 @@ class Recorder:
 def _key(job: Job) -> tuple[str, str]:
     """The job as the ledger names it: (task, item), '' for a task without items."""
     return job.task, job.item or ""
+
+
+def _verdict_of(text: str) -> dict[str, Any] | None:
+    """A remembered verdict as its JSON object; None if the ledger's copy cannot be read."""
+    try:
+        parsed = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return parsed if isinstance(parsed, dict) else None

@@ -88,6 +88,8 @@ def read_events(path: Path) -> list[dict[str, Any]]:
             if line:
                 try:
                     events.append(json.loads(line))
-                except ValueError:  # a line torn by a crash: the rest is still worth showing
+                # a line torn by a crash (or nested past what json reads): the rest is
+                # still worth showing
+                except (ValueError, RecursionError):
                     continue
     return events

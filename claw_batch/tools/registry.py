@@ -116,6 +116,8 @@ def _parse_arguments(arguments: str) -> dict[str, Any]:
         raw = json.loads(arguments)
     except json.JSONDecodeError as e:
         raise ToolError(f"invalid JSON arguments: {e}") from None
+    except RecursionError:
+        raise ToolError("invalid JSON arguments: nested deeper than claw reads") from None
     if not isinstance(raw, dict):
         raise ToolError(f"arguments must be a JSON object, not {type(raw).__name__}")
     return raw

@@ -17,6 +17,17 @@ ANSWERS = {
         "Models write <think>...</think> first.",
         "Models write <think>...</think> first.",
     ),
+    "opened_by_the_template_at_the_end": ("plan only</think>", ""),
+    "closing_tag_then_spaces_ends_the_line": ("plan</think>  \nThe answer.", "The answer."),
+    "closing_tag_mentioned_mid_line": (
+        "R1 closes thinking with </think> and then answers.",
+        "R1 closes thinking with </think> and then answers.",
+    ),
+    "closing_tag_in_a_json_answer": (
+        '{"findings": ["a.md:3: stray </think>\n"]}',
+        '{"findings": ["a.md:3: stray </think>\n"]}',
+    ),
+    "closing_tag_in_a_pretty_json_list": ('[\n  "</think>"\n]', '[\n  "</think>"\n]'),
 }
 
 
@@ -28,3 +39,12 @@ def test_answer(text: str, expected: str) -> None:
 def test_split_keeps_every_character() -> None:
     text = "<think>plan</think>\nThe answer."
     assert split(text) == ("<think>plan</think>", "\nThe answer.")
+
+
+def test_with_reasoning_sent_apart_only_a_leading_block_is_thinking() -> None:
+    """The server parsed the thinking out (reasoning_content): a `</think>` left in the
+    content is the answer's own."""
+    assert answer("plan</think>\n\nThe answer.", reasoning_apart=True) == (
+        "plan</think>\n\nThe answer."
+    )
+    assert answer("<think>x</think>The answer.", reasoning_apart=True) == "The answer."

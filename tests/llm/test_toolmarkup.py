@@ -155,6 +155,16 @@ UNREADABLE = {
         "[TOOL_CALLS] !!",
         "mistral tool call 1 has no name: !!",
     ),
+    "qwen3_coder_parameter_never_closed": (
+        "<tool_call>\n<function=write>\n<parameter=path>\na.md\n</parameter>\n"
+        "<parameter=content>\nhalf a\n</function>\n</tool_call>",
+        "hermes tool call 1 has no </parameter> after <parameter=content>",
+    ),
+    "qwen3_coder_function_never_closed": (
+        "<tool_call>\n<function=write>\n<parameter=path>\na.md\n</parameter>\n",
+        "hermes tool call 1 has no </function>: <function=write>\n<parameter=path>\na.md\n"
+        "</parameter>",
+    ),
     "llama_python_code": (
         '<|python_tag|>brave_search.call(query="claw")',
         "llama tool call 1 is not JSON: Expecting value: line 1 column 15 (char 14)",
@@ -167,3 +177,20 @@ def test_unreadable_markup_says_what_was_wrong(text: str, problem: str) -> None:
     found = recover(text, OFFERED, 1)
     assert found is not None
     assert (found.calls, found.problem) == ((), problem)
+
+
+CUT_OFF = {
+    "hermes": ('I look.\n<tool_call>{"name": "ls", "arguments": {}}</tool_call>', "hermes"),
+    "mistral": ('I look.\n[TOOL_CALLS][{"name": "ls", "arguments": {}}]', "mistral"),
+    "llama": ('I look.\n<|python_tag|>{"name": "ls", "parameters": {}}', "llama"),
+    "bare": ('<think>I look.</think>\n[{"name": "ls", "arguments": {}}]', "mistral"),
+}
+
+
+@pytest.mark.parametrize(("text", "dialect"), CUT_OFF.values(), ids=CUT_OFF.keys())
+def test_markup_in_a_reply_cut_off_by_the_token_limit_is_no_call(text: str, dialect: str) -> None:
+    """finish_reason 'length': a call that looks whole may be the first of a cut-off two, and
+    a Qwen3-Coder value may stop mid-line where its closing tag would have come next."""
+    problem = f"{dialect} tool call cut off by the token limit"
+    content = text[: text.index("\n")]
+    assert recover(text, OFFERED, 1, cut_off=True) == Markup(dialect, content, problem=problem)
