@@ -94,7 +94,8 @@ class OpenAICompatLLM:
             http_client=http_client,
         )
         # Absolute: the SDK would otherwise parse and rebuild the base URL for every request.
-        self._url = f"{self._client.base_url}chat/completions"
+        # A base URL with no path prints without its slash (`http://host:9`).
+        self._url = f"{str(self._client.base_url).rstrip('/')}/chat/completions"
         # Some endpoints echo the key they refused; it must never reach a log or a terminal.
         self._redact = Redactor([api_key] if api_key else [])
         self._stream = stream

@@ -92,3 +92,17 @@ def test_gateway_nested_cause_is_in_the_job_error(tmp_path: Path) -> None:
     assert re.fullmatch(
         rf"start t\nfailed t \(\d+\.\d s, 0 tokens\): {re.escape(message)}\n", r.stderr
     ), r.stderr
+
+
+def test_a_base_url_without_a_path_is_asked_not_a_crash(tmp_path: Path) -> None:
+    """`OPENAI_BASE_URL=http://127.0.0.1:9` (no /v1, no slash) made the request URL
+    `http://127.0.0.1:9chat/completions`: an InvalidURL crash, not the endpoint's answer."""
+    root = make_project(
+        tmp_path, "version: 1\nmodel: qwen\ntasks:\n  t: {prompt: go, output: t.md}\n"
+    )
+    with FakeOpenAI() as server:
+        bare = server.base_url.removesuffix("/v1")
+        r = claw(root, "run", "t", env={"OPENAI_BASE_URL": bare, "CLAW_NOW": NOW})
+    assert r.exit_code == 1
+    assert "unexpected error" not in r.stderr
+    assert "no route /chat/completions" in r.stderr
