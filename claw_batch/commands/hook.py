@@ -168,14 +168,12 @@ def run_hook(
 
 
 def _stopped(hook: str, names: list[str], summary: RunSummary) -> str:
-    """Why git stops, said for someone at `git commit`: no `--wait` or `--replay` to add
-    (git passes no options), and the tasks named, whether they failed or never ran."""
+    """Why git stops, said for someone at `git commit` (the runner leaves `--wait` and
+    `--replay` out of a hook run's errors: git passes no options), and the tasks named,
+    whether they failed or never ran."""
     from claw_batch.errors import Locked
-    from claw_batch.llm.endpoints import REPLAY_HINT
-    from claw_batch.run.lock import ADVICE
 
-    error = (summary.error or "").replace(REPLAY_HINT, "")
-    lines = [error.removesuffix(ADVICE)] if error else []
+    lines = [summary.error] if summary.error else []
     failed = [r.job.name for r in summary.results if r.status in STOPPED]
     if failed:
         lines.append(f"the {hook} hook failed ({', '.join(failed)}); git stops here")

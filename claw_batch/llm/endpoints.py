@@ -36,10 +36,6 @@ def api_keys(config: Clawfile, environ: Mapping[str, str]) -> list[str]:
     return [environ[n] for n in sorted(names) if environ.get(n)]
 
 
-# Recorded replies need no key; a git hook run cannot replay, so it leaves this out.
-REPLAY_HINT = " or run with --replay"
-
-
 @dataclass(frozen=True)
 class MissingKey:
     """A provider whose `api_key_env` names a variable the environment does not set."""
@@ -49,10 +45,15 @@ class MissingKey:
     tasks: tuple[str, ...]  # the tasks that call it
 
     def __str__(self) -> str:
+        return self.said()
+
+    def said(self, *, replay: bool = True) -> str:
+        """`replay`: offer recorded replies, which need no key (a git hook cannot replay)."""
+        hint = " or run with --replay" if replay else ""
         return (
             f"environment variable {self.variable} is not set: provider '{self.provider}' "
             f"reads its API key from it (api_key_env), for tasks {', '.join(self.tasks)}; "
-            f"set it (export {self.variable}=...){REPLAY_HINT}"
+            f"set it (export {self.variable}=...){hint}"
         )
 
 

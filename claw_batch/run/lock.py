@@ -26,7 +26,7 @@ POLL_S = 0.05
 # of a dead process) retries this long before it settles for an anonymous message.
 LABEL_GRACE_S = 0.25
 # What a `claw run` that finds the project locked is told; a git hook, which cannot pass
-# --wait through `git commit`, says something else (commands/hook.py).
+# --wait through `git commit`, is told what to do from git instead (commands/hook.py).
 ADVICE = "; wait for it or use --wait"
 
 
@@ -72,8 +72,10 @@ class ProjectLock:
         timeout: float | None = None,
         argv: str = "",
         on_wait: Callable[[str], None] | None = None,
+        advice: str = ADVICE,
     ) -> None:
         self.path = lock_path(root)
+        self.advice = advice  # added to `locked by ...` when not waiting
         self.wait = wait
         self.timeout = timeout
         self.argv = argv
@@ -122,7 +124,7 @@ class ProjectLock:
                 continue
             described = holder.describe() if holder else "locked by another claw run"
             if not self.wait:
-                raise Locked(described + ADVICE)
+                raise Locked(described + self.advice)
             if self.timeout is not None and waited >= self.timeout:
                 raise Locked(f"{described}; gave up waiting after {self.timeout:g} s")
             if not told and self.on_wait is not None:

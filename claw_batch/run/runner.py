@@ -27,7 +27,7 @@ from claw_batch.errors import (
 from claw_batch.llm.endpoints import Mode, Models, api_keys, missing_keys
 from claw_batch.plan.graph import Graph, build
 from claw_batch.plan.jobs import Job, expand, select_tasks
-from claw_batch.run.lock import ProjectLock
+from claw_batch.run.lock import ADVICE, ProjectLock
 from claw_batch.run.results import JobResult, RunSummary
 from claw_batch.run.session import RunSession, RunSetup
 from claw_batch.safety.redact import Redactor, secrets_from_env
@@ -155,6 +155,7 @@ class Runner:
             wait=self.options.wait,
             argv=self.options.command,
             on_wait=lambda held: self.progress.message(f"claw: {held}; waiting"),
+            advice="" if self.options.hook else ADVICE,  # no --wait to pass through git
         )
         try:
             with lock:
@@ -239,7 +240,8 @@ class Runner:
         if unset and not o.force:  # a task whose jobs are all up to date calls no model
             running = self._would_run(names)
             unset = missing_keys(self.project.config, self.environ, running, model=o.model)
-        return UsageError("\n".join(str(m) for m in unset)) if unset else None
+        replay = o.hook is None  # a git hook cannot replay
+        return UsageError("\n".join(m.said(replay=replay) for m in unset)) if unset else None
 
     def _would_run(self, names: list[str]) -> list[str]:
         """The tasks of `names` with a job that would run: what `claw run -n` finds, said
