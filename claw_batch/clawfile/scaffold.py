@@ -11,9 +11,29 @@ from typing import NamedTuple
 
 from claw_batch.errors import UsageError
 
-# What claw writes of its own in a project from this template, for git to leave out: a
-# `git add -A` must not stage them, nor a review hook read them in the next diff.
-GITIGNORE = (".claw/", "/workspace/memory/????-??-??.md")
+
+class OwnFiles(NamedTuple):
+    """What claw writes of its own in a project, for git to leave out: a `git add -A` must
+    not stage it, nor a review hook read it in the next diff."""
+
+    line: str  # in .gitignore
+    sample: str  # a path the line covers, to ask git about
+    what: str
+
+
+def own_files(workspace: str = "workspace") -> tuple[OwnFiles, ...]:
+    """What claw writes of its own in a project (the template's workspace by default)."""
+    return (
+        OwnFiles(".claw/", ".claw/", "the ledger, where each hook run keeps its record"),
+        OwnFiles(
+            f"/{workspace}/memory/????-??-??.md",
+            f"{workspace}/memory/2000-01-01.md",
+            "the daily notes claw run appends",
+        ),
+    )
+
+
+GITIGNORE = tuple(own.line for own in own_files())
 GITIGNORE_NOTE = "# claw's own: the ledger and transcripts, and the daily note each run appends"
 
 

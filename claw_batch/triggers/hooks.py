@@ -155,15 +155,12 @@ def _unignored(project: Project) -> str:
     does not follow: each hook run writes its record under `.claw/` and each `claw run`
     appends a daily note, so a commit would leave them untracked and `git add -A` stage
     them. Asked of git with a sample path per line, so any rule that covers it counts."""
-    lines = {".claw/": (".claw/", "the ledger, where each hook run keeps its record")}
+    from claw_batch.clawfile.scaffold import own_files
+
     workspace = Path(project.config.workspace)
-    if not workspace.is_absolute() and ".." not in workspace.parts:
-        notes = f"/{workspace.as_posix()}/memory/????-??-??.md"
-        lines[notes] = (
-            f"{workspace.as_posix()}/memory/2000-01-01.md",
-            "the daily notes claw run appends",
-        )
-    samples = [sample for sample, _ in lines.values()]
+    inside = not workspace.is_absolute() and ".." not in workspace.parts
+    owned = own_files(workspace.as_posix())[: None if inside else 1]
+    samples = [own.sample for own in owned]
     try:
         done = subprocess.run(
             ["git", "check-ignore", "--no-index", *samples],
@@ -177,13 +174,13 @@ def _unignored(project: Project) -> str:
     if done.returncode not in (0, 1):  # 128: git could not tell
         return ""
     ignored = set(done.stdout.splitlines())
-    missing = {line: what for line, (sample, what) in lines.items() if sample not in ignored}
+    missing = [own for own in owned if own.sample not in ignored]
     if not missing:
         return ""
-    said = "; ".join(missing.values())
+    said = "; ".join(own.what for own in missing)
     return (
         f"\nclaw: warning: git does not ignore what claw writes of its own ({said}); "
-        "add to .gitignore:" + "".join(f"\nclaw:   {line}" for line in missing)
+        "add to .gitignore:" + "".join(f"\nclaw:   {own.line}" for own in missing)
     )
 
 
