@@ -352,7 +352,12 @@ def main() -> int:
     parser.add_argument("-j", "--jobs", type=int, default=32)
     parser.add_argument("--others", default="8,64", help="more -j values, for context")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--workers", help="$CLAW_WORKERS for the runs: 0 keeps model calls in claw's process"
+    )
     args = parser.parse_args()
+    if args.workers is not None:
+        os.environ["CLAW_WORKERS"] = args.workers
     items, latency = args.items, args.latency
     began = time.perf_counter()
     print(f"machine: {machine()}; claw_batch at {revision()}; {load()}\n")
