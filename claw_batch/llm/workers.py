@@ -15,7 +15,7 @@ When: a run's first calls are made in this process, so its first request leaves 
 worker started; the workers start once AUTO_FROM calls are in flight at once (which takes both a
 large -j and that many jobs to run) and take the calls from when they are ready. $CLAW_WORKERS
 sets the number (0: never); set, the workers start with the run's first call, which waits for
-one of them (for tests and benchmarks). A worker is given the endpoint as an `EndpointSpec`
+them all (for tests and benchmarks). A worker is given the endpoint as an `EndpointSpec`
 naming the key's environment variable, never the key: it reads it from its environment, the
 run's. It exits when its pipe from the coordinator ends (the run ended, or was killed with
 SIGKILL), and the terminal's Ctrl-C does not reach it (a session of its own): the run stops it.
@@ -161,9 +161,8 @@ class Pool:
         return min(ready[turn:] + ready[:turn], key=lambda w: len(w.pending))
 
     def _await_ready(self, workers: list[_Worker], deadline: float) -> None:
-        while not any(w.ready.is_set() for w in workers if w.died is None):
-            if all(w.died is not None for w in workers):
-                return  # none could start: the calls are made here
+        """Until every worker is ready (or dead: with none left, calls are made here)."""
+        while not all(w.ready.is_set() or w.died is not None for w in workers):
             left = deadline - time.monotonic()
             if left <= 0:
                 raise LimitExceeded(TIMEOUT)
