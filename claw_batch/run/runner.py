@@ -219,7 +219,8 @@ class Runner:
         if self.workers is not None:
             self.workers.close()
             if self.workers.used and self.progress.verbose:
-                self.progress.message(f"claw: model calls in {self.workers.used} worker processes")
+                n = self.workers.used
+                self.progress.message(f"claw: model calls in {n} worker process{'es' * (n > 1)}")
 
     def _ended_early(
         self, summary: RunSummary, state: State | None, chosen: Chosen | None, *, left: bool = False

@@ -179,7 +179,7 @@ def test_a_run_with_enough_calls_in_flight_moves_them_to_workers(
     assert [j["status"] for j in json.loads(out)["jobs"]] == ["ok"] * AUTO_FROM
     assert watched.owners[0] == {watched.pid}  # the first request: claw's own
     assert len(watched.workers) == 1  # -j 64: one worker process
-    assert "claw: model calls in 1 worker processes" in err.splitlines()
+    assert "claw: model calls in 1 worker process" in err.splitlines()
 
 
 def test_a_run_with_few_calls_in_flight_makes_them_itself(
