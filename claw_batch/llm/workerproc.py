@@ -113,9 +113,9 @@ class Worker:
             self.endpoints[endpoint] = build(spec, self.breaker)
         elif kind == "call":
             _, call, endpoint, request, deadline, ticket = message
-            self.calls[call] = _Call(call, ticket)
+            entry = self.calls[call] = _Call(call, ticket)
             llm = self.endpoints[endpoint]
-            self.threads.submit(lambda: self.run(llm, self.calls[call], request, deadline))
+            self.threads.submit(lambda: self.run(llm, entry, request, deadline))
         elif kind == "ticket":
             self.calls[message[1]].replies.put(message[2])
         elif kind == "abandon":
