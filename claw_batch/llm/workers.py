@@ -12,8 +12,9 @@ reports what became of each attempt with the call's next message, so a 429 storm
 together and a refused key fails every later call, whichever process makes it.
 
 When: a run's first calls are made in this process, so its first request leaves before any
-worker started; the workers start once AUTO_FROM calls are in flight at once (which takes both a
-large -j and that many jobs to run) and take the calls from when they are ready. $CLAW_WORKERS
+worker started; the workers start once AUTO_FROM calls are in flight at once, AUTO_AFTER seconds
+or more after the first (which takes a large -j, that many jobs to run, and a run long enough to
+repay their start), and take the calls from when they are ready. $CLAW_WORKERS
 sets the number (0: never); set, the workers start with the run's first call, which waits for
 them all (for tests and benchmarks). A worker is given the endpoint as an `EndpointSpec`
 naming the key's environment variable, never the key: it reads it from its environment, the
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
 
 ENV = "CLAW_WORKERS"
 AUTO_FROM = 64  # model calls in flight at once before a run starts workers (BENCHMARKS.md)
+AUTO_AFTER = 2.0  # seconds from a run's first call: a shorter run would only pay their start
 CALLS_PER_WORKER = 100  # what one process drives well: a worker per this many jobs (-j)
 STOP_WAIT = 2.0  # seconds a worker is given to exit at the end of a run before SIGKILL
 TIMEOUT = "timeout: the model call did not finish before the job's deadline"  # the adapter's
@@ -108,6 +110,7 @@ class Pool:
         self._ids = itertools.count()
         self._lock = threading.Lock()
         self._in_flight = 0
+        self._first: float | None = None  # when the run's first call began
         self._turn = 0  # round robin among equally loaded workers
         self._endpoints: list[EndpointSpec] = []
 
@@ -121,6 +124,7 @@ class Pool:
         """Stop the workers: their pipes close, and one that does not exit is killed."""
         with self._lock:
             workers, self._workers = self._workers, []
+            self._first = None
         for worker in workers:
             worker.stop()
         for worker in workers:
@@ -130,7 +134,7 @@ class Pool:
         """A call begins: the worker to make it, or None to make it in this process."""
         with self._lock:
             self._in_flight += 1
-            if not self._workers and (self.eager or self._in_flight >= AUTO_FROM):
+            if not self._workers and self._due():
                 self._start()
             workers = self._workers
         if self.eager:
@@ -146,6 +150,14 @@ class Pool:
 
     def endpoint(self, index: int) -> EndpointSpec:
         return self._endpoints[index]
+
+    def _due(self) -> bool:
+        """Called under the lock: whether the run has shown that it is long and wide."""
+        if self.eager:
+            return True
+        now = time.monotonic()
+        self._first = self._first or now
+        return self._in_flight >= AUTO_FROM and now - self._first >= AUTO_AFTER
 
     def _start(self) -> None:
         """Called under the lock."""

@@ -159,8 +159,9 @@ def wait_for(condition: Callable[[], bool], what: str) -> None:
 def test_a_run_with_enough_calls_in_flight_moves_them_to_workers(
     tmp_path: Path, server: FakeOpenAI
 ) -> None:
-    """The first calls are made by claw itself; once AUTO_FROM are in flight at once, workers
-    start and take the calls. Each job keeps calling `ls` until a worker's connection shows."""
+    """The first calls are made by claw itself; once AUTO_FROM are in flight at once, past
+    AUTO_AFTER seconds from the first, workers start and take the calls. Each job keeps calling
+    `ls` (its calls in flight most of the time) until a worker's connection shows."""
     first_wave = threading.Barrier(AUTO_FROM, timeout=HANG)
 
     def model(body: dict[str, Any]) -> Reply:
@@ -168,7 +169,7 @@ def test_a_run_with_enough_calls_in_flight_moves_them_to_workers(
         if turns == 0:
             first_wave.wait()  # every job's first call in flight at once
         if turns < 2 or (not watched.workers and turns < 90):
-            time.sleep(0.05)
+            time.sleep(0.3)
             return tool_calls(call("ls", {"path": "." if turns % 2 else "inbox"}))  # no loop
         return text("done")
 
