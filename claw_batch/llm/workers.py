@@ -50,7 +50,9 @@ if TYPE_CHECKING:
 
 ENV = "CLAW_WORKERS"
 AUTO_FROM = 64  # model calls in flight at once before a run starts workers (BENCHMARKS.md)
-AUTO_AFTER = 2.0  # seconds from a run's first call: a shorter run would only pay their start
+# Seconds from a run's first call. A worker's start costs ~0.5-1 s of a core (imports), paid
+# while the run goes on: a 200-job run at -j 100 (2-3 s) came out slower with workers.
+AUTO_AFTER = 5.0
 CALLS_PER_WORKER = 100  # what one process drives well: a worker per this many jobs (-j)
 STOP_WAIT = 2.0  # seconds a worker is given to exit at the end of a run before SIGKILL
 TIMEOUT = "timeout: the model call did not finish before the job's deadline"  # the adapter's
@@ -96,8 +98,8 @@ def pool_for_run(jobs: int, environ: Mapping[str, str]) -> Pool | None:
         return Pool(int(value), environ, eager=True) if int(value) else None
     if jobs < AUTO_FROM:
         return None
-    cores = os.cpu_count() or 1
-    return Pool(max(1, min(cores, -(-jobs // CALLS_PER_WORKER))), environ)
+    cores = os.cpu_count() or 1  # one of them for the run's own process
+    return Pool(max(1, min(cores - 1, -(-jobs // CALLS_PER_WORKER))), environ)
 
 
 class Pool:
