@@ -136,7 +136,7 @@ class Pool:
         """A call begins: the worker to make it, or None to make it in this process."""
         with self._lock:
             self._in_flight += 1
-            if not self._workers and self._due():
+            if self.size and not self._workers and self._due():
                 self._start()
             workers = self._workers
         if self.eager:
@@ -162,9 +162,13 @@ class Pool:
         return self._in_flight >= AUTO_FROM and now - self._first >= AUTO_AFTER
 
     def _start(self) -> None:
-        """Called under the lock."""
-        self._workers = [_Worker(self) for _ in range(self.size)]
-        self.used += self.size
+        """Called under the lock. Workers that cannot be started (no processes or file
+        descriptors left) leave the calls to this process, as before they were ready."""
+        with contextlib.suppress(OSError):
+            while len(self._workers) < self.size:
+                self._workers.append(_Worker(self))
+                self.used += 1
+        self.size = len(self._workers)
 
     def _choose(self, workers: list[_Worker]) -> _Worker | None:
         ready = [w for w in workers if w.ready.is_set() and w.died is None]
