@@ -152,15 +152,11 @@ class OpenAICompatLLM:
         budget = deadline - self._clock()
         if budget <= 0:
             raise LimitExceeded(TIMEOUT)
-        body = wire.request_json(request, stream=self._stream)
-        read = min(self._request_timeout, budget)
-        connect = min(self._connect_timeout, budget)
-        if self._pool is not None:
+        if self._sdk is None:
             with interruptible.deadline(time.monotonic() + budget):
-                return self._call(self._pool, body, read, connect, deadline)
+                return self._call(request, budget, deadline)
         sdk = self._sdk
-        assert sdk is not None
-        call = CALL_THREADS.submit(lambda: self._via_sdk(sdk, body, read, connect, deadline))
+        call = CALL_THREADS.submit(lambda: self._via_sdk(sdk, request, budget, deadline))
         # Given up on, the call goes on on its thread until its own SDK timeout ends it.
         left = budget
         while not call.wait(min(left, cancel.POLL)):
@@ -170,17 +166,24 @@ class OpenAICompatLLM:
                 raise LimitExceeded(TIMEOUT)
         return call.result()
 
-    def _call(
-        self, pool: Pool, body: bytes, read: float, connect: float, deadline: float
-    ) -> Completion:
-        with pool.post(body, read_timeout=read, connect_timeout=connect) as reply:
+    def _call(self, request: ChatRequest, remaining: float, deadline: float) -> Completion:
+        """One request over claw's client, on this thread."""
+        assert self._pool is not None
+        body = wire.request_json(request, stream=self._stream)
+        read = min(self._request_timeout, remaining)
+        connect = min(self._connect_timeout, remaining)
+        with self._pool.post(body, read_timeout=read, connect_timeout=connect) as reply:
             if not 200 <= reply.status < 300:
                 raise StatusFailure.of_reply(reply.status, reply.read(), reply.headers)
             return self._decoded(reply, deadline)
 
     def _via_sdk(
-        self, sdk: _ViaSdk, body: bytes, read: float, connect: float, deadline: float
+        self, sdk: _ViaSdk, request: ChatRequest, remaining: float, deadline: float
     ) -> Completion:
+        """One request through the SDK, on a call thread."""
+        body = wire.request_json(request, stream=self._stream)
+        read = min(self._request_timeout, remaining)
+        connect = min(self._connect_timeout, remaining)
         with sdk.call(body, read, connect) as reply:
             return self._decoded(reply, deadline)
 
