@@ -13,6 +13,7 @@ Failures are `failures.ConnectionFailure`s with the SDK's words ("Connection err
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import io
 import socket
@@ -26,6 +27,7 @@ from claw_batch.llm import interruptible
 from claw_batch.llm.failures import CONNECTION_ERROR, TIMED_OUT, ConnectionFailure
 
 MAX_IDLE = 100  # connections kept open for later calls (httpx's keep-alive default)
+FINISH = 0.01  # seconds to wait for the rest of a body nobody needs, to reuse its connection
 
 
 class _Connection:
@@ -72,16 +74,20 @@ class Reply:
         self.status = response.status
         # Looked up case-insensitively, as the names are sent in any case.
         self.headers = cast(Mapping[str, str], response.msg)
+        self._whole = False  # the body was read to its end
 
     def read(self) -> bytes:
         with _failures():
-            return self._response.read()
+            body = self._response.read()
+        self._whole = True
+        return body
 
     def lines(self) -> Iterator[bytes]:
         """The body line by line, each with its line ending."""
         with _failures():
             while line := self._response.readline():
                 yield line
+        self._whole = True
 
     def __enter__(self) -> Reply:
         return self
@@ -92,11 +98,22 @@ class Reply:
         connection, self._connection = self._connection, None
         if connection is None:
             return
-        if kind is None and self._response.isclosed() and not self._response.will_close:
+        if kind is None and not self._whole and not self._response.will_close:
+            self._finish(connection)
+        if self._whole and not self._response.will_close:
             self._pool.release(connection)
         else:  # not read to its end, or the server closes it: never reused
             self._response.close()
             connection.close()
+
+
+    def _finish(self, connection: _Connection) -> None:
+        """Read what is left of a body whose reader stopped early (a stream's `[DONE]` comes
+        just before the end of its body) if it is there already: the connection can then
+        be reused. A server that keeps the body open costs a short wait, not a hang."""
+        connection.read_timeout = FINISH
+        with contextlib.suppress(ConnectionFailure):
+            self.read()
 
 
 class Pool:
@@ -133,6 +150,15 @@ class Pool:
             self._idle.append(connection)
         else:
             connection.close()
+
+    def close(self) -> None:
+        """Close the idle connections (a reply still being read closes its own)."""
+        while self._idle:
+            with contextlib.suppress(IndexError):
+                self._idle.pop().close()
+
+    def __del__(self) -> None:  # a run's endpoints live as long as it: then, the sockets go
+        self.close()
 
     def _take(self, connect_timeout: float) -> _Connection:
         try:
