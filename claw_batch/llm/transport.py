@@ -106,7 +106,6 @@ class Reply:
             self._response.close()
             connection.close()
 
-
     def _finish(self, connection: _Connection) -> None:
         """Read what is left of a body whose reader stopped early (a stream's `[DONE]` comes
         just before the end of its body) if it is there already: the connection can then
