@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 from claw_batch.llm.messages import ChatRequest, Completion, Message, ToolCall, ToolSpec, Usage
 
 EXCERPT = 60  # characters of an odd value quoted in an error
-CACHED = 16 << 20  # bytes of JSON of messages and tools kept for the next turn
+CACHED = 8 << 20  # bytes of JSON of messages and tools kept for the next turn
 
 
 class MalformedReply(Exception):

@@ -784,3 +784,11 @@ def test_with_a_proxy_calls_run_on_a_call_thread_and_still_end_at_the_deadline(
     with pytest.raises(LimitExceeded):
         ask(llm, within=1.0)
     assert srv.hanging == 1  # it ended at the deadline, not with the hang
+
+
+def test_an_error_in_a_stream_is_a_model_error_without_the_key(srv: FakeOpenAI) -> None:
+    srv.enqueue(raw_stream(FIRST, {"error": {"message": "overloaded (key sk-secret-123)"}}))
+    with pytest.raises(ModelError) as exc:
+        ask(make_llm(srv, api_key="sk-secret-123", stream=True, sleep=Sleeps()))
+    assert str(exc.value) == f"model 'gpt-test' at {srv.base_url}: overloaded (key [REDACTED])"
+    assert len(srv.requests) == 1
