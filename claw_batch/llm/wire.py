@@ -9,13 +9,16 @@ message names the part that was wrong: `choices[0].message.tool_calls is not a l
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from collections.abc import Iterable
+from typing import Any
 
+from claw_batch.llm.encoded import Encoder, dumps
 from claw_batch.llm.messages import ChatRequest, Completion, Message, ToolCall, ToolSpec, Usage
 
 EXCERPT = 60  # characters of an odd value quoted in an error
-CACHED = 8 << 20  # bytes of JSON of messages and tools kept for the next turn
+
+
+_ENCODER = Encoder()  # shared by every endpoint of the process
 
 
 class MalformedReply(Exception):
@@ -37,44 +40,18 @@ def request_body(request: ChatRequest, *, stream: bool = False) -> dict[str, Any
 
 
 def request_json(request: ChatRequest, *, stream: bool = False) -> bytes:
-    """`request_body` as the bytes sent: compact UTF-8, as the SDK would encode it.
-
-    A conversation grows by a turn at a time, and its earlier messages (and its tools) are
-    the same objects from turn to turn: each is encoded once, not once a turn."""
-    parts = [b'{"model":', _dumps(request.model), b',"messages":[']
-    parts.append(b",".join([_encoded(m, wire_message) for m in request.messages]))
-    parts.append(b"]")
+    """`request_body` as the bytes sent: compact UTF-8, as the SDK would encode it; what an
+    earlier turn of the conversation sent is not encoded again (`encoded`)."""
+    parts = [b'{"model":', dumps(request.model), b',"messages":[']
+    parts += [_ENCODER.messages(request.messages, wire_message), b"]"]
     if request.tools:
-        parts += [b',"tools":[', b",".join([_encoded(t, wire_tool) for t in request.tools]), b"]"]
+        parts += [b',"tools":[', _ENCODER.tools(request.tools, wire_tool), b"]"]
     if request.temperature is not None:
-        parts += [b',"temperature":', _dumps(request.temperature)]
+        parts += [b',"temperature":', dumps(request.temperature)]
     if stream:
         parts.append(b',"stream":true,"stream_options":{"include_usage":true}')
     parts.append(b"}")
     return b"".join(parts)
-
-
-_T = TypeVar("_T", Message, ToolSpec)
-# id -> (the object, its JSON): the object is kept, so its id is not reused while cached.
-_cache: dict[int, tuple[Message | ToolSpec, bytes]] = {}
-_cached = [0]  # bytes in _cache
-
-
-def _encoded(value: _T, to_wire: Callable[[_T], dict[str, Any]]) -> bytes:
-    cached = _cache.get(id(value))
-    if cached is not None and cached[0] is value:
-        return cached[1]
-    data = _dumps(to_wire(value))
-    if _cached[0] > CACHED:  # mostly the conversations of finished jobs: start again
-        _cache.clear()
-        _cached[0] = 0
-    _cache[id(value)] = (value, data)
-    _cached[0] += len(data)
-    return data
-
-
-def _dumps(value: object) -> bytes:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
 
 
 def wire_message(message: Message) -> dict[str, Any]:
