@@ -9,9 +9,11 @@ report a failure as one of the exceptions below, which the adapter classifies in
 from __future__ import annotations
 
 import contextlib
+import email.utils
 import ipaddress
 import json
 import socket
+import time
 from collections.abc import Mapping
 from urllib.parse import urlsplit, urlunsplit
 
@@ -129,3 +131,25 @@ def _message_of(text: str) -> str | None:
     inner = data.get("error", data) if isinstance(data, dict) else None
     message = inner.get("message") if isinstance(inner, dict) else inner
     return message if isinstance(message, str) and message.strip() else None
+
+
+def retry_after(headers: Mapping[str, str]) -> float | None:
+    """The wait an endpoint asked for: `retry-after-ms`, or `Retry-After` in seconds or a date."""
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())

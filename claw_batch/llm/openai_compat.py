@@ -14,7 +14,6 @@ classified here, once.
 from __future__ import annotations
 
 import contextlib
-import email.utils
 import json
 import threading
 import time
@@ -28,7 +27,7 @@ from claw_batch.errors import LimitExceeded, ModelError
 from claw_batch.llm import failures, interruptible, sse, wire
 from claw_batch.llm.breaker import Breaker, Ticket
 from claw_batch.llm.callthreads import CallThreads
-from claw_batch.llm.failures import ConnectionFailure, EndpointError, StatusFailure
+from claw_batch.llm.failures import ConnectionFailure, EndpointError, StatusFailure, retry_after
 from claw_batch.llm.interruptible import TIMEOUT
 from claw_batch.llm.messages import ChatRequest, Completion
 from claw_batch.llm.transport import Pool, Reply
@@ -340,25 +339,3 @@ class _ViaSdk:
         except openai.OpenAIError as exc:
             raise EndpointError(str(exc)) from None
         return _SdkReply(response.response)
-
-
-def retry_after(headers: Mapping[str, str]) -> float | None:
-    """The wait an endpoint asked for: `retry-after-ms`, or `Retry-After` in seconds or a date."""
-    ms = headers.get("retry-after-ms")
-    if ms:
-        try:
-            return max(0.0, float(ms) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())

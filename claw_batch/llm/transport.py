@@ -152,9 +152,9 @@ class Pool:
 
     def close(self) -> None:
         """Close the idle connections (a reply still being read closes its own)."""
-        while self._idle:
-            with contextlib.suppress(IndexError):
-                self._idle.pop().close()
+        idle, self._idle = self._idle, []
+        for connection in idle:
+            connection.close()
 
     def __del__(self) -> None:  # a run's endpoints live as long as it: then, the sockets go
         self.close()
