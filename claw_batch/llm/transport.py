@@ -18,6 +18,7 @@ import http.client
 import io
 import socket
 import ssl
+import weakref
 from collections.abc import Iterator, Mapping
 from types import TracebackType
 from typing import cast
@@ -130,6 +131,9 @@ class Pool:
         self._head = ("\r\n".join(head) + "\r\nContent-Length: ").encode("latin-1")
         self._context: ssl.SSLContext | None = None
         self._idle: list[_Connection] = []  # list.pop and .append are atomic: no lock
+        # When the pool goes, so do its sockets: before they are finalized themselves (and
+        # warn that nobody closed them) when the pool was part of a reference cycle.
+        weakref.finalize(self, _close, self._idle)
 
     def post(self, body: bytes, *, read_timeout: float, connect_timeout: float) -> Reply:
         request = b"%s%d\r\n\r\n%s" % (self._head, len(body), body)
@@ -152,12 +156,7 @@ class Pool:
 
     def close(self) -> None:
         """Close the idle connections (a reply still being read closes its own)."""
-        idle, self._idle = self._idle, []
-        for connection in idle:
-            connection.close()
-
-    def __del__(self) -> None:  # a run's endpoints live as long as it: then, the sockets go
-        self.close()
+        _close(self._idle)
 
     def _take(self, connect_timeout: float) -> _Connection:
         try:
@@ -196,6 +195,15 @@ class Pool:
             sock.close()
             raise
         return sock
+
+
+def _close(idle: list[_Connection]) -> None:
+    while idle:
+        try:
+            connection = idle.pop()
+        except IndexError:  # taken meanwhile
+            return
+        connection.close()
 
 
 class _failures:
