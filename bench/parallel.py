@@ -310,6 +310,15 @@ def clients(base_url: str) -> dict[str, Callable[[], object]]:
         connection.request("POST", f"{url.path}/chat/completions", json.dumps(body), headers)
         return wire.completion_from_reply(json.loads(connection.getresponse().read()))
 
+    from claw_batch.llm.transport import Pool  # what the adapter calls, without the adapter
+
+    pool = Pool(f"{base_url}/chat/completions", headers)
+
+    def transport() -> object:
+        encoded = wire.request_json(request)
+        with pool.post(encoded, read_timeout=60, connect_timeout=10) as reply:
+            return wire.completion_from_reply(json.loads(reply.read()))
+
     return {
         "claw's adapter: `OpenAICompatLLM.complete`": lambda: llm.complete(
             request, deadline=time.monotonic() + 60
@@ -324,6 +333,7 @@ def clients(base_url: str) -> dict[str, Callable[[], object]]:
             "/chat/completions", json=body
         ).json(),
         "stdlib `http.client`, keep-alive, + `json`": stdlib,
+        "claw's HTTP client `transport.Pool.post` + `json`": transport,
     }
 
 
