@@ -289,9 +289,7 @@ def test_a_turn_does_not_walk_the_conversation_again(tmp_path: Path) -> None:
     the old ones again."""
     for d in ("d0", "d1"):
         (tmp_path / d).mkdir()
-    assert _reads_of_the_first_messages(tmp_path, 60) == _reads_of_the_first_messages(
-        tmp_path, 3
-    )
+    assert _reads_of_the_first_messages(tmp_path, 60) == _reads_of_the_first_messages(tmp_path, 3)
 
 
 def test_the_budget_is_asked_with_the_whole_prompt_each_turn(tmp_path: Path) -> None:
