@@ -219,9 +219,10 @@ class _Execution:
             Message("user", redact(key_prompt(self.ctx, p))),
         )
         loop = self._loop(started, keys)
-        self.on_event("system", content=redact(system.text))
+        shown = redact(system.text)
+        self.on_event("system", content=shown)
         self.on_event("user", content=prompt)
-        result = loop.run([Message("system", redact(system.text)), Message("user", prompt)])
+        result = loop.run([Message("system", shown), Message("user", prompt)])
         return self._finish(result, output_path)
 
     def _loop(self, started: float, key_messages: tuple[Message, ...]) -> ToolLoop:
