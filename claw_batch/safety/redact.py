@@ -179,7 +179,7 @@ def _named(text: str) -> str:
     if ":" not in text and "=" not in text:
         return text
     lower = text.lower()
-    if not any(word in lower for word in NAME_WORDS):
+    if not _holds(lower, NAME_WORDS):
         return text
     if "=" in text:
         text = ENV_ASSIGNMENT.sub(_env_value, text)
