@@ -214,10 +214,12 @@ class _Execution:
         # staged .env in the diff, a file read()) it could pass on reversed, past redaction.
         redact = self.ctx.redact
         prompt = redact(p.prompt)
-        keys = (
-            Message("system", redact(system.key_text)),
-            Message("user", redact(key_prompt(self.ctx, p))),
-        )
+        keys: tuple[Message, ...] = ()  # only cassettes read them: rendered only for those
+        if self.ctx.models.mode.record or self.ctx.models.mode.replay:
+            keys = (
+                Message("system", redact(system.key_text)),
+                Message("user", redact(key_prompt(self.ctx, p))),
+            )
         loop = self._loop(started, keys)
         shown = redact(system.text)
         self.on_event("system", content=shown)
