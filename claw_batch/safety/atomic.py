@@ -103,11 +103,16 @@ class DirSyncs:
         self._syncing = threading.Lock()
 
     def add(self, directory: int) -> None:
-        """`directory` (an open fd, left open) holds a rename to make durable."""
-        st = os.fstat(directory)
-        with self._lock:
-            if (st.st_dev, st.st_ino) not in self._fds:
-                self._fds[st.st_dev, st.st_ino] = os.dup(directory)
+        """`directory` (an open fd, left open) holds a rename to make durable; fsynced at
+        once if it cannot be kept (no fd left to dup)."""
+        try:
+            st = os.fstat(directory)
+            with self._lock:
+                if (st.st_dev, st.st_ino) not in self._fds:
+                    self._fds[st.st_dev, st.st_ino] = os.dup(directory)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.fsync(directory)
 
     def sync(self) -> None:
         """Every rename added so far is durable when this returns (as far as the filesystem

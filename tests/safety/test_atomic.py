@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -55,3 +56,25 @@ def test_writes_into_one_folder_share_its_fsync(tmp_path: Path, fsynced: list[st
     synced.sync()  # nothing left to sync
     assert len(fsynced) == 5
     assert sorted(os.listdir(tmp_path)) == ["a.md", "b.md", "other"]
+
+
+def test_a_folder_that_cannot_be_kept_is_fsynced_at_once(
+    tmp_path: Path, fsynced: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No fd left to keep the folder open until the sync (EMFILE): its rename is made
+    durable at once, as without a DirSyncs, and the write succeeds."""
+
+    def no_fd_left(fd: int) -> int:
+        raise OSError(errno.EMFILE, os.strerror(errno.EMFILE))
+
+    monkeypatch.setattr(atomic.os, "dup", no_fd_left)
+    synced = DirSyncs()
+    folder = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        write_atomic_in(folder, "a.md", "a", synced=synced)
+    finally:
+        os.close(folder)
+    assert len(fsynced) == 2 and fsynced[1] == str(tmp_path)
+    synced.sync()
+    assert len(fsynced) == 2
+    assert (tmp_path / "a.md").read_text() == "a"
