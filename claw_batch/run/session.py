@@ -55,6 +55,7 @@ class RunSetup:
     environ: Mapping[str, str]
     jobs_of: Callable[[str], list[Job]]  # a task's jobs, when its turn comes
     dry_run: bool = False
+    detail: bool = True  # a dry run prepares each job that would run (RunOptions.detail)
     force: bool = False
     keep_going: bool = False
     jobs: int = 1  # at a time
@@ -148,8 +149,9 @@ class RunSession:
 
     def _skills(self) -> list[skills.Skill]:
         root, workspace = self.setup.project.root, self.setup.project.config.workspace
-        write = not self.setup.dry_run
-        return skills.pick(skillcache.scan(root, skills.skill_dirs(root, workspace), write=write))
+        # A dry run too keeps the parsed skills (into an existing .claw/): `claw list`, the
+        # next time, imports no YAML.
+        return skills.pick(skillcache.scan(root, skills.skill_dirs(root, workspace)))
 
     def _context(
         self,
@@ -263,6 +265,8 @@ class RunSession:
         decision = self.decider.decide(job, preparation)
         if not decision.run:
             return self._keep(job, decision)
+        if not self.setup.detail and decision.done is None and not self.records.may_recall(job):
+            return not_run(job, "would-run", decision.reasons)  # its answer, unprepared
         prepared, fp = preparation.prepared, preparation.fingerprint
         if prepared.task.check and not self.setup.force:
             known = self.records.recall(prepared, fp, dry_run=self.setup.dry_run)
