@@ -88,6 +88,20 @@ class Decider:
         self.quick_updates: list[tuple[str, str, str]] = []  # (quick, task, item)
         self.last: dict[str, dict[str, LastRun]] = {}  # per task: how its jobs last ended
 
+    def sealed_output(self, job: Job) -> str | Literal[False] | None:
+        """The quick check of a job no task after it reads: while its seal holds, the output
+        its result names (None: none); False when it takes `decide`. A no-op asks it of
+        every job, before anything is made for the job (claw_batch.run.session)."""
+        sealed = self.sealed.get((job.task, job.item or ""))
+        if not sealed:
+            return False
+        key = self.task_key(job.task)
+        if key is None or self.graph.dependents(job.task):
+            return False
+        if not key.unchanged(sealed, job.item, self.hashes.stamp):
+            return False  # decide() stats it again: the full check that follows dwarfs it
+        return TaskKey.first_output(sealed)
+
     def decide(self, job: Job, candidate: Candidate) -> Decision:
         name = (job.task, job.item or "")
         if name not in self.sealed:  # it never succeeded: it runs, whatever its fingerprint

@@ -253,7 +253,7 @@ class RunSession:
     def check(self, job: Job) -> JobResult | Callable[[], JobResult]:
         """The job's result when it need not run, else the work that runs it."""
         upstream = self.setup.graph.upstream(job.task)
-        if self.failed:
+        if self.failed and upstream:
             blocked = [n for n in upstream if n in self.failed]
             if blocked:
                 return not_run(job, "skipped", (f"needs {', '.join(blocked)}, which failed",))
@@ -261,6 +261,9 @@ class RunSession:
         if refused is not None:  # its records (the note, the report) name it as printed
             shown = dataclasses.replace(job, item=printable(job.item or ""))
             return JobResult(shown, "failed", NOT_UTF8, 0.0, NO_USAGE, None, refused, "")
+        output = self.decider.sealed_output(job)
+        if output is not False:  # the quick check: nothing made for the job but its result
+            return not_run(job, "up-to-date", (), output)
         preparation = Preparation(self.ctx, self.cache, job, upstream, self.hashes.hash)
         decision = self.decider.decide(job, preparation)
         if not decision.run:
