@@ -56,6 +56,8 @@ def save(
     from claw_batch.safety.atomic import write_atomic
 
     folder = (root / CACHE).parent
+    if folder.is_symlink():
+        return  # only a cache: never written where a `.claw` link (a clone's) points
     if create:
         with contextlib.suppress(OSError):  # a read-only project: it validates every time
             folder.mkdir(exist_ok=True)

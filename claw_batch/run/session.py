@@ -150,8 +150,9 @@ class RunSession:
     def _skills(self) -> list[skills.Skill]:
         root, workspace = self.setup.project.root, self.setup.project.config.workspace
         # A dry run too keeps the parsed skills (into an existing .claw/): `claw list`, the
-        # next time, imports no YAML.
-        return skills.pick(skillcache.scan(root, skills.skill_dirs(root, workspace)))
+        # next time, imports no YAML; but never through a `.claw` link a clone came with.
+        write = not self.setup.dry_run or not (root / ".claw").is_symlink()
+        return skills.pick(skillcache.scan(root, skills.skill_dirs(root, workspace), write=write))
 
     def _context(
         self,

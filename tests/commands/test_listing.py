@@ -161,3 +161,15 @@ def test_list_makes_dot_claw_for_its_cache_plan_does_not(tmp_path: Path) -> None
     assert not (root / ".claw").exists()
     assert claw(root, "list").stdout == "t  never ran      Tidies the notes\n"
     assert sorted(p.name for p in (root / ".claw").iterdir()) == ["clawfile.json", "skills.json"]
+
+
+def test_list_and_plan_write_nothing_through_a_dot_claw_link(tmp_path: Path) -> None:
+    # `claw list` and `claw plan` are how one looks at a cloned project: a `.claw` link it
+    # came with does not make them write where the link points.
+    root = make_project(tmp_path / "p", CHANGING, CHANGING_FILES)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (root / ".claw").symlink_to(elsewhere)
+    assert claw(root, "list").stdout == "t  never ran      Tidies the notes\n"
+    assert claw(root, "plan").exit_code == 0
+    assert list(elsewhere.iterdir()) == []
