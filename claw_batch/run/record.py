@@ -150,6 +150,10 @@ class Recorder:
         self.state.finish_job(dataclasses.replace(row, remembered=whose))
         return known
 
+    def may_recall(self, job: Job) -> bool:
+        """Whether the ledger holds a failed check of the job, whatever its fingerprint."""
+        return self.state is not None and self.verdicts().held(*_key(job))
+
     def _recalled(self, p: Prepared, fp: Fingerprint) -> tuple[JobResult, str] | None:
         """The verdict given again, and the id of the run that gave it."""
         if self.state is None:
