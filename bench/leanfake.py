@@ -279,9 +279,12 @@ class LeanServer:
         return Stats(raw["arrived"], raw["served"], raw["body_bytes"], raw["cpu"])
 
     def env(self) -> dict[str, str]:
-        """The environment of a claw child pointed at this server."""
+        """The environment of a claw child pointed at this server. Without
+        PYTHONDONTWRITEBYTECODE (set on some machines): an installed claw has its modules
+        compiled once, at install, not on every start."""
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         return {
-            **os.environ,
+            **env,
             "OPENAI_BASE_URL": self.base_url,
             "OPENAI_API_KEY": "sk-bench-0123456789abcdef",
             "NO_PROXY": "127.0.0.1",
