@@ -28,6 +28,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -239,6 +240,9 @@ class Project:
 
 def build_files(tmp: Path, root: Path, items: int) -> tuple[Path, Path]:
     """A Makefile and a build.ninja equivalent to the fan-out, both found up to date."""
+    for tool, package in (("make", "make"), ("ninja", "ninja-build")):
+        if shutil.which(tool) is None:
+            sys.exit(f"{tool} is not installed: the peers of the no-op (apt-get install {package})")
     make_path, ninja_path = tmp / "Makefile", tmp / "build.ninja"
     make_path.write_text(makefile(items))
     ninja_path.write_text(ninja_file(items))
