@@ -65,6 +65,7 @@ CLAWFILE = """
         output: out.md
 """
 WINDOWS = ((1, 10), (45, 55), (90, 100))  # turns, inclusive; scaled when --turns is not 100
+FLAT = 1.25  # turns 90–100 ÷ turns 1–10 of claw's side: what "flat" is taken to mean
 LOOP_REPEAT = 5  # the loop alone takes a fraction of a second: repeat it more for steadier numbers
 
 
@@ -303,6 +304,16 @@ def main() -> int:
         f"({len(loops)} for the loop only)\n"
     )
     print(turn_table(http, loops, turns), end="\n\n")
+    spans = windows(turns)
+    claw_side = per_turn(http.client)
+    first, last = (window_mean(claw_side, *spans[i]) for i in (0, -1))
+    met = "yes" if last / first <= FLAT else "**no**"
+    print(
+        f"claw's side (row 2), turns {spans[-1][0]}–{spans[-1][1]} ÷ turns {spans[0][0]}–"
+        f"{spans[0][1]}: **{last / first:.2f}×** ({ms(first)} → {ms(last)} ms); goal: flat, "
+        f"≤ {FLAT}× (issue 17); met: {met}. In process (CliRunner), beside the fake server's "
+        "threads: bench/issue17.py measures the same across processes.\n"
+    )
     kb, bodies = 1024, http.bodies
     print(
         f"request body: {bodies[0] / kb:.1f} KB on turn 1, {bodies[len(bodies) // 2] / kb:.1f} KB "

@@ -1,4 +1,7 @@
-"""Start-up time of `claw --version`, `claw list` and `claw validate` against `python -c pass`.
+"""Start-up time of `claw --version`, `claw list` and `claw validate` against `python -c pass`,
+and of a run that calls a model: from spawning `claw run` to its first request reaching the
+fake endpoint (bench/leanfake.py, its own process; both clocks CLOCK_MONOTONIC), one job.
+Goals (issue 17): `claw list` ≤ 0.15 s, the first request ≤ 0.20 s after the spawn.
 
 Each command runs as a real child process with this interpreter, in the repository (its own
 example project), `--runs` times, interleaved so that background noise hits them alike.
@@ -17,11 +20,15 @@ import argparse
 import json
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from _common import REPO, machine, median, ms, p90, table
+from child import spawn
+from leanfake import LeanServer
 
 CLAW = [sys.executable, "-m", "claw_batch"]
 COMMANDS: dict[str, list[str]] = {
@@ -34,6 +41,8 @@ COMMANDS: dict[str, list[str]] = {
 REFERENCE = ("python -c 'import openai'", [sys.executable, "-c", "import openai"])
 REFERENCE_RUNS = 3
 MUST_NOT_IMPORT = "openai"
+LIST_GOAL = 0.15  # seconds, median: issue 17
+FIRST_REQUEST_GOAL = 0.20  # seconds, median: issue 17
 HEAVY = ("openai", "httpx", "pydantic", "jinja2", "jsonschema", "yaml", "croniter")
 
 # Runs the CLI in-process, then reports which heavy modules that loaded, on its last line.
@@ -84,6 +93,36 @@ def timing_table(times: dict[str, list[float]]) -> str:
     ]
     header = ("command", "runs", "min ms", "median ms", "p90 ms", "× python", "+ ms")
     return table(header, rows)
+
+
+def first_requests(runs: int) -> list[float]:
+    """Seconds from spawning `claw run -q` (one job) to its request reaching the server."""
+    from fullrun import fan_out_project  # imports the test fakes: only for this row
+
+    firsts = []
+    with tempfile.TemporaryDirectory() as tmp, LeanServer("done") as srv:
+        for n in range(runs + 1):  # the first compiles bytecode and warms the page cache
+            run = spawn(["run", "-q"], fan_out_project(Path(tmp) / f"p{n}", 1), srv.env())
+            arrived = srv.stats().arrived
+            if len(arrived) != 1:
+                sys.exit(f"claw run made {len(arrived)} requests, expected one")
+            if n:
+                firsts.append(arrived[0] - run.started)
+    return firsts
+
+
+def goal_lines(times: dict[str, list[float]], firsts: list[float]) -> str:
+    lines = []
+    for what, values, goal in (
+        ("`claw list`, whole process", times["claw list"], LIST_GOAL),
+        ("a run that calls a model, spawn → first request", firsts, FIRST_REQUEST_GOAL),
+    ):
+        met = "yes" if median(values) <= goal else "**no**"
+        lines.append(
+            f"- {what}: median **{median(values):.3f} s** (min {min(values):.3f}); goal ≤ "
+            f"{goal:.2f} s; met: {met}"
+        )
+    return "\n".join(lines)
 
 
 def heavy_imports(args: Sequence[str]) -> list[str]:
@@ -160,7 +199,10 @@ def main() -> int:
     times = measure(COMMANDS, runs)
     name, argv = REFERENCE
     times.update(measure({name: argv}, min(runs, REFERENCE_RUNS)))
+    firsts = first_requests(runs)
+    times["claw run: spawn → first request (1 job)"] = firsts
     print(timing_table(times), end="\n\n")
+    print(goal_lines(times, firsts), end="\n\n")
 
     check, ok = import_check()
     print(check, end="\n\n")

@@ -627,3 +627,40 @@ def test_kill_9_at_many_moments(tmp_path: Path) -> None:
 @pytest.mark.timeout(120)
 def test_ctrl_c_at_several_moments(tmp_path: Path) -> None:
     run_trials(tmp_path, INTERRUPT_MOMENTS, check_interrupted)
+
+
+def test_an_output_is_durable_before_the_ledger_records_its_job_done(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The power-cut half of crash safety, which a kill -9 cannot show (the page cache
+    outlives the process): a job's output is renamed into its folder, the folder fsynced,
+    and only then is the job done in the ledger. The folder's fsyncs are grouped (the jobs
+    that end together share one), so each is watched: what the folder held when it
+    returned, and which jobs another reader of the ledger saw done at that moment."""
+    root = tmp_path / "p"
+    make_project(root, CLAWFILE, {item: f"item {item}\n" for item in ITEMS})
+    out = str(root / "out")
+    seen: list[tuple[set[str], set[str]]] = []  # per fsync of out/: its files, the done items
+    real_fsync = os.fsync
+
+    def watched_fsync(fd: int) -> None:
+        real_fsync(fd)
+        if os.readlink(f"/proc/self/fd/{fd}") == out:
+            ledger = sqlite3.connect(f"file:{root / '.claw/state.db'}?mode=ro", uri=True)
+            with contextlib.closing(ledger):
+                done = {item for (item,) in ledger.execute("SELECT item FROM done")}
+            seen.append((set(os.listdir(out)), done))
+
+    monkeypatch.setattr(os, "fsync", watched_fsync)
+    with FakeOpenAI() as srv:
+        srv.enqueue(*[text("ticket done")] * len(ITEMS), text("digest done"))
+        env = {"OPENAI_BASE_URL": srv.base_url, "OPENAI_API_KEY": "sk-x", "CLAW_NOW": NOW}
+        r = claw(root, "run", "-j", "4", "tickets", env=env)
+    assert r.exit_code == 0, r.stderr
+    assert seen, "the outputs' folder was never fsynced"
+    for item in ITEMS:
+        name = f"{Path(item).stem}.md"
+        synced_first = [done for files, done in seen if name in files]
+        assert synced_first and item not in synced_first[0], (
+            f"{item}: recorded done before its output's rename was made durable"
+        )

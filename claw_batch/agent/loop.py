@@ -82,22 +82,28 @@ class ToolLoop:
         self.check_answer = check_answer
         self.budget = budget or JobBudget.tokens_only()
         self.specs = tuple(t.spec() for t in tools.values())
+        self._spec_chars = spec_chars(self.specs)  # the same in every request
 
     def run(self, messages: list[Message]) -> LoopResult:
         s = self.settings
         usage = Usage()
         corrections = s.corrections
         repeats: list[tuple[tuple[str, str], ...]] = []
+        # The prompt's size, kept as messages are added: a turn never walks the old ones.
+        chars = self._spec_chars + sum(message_chars(m) for m in messages)
         for step in range(1, s.max_steps + 1):
             self._check_deadline()
-            self.budget.reserve(usage, prompt_tokens(messages, self.specs))
+            self.budget.reserve(usage, chars // 4)
             reply, markup = self._ask(messages, step)
             usage += reply.usage
             messages.append(reply.message)
+            chars += message_chars(reply.message)
             calls = reply.message.tool_calls
             if calls:
                 self._check_repeats(repeats, calls)
-                messages.extend(self._run_calls(calls))
+                results = self._run_calls(calls)
+                messages.extend(results)
+                chars += sum(message_chars(m) for m in results)
                 continue
             apart = reply.message.reasoning is not None
             text = thinking.answer(reply.message.content or "", reasoning_apart=apart)
@@ -109,6 +115,7 @@ class ToolLoop:
             corrections -= 1
             self.on_event("correction", message=correction)
             messages.append(Message("user", correction))
+            chars += len(correction)
         raise LimitExceeded(
             f"max_steps: no final answer after {s.max_steps} model "
             f"turn{'' if s.max_steps == 1 else 's'} "
@@ -254,14 +261,21 @@ class ToolLoop:
 def prompt_tokens(messages: Sequence[Message], specs: Sequence[ToolSpec]) -> int:
     """A request's prompt, estimated at 4 characters a token (what a call costs is only
     known after it)."""
-    chars = sum(
-        len(m.content or "")
-        + sum(len(c.arguments) for c in m.tool_calls)
-        + (len(m.reasoning or "") if m.tool_calls else 0)  # sent back with its tool calls
-        for m in messages
-    )
-    chars += sum(len(json.dumps(t.parameters)) + len(t.description) for t in specs)
-    return chars // 4
+    return (sum(message_chars(m) for m in messages) + spec_chars(specs)) // 4
+
+
+def message_chars(m: Message) -> int:
+    """What a message adds to prompt_tokens' count of characters."""
+    chars = len(m.content or "")
+    if m.tool_calls:
+        chars += sum(len(c.arguments) for c in m.tool_calls)
+        chars += len(m.reasoning or "")  # sent back with its tool calls
+    return chars
+
+
+def spec_chars(specs: Sequence[ToolSpec]) -> int:
+    """What the tools' descriptions add to prompt_tokens' count of characters."""
+    return sum(len(json.dumps(t.parameters)) + len(t.description) for t in specs)
 
 
 def _dialect(markup: toolmarkup.Markup | None, sent: Message) -> dict[str, str]:

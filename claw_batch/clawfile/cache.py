@@ -4,8 +4,10 @@ Validating a clawfile imports pydantic, YAML, Jinja2 (and jsonschema, croniter w
 file uses them): about half a second before any work, which is more than a whole no-op run
 may take. What validation read — the clawfile, the prompt files, the skill directories —
 is fingerprinted; while none of it changed, the validated document is loaded as JSON and no
-validator is imported (claw_batch.clawfile.load). Only the commands that run jobs write the
-cache (a dry run and the reports leave `.claw/` as it was); `claw validate` always validates.
+validator is imported (claw_batch.clawfile.load). The commands that run jobs, `claw plan`
+and `claw list` write the cache (the reports leave `.claw/` as it was); `claw validate` always
+validates. Only `claw list`, which takes no target to mistype, makes `.claw/` for it: in a
+project that never ran, its second listing starts as fast as a run's.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ CACHE = Path(".claw") / "clawfile.json"
 FORMAT = 5  # 2: task variables mark included templates; 3: done:/failed: keys; 4: budget:;
 # 5: tasks in clawfile order (4 sorted them, and `claw list` with them)
 
-Use = Literal["off", "read", "write"]  # how load_project uses the cache
+# How load_project uses the cache; "create" writes it as "write" does, making `.claw/` first.
+Use = Literal["off", "read", "write", "create"]
 
 
 def cached(root: Path, path: Path) -> Clawfile | None:
@@ -42,11 +45,23 @@ def cached(root: Path, path: Path) -> Clawfile | None:
 
 
 def save(
-    root: Path, path: Path, document: dict[str, Any], variables: dict[str, frozenset[str]]
+    root: Path,
+    path: Path,
+    document: dict[str, Any],
+    variables: dict[str, frozenset[str]],
+    *,
+    create: bool = False,
 ) -> None:
+    """Keep the validated clawfile; into `.claw/` only where it exists, unless `create`."""
     from claw_batch.safety.atomic import write_atomic
 
-    if not (root / CACHE).parent.is_dir():
+    folder = (root / CACHE).parent
+    if folder.is_symlink():
+        return  # only a cache: never written where a `.claw` link (a clone's) points
+    if create:
+        with contextlib.suppress(OSError):  # a read-only project: it validates every time
+            folder.mkdir(exist_ok=True)
+    if not folder.is_dir():
         return  # a project that never ran: a mistyped `claw run` must not create .claw/
     saved = {
         "format": FORMAT,

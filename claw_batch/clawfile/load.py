@@ -15,7 +15,8 @@ def load_project(
 ) -> Project:
     """The project of `directory` (or the working directory) and its clawfile (`file`, or
     the one found there or above). `cache`: "read" takes a validated clawfile from the cache
-    while it is current, "write" also saves one it had to validate, "off" always validates."""
+    while it is current, "write" also saves one it had to validate (into an existing
+    `.claw/`), "create" makes `.claw/` for it, "off" always validates."""
     path = clawfile_path(directory, file)
     root = path.parent
     if cache != "off":
@@ -26,6 +27,6 @@ def load_project(
     from claw_batch.clawfile.validate import validate
 
     validated = validate(path, root)
-    if cache == "write":
-        save(root, path, validated.document, validated.variables)
+    if cache in ("write", "create"):
+        save(root, path, validated.document, validated.variables, create=cache == "create")
     return Project(root, path, validated.config)

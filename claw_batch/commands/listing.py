@@ -37,11 +37,11 @@ def list_tasks(directory: Path | None, file: Path | None, quiet: bool) -> int:
     from claw_batch.commands.plan import dry_run
     from claw_batch.run.lock import read_holder
 
-    project = load(directory, file)
+    project = load(directory, file, cache="create")
     holder = read_holder(project.root)
     if holder is not None:
         click.echo(visible(f"claw: a run is in progress, {holder.describe()}"), err=True)
-    summary = dry_run(directory, file, tuple(project.config.tasks), False)
+    summary = dry_run(project, tuple(project.config.tasks), False, detail=False)
     state = {name: _state(summary.results, name) for name in project.config.tasks}
     rows = []
     for name, task in project.config.tasks.items():

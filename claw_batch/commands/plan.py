@@ -10,6 +10,7 @@ from claw_batch.errors import said
 from claw_batch.safety.onscreen import visible
 
 if TYPE_CHECKING:
+    from claw_batch.config import Project
     from claw_batch.run.results import RunSummary
 
 LABELS = {
@@ -21,13 +22,14 @@ LABELS = {
 
 
 def dry_run(
-    directory: Path | None, file: Path | None, targets: tuple[str, ...], force: bool
+    project: Project, targets: tuple[str, ...], force: bool, *, detail: bool = True
 ) -> RunSummary:
+    """What `claw run -n` finds; without `detail`, a job that runs whatever it is (it never
+    succeeded) is not prepared: no prompt estimate, no output path (`claw list`)."""
     from claw_batch.run.runner import Runner, RunOptions
     from claw_batch.terminal.progress import Progress
 
-    project = load(directory, file)
-    options = RunOptions(targets=targets, dry_run=True, force=force, keep_going=True)
+    options = RunOptions(targets=targets, dry_run=True, detail=detail, force=force, keep_going=True)
     return Runner(project, options, progress=Progress(quiet=True)).run()
 
 
@@ -41,15 +43,15 @@ def plan(targets: tuple[str, ...], force: bool, directory: Path | None, file: Pa
 
     The same as `claw run -n`: each job of the tasks (and of the tasks they need), whether
     it would run, is up to date, or is kept (its output was edited by hand; -B overwrites
-    it), the estimated size of its first prompt, and the reasons. No model calls, no
-    writes.
+    it), the estimated size of its first prompt, and the reasons. No model calls; no
+    writes but claw's caches of the clawfile and the skills.
 
     \b
     Examples:
       claw plan                   the default tasks
       claw plan 'digest-*' -B     as if every job of those tasks were forced
     """
-    summary = dry_run(directory, file, targets, force)
+    summary = dry_run(load(directory, file, cache="write"), targets, force)
     if summary.error:
         click.echo(visible(said(summary.error)), err=True)
         return summary.exit_code
@@ -76,7 +78,7 @@ def why(task: str, directory: Path | None, file: Path | None) -> int:
     Example:
       claw why triage
     """
-    summary = dry_run(directory, file, (task,), False)
+    summary = dry_run(load(directory, file, cache="write"), (task,), False)
     if summary.error:
         click.echo(visible(said(summary.error)), err=True)
         return summary.exit_code

@@ -107,10 +107,13 @@ class Models:
         """The LLM that serves `model` and the model name the endpoint expects."""
         provider_name, _, name = resolve_model(self.config, model)
         slot = "" if self.mode.replay else provider_name  # one replayer serves every provider
-        with self._lock:
-            if slot not in self._cache:
-                self._cache[slot] = self._make(provider_name)
-            return self._cache[slot], name
+        llm = self._cache.get(slot)  # built: no lock for the jobs that start meanwhile
+        if llm is None:
+            with self._lock:
+                llm = self._cache.get(slot)
+                if llm is None:
+                    llm = self._cache[slot] = self._make(provider_name)
+        return llm, name
 
     def _make(self, provider_name: str) -> LLM:
         from claw_batch.llm.cassette import RecordingLLM, ReplayLLM

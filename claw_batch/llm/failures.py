@@ -1,12 +1,20 @@
 """What an endpoint's failure says that is worth a user's reading: a connection that cannot
 succeed by waiting (nothing listens on a local port, a host name that does not resolve), and
-the cause a gateway nests in its error body (OpenRouter's `error.metadata.raw`)."""
+the cause a gateway nests in its error body (OpenRouter's `error.metadata.raw`).
+
+Both ways claw reaches an endpoint (its own client, `transport`, and the SDK behind a proxy)
+report a failure as one of the exceptions below, which the adapter classifies in one place.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import email.utils
 import ipaddress
 import json
 import socket
+import time
+from collections.abc import Mapping
 from urllib.parse import urlsplit, urlunsplit
 
 # getaddrinfo's answers that the name does not exist (EAI_AGAIN, a resolver that did not
@@ -14,6 +22,48 @@ from urllib.parse import urlsplit, urlunsplit
 NO_SUCH_HOST = frozenset(
     code for code in (socket.EAI_NONAME, getattr(socket, "EAI_NODATA", None)) if code is not None
 )
+
+# The SDK's words for a connection that failed or a reply that did not come in time.
+CONNECTION_ERROR = "Connection error."
+TIMED_OUT = "Request timed out."
+
+
+class ConnectionFailure(Exception):
+    """No reply: CONNECTION_ERROR or TIMED_OUT, the socket's error chained as the cause."""
+
+
+class StatusFailure(Exception):
+    """An error status. `error`: the reply's `error` object (or the whole body, or its text);
+    `fallback`: what to say when it has no message."""
+
+    def __init__(
+        self, status: int, error: object, fallback: str, headers: Mapping[str, str]
+    ) -> None:
+        super().__init__(fallback)
+        self.status = status
+        self.error = error
+        self.fallback = fallback
+        self.headers = headers
+
+    @classmethod
+    def of_reply(cls, status: int, body: bytes, headers: Mapping[str, str]) -> StatusFailure:
+        """From the bytes of an error reply, read as the SDK reads them."""
+        text = body.decode("utf-8", "replace").strip()
+        data: object = text
+        with contextlib.suppress(ValueError, RecursionError):
+            data = json.loads(text)
+        error = data.get("error", data) if isinstance(data, dict) else data
+        return cls(status, error, f"Error code: {status}", headers)
+
+    def code(self) -> object:
+        return self.error.get("code") if isinstance(self.error, dict) else None
+
+    def type(self) -> object:
+        return self.error.get("type") if isinstance(self.error, dict) else None
+
+
+class EndpointError(Exception):
+    """What the endpoint said went wrong, shown as it is: an error event in a stream."""
 
 
 def shown_url(url: str) -> str:
@@ -81,3 +131,25 @@ def _message_of(text: str) -> str | None:
     inner = data.get("error", data) if isinstance(data, dict) else None
     message = inner.get("message") if isinstance(inner, dict) else inner
     return message if isinstance(message, str) and message.strip() else None
+
+
+def retry_after(headers: Mapping[str, str]) -> float | None:
+    """The wait an endpoint asked for: `retry-after-ms`, or `Retry-After` in seconds or a date."""
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())

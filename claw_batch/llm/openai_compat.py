@@ -1,39 +1,45 @@
 """Any OpenAI-compatible chat completions endpoint (OpenAI, Ollama, llama.cpp, vLLM, ...).
 
-The only module that imports `openai`; the rest of claw imports this one lazily.
-A hung or trickling endpoint cannot keep `complete` past the job's deadline, and Ctrl-C ends
-a call at once: the call runs on the job's thread over `interruptible`'s sockets or, when a
-proxy is configured (its connections would not be made by that backend), on a daemon thread
-of `callthreads` that the job stops waiting for. Retries are ours (`max_retries=0`), paced by
-the endpoint's `breaker`, which every job calling it shares: a 429 storm or a 5xx burst is
-waited out together, and a refused key or account fails every later call at once.
+claw speaks chat completions over its own HTTP client (`transport`): a call runs on the job's
+thread over `interruptible`'s sockets, so a hung or trickling endpoint cannot keep `complete`
+past the job's deadline, and Ctrl-C ends it at once. When the environment names a proxy
+(which that client does not reach through), the `openai` SDK makes the call, on a daemon
+thread of `callthreads` that the job stops waiting for; this is the only module that imports
+it, and only then. Retries are ours, paced by the endpoint's `breaker`, which every job
+calling it shares: a 429 storm or a 5xx burst is waited out together, and a refused key or
+account fails every later call at once. Whichever way the call went, its failure is
+classified here, once.
 """
 
 from __future__ import annotations
 
 import contextlib
-import email.utils
 import json
+import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import httpx2
-import openai
-
-from claw_batch import cancel
+from claw_batch import __version__, cancel
 from claw_batch.errors import LimitExceeded, ModelError
-from claw_batch.llm import failures, interruptible, wire
+from claw_batch.llm import failures, interruptible, sse, wire
 from claw_batch.llm.breaker import Breaker, Ticket
 from claw_batch.llm.callthreads import CallThreads
+from claw_batch.llm.failures import ConnectionFailure, EndpointError, StatusFailure, retry_after
+from claw_batch.llm.interruptible import TIMEOUT
 from claw_batch.llm.messages import ChatRequest, Completion
+from claw_batch.llm.transport import Pool, Reply
 from claw_batch.safety.redact import Redactor
+
+if TYPE_CHECKING:
+    import httpx2
+    import openai
 
 NO_KEY = "sk-no-key"  # what keyless local servers (Ollama, llama.cpp) are sent
 DEFAULT_BASE_URL = "https://api.openai.com/v1"  # the SDK's, without its $OPENAI_BASE_URL
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
-TIMEOUT = "timeout: the model call did not finish before the job's deadline"
 ADVICE = {
     400: "the endpoint refused the request; check that the model supports tool calls",
     401: "check the API key in $OPENAI_API_KEY / the provider's api_key_env",
@@ -43,22 +49,7 @@ ADVICE = {
     429: "the account is out of quota; check billing with the provider or use another provider",
 }
 CALL_THREADS = CallThreads()  # shared by every endpoint of the run
-# The SDK's platform telemetry (OS, arch, runtime and versions), left out: no endpoint needs
-# it, and every header costs each request a trip through httpx's and h11's validation (these
-# seven are ~15 % of the SDK's Python work per call). Auth, content type, user agent, retry
-# count and read timeout are still sent.
-TELEMETRY_HEADERS = (
-    "X-Stainless-Lang",
-    "X-Stainless-Package-Version",
-    "X-Stainless-OS",
-    "X-Stainless-Arch",
-    "X-Stainless-Runtime",
-    "X-Stainless-Runtime-Version",
-    "X-Stainless-Async",
-)
-
-OMITTED_HEADERS = {name: openai.Omit() for name in TELEMETRY_HEADERS}
-IDEMPOTENCY_KEY = "claw"
+__all__ = ["TIMEOUT", "OpenAICompatLLM", "retry_after"]
 
 
 @dataclass(frozen=True)
@@ -83,19 +74,19 @@ class OpenAICompatLLM:
         breaker: Breaker | None = None,
         base_url_from: str = "the base URL",  # where a user changes it, for messages
     ) -> None:
-        # Always an explicit key and URL: given none, the SDK would read $OPENAI_API_KEY and
-        # $OPENAI_BASE_URL, and the caller decides which environment counts.
-        http_client = _interruptible_client()
-        self._inline = http_client is not None
-        self._client = openai.OpenAI(
-            base_url=base_url or DEFAULT_BASE_URL,
-            api_key=api_key or NO_KEY,
-            max_retries=0,
-            http_client=http_client,
-        )
-        # Absolute: the SDK would otherwise parse and rebuild the base URL for every request.
-        # A base URL with no path prints without its slash (`http://host:9`).
-        self._url = f"{str(self._client.base_url).rstrip('/')}/chat/completions"
+        # Always an explicit key and URL: the SDK would read $OPENAI_API_KEY and
+        # $OPENAI_BASE_URL, and the caller decides which environment counts. A base URL with
+        # no path prints without its slash (`http://host:9`).
+        self.base_url = (base_url or DEFAULT_BASE_URL).rstrip("/")
+        key = api_key or NO_KEY
+        url = f"{self.base_url}/chat/completions"
+        self._pool: Pool | None = None
+        self._sdk: _ViaSdk | None = None
+        if any(scheme != "no" for scheme in urllib.request.getproxies()):  # "no": $NO_PROXY
+            self._sdk = _ViaSdk(url, key)
+        else:
+            self._pool = Pool(url, _headers(key))
+        self._inline = self._pool is not None  # calls run on the job's thread
         # Some endpoints echo the key they refused; it must never reach a log or a terminal.
         self._redact = Redactor([api_key] if api_key else [])
         self._stream = stream
@@ -114,7 +105,7 @@ class OpenAICompatLLM:
             outcome = self._try(request, deadline, ticket)
             if isinstance(outcome, Completion):
                 return outcome
-            if self._clock() >= deadline:  # e.g. the SDK's own timeout, capped at the deadline
+            if self._clock() >= deadline:  # e.g. a request timeout, capped at the deadline
                 raise LimitExceeded(TIMEOUT)
             # A 429 is an endpoint that works and asks for patience: the breaker paces the
             # retries, the deadline bounds them. Other failures count.
@@ -131,11 +122,11 @@ class OpenAICompatLLM:
         """One request; a failure that waiting may fix is told to the breaker and returned."""
         try:
             completion = self._attempt(request, deadline)
-        except openai.APIStatusError as exc:
+        except StatusFailure as exc:
             failure = self._classify(exc, request, ticket)
-        except openai.APIConnectionError as exc:  # includes APITimeoutError
+        except ConnectionFailure as exc:
             failure = self._connection_failure(exc, request, ticket)
-        except openai.OpenAIError as exc:
+        except EndpointError as exc:
             self._breaker.abandoned(ticket)
             raise ModelError(f"{self._where(request)}: {self._redact(str(exc))}") from None
         except RecursionError:
@@ -160,10 +151,11 @@ class OpenAICompatLLM:
         budget = deadline - self._clock()
         if budget <= 0:
             raise LimitExceeded(TIMEOUT)
-        if self._inline:
+        if self._sdk is None:
             with interruptible.deadline(time.monotonic() + budget):
                 return self._call(request, budget, deadline)
-        call = CALL_THREADS.submit(lambda: self._call(request, budget, deadline))
+        sdk = self._sdk
+        call = CALL_THREADS.submit(lambda: self._via_sdk(sdk, request, budget, deadline))
         # Given up on, the call goes on on its thread until its own SDK timeout ends it.
         left = budget
         while not call.wait(min(left, cancel.POLL)):
@@ -174,43 +166,39 @@ class OpenAICompatLLM:
         return call.result()
 
     def _call(self, request: ChatRequest, remaining: float, deadline: float) -> Completion:
-        timeout = openai.Timeout(
-            min(self._request_timeout, remaining), connect=min(self._connect_timeout, remaining)
-        )
-        options: openai.RequestOptions = {
-            "timeout": timeout,
-            "security": {"bearer_auth": True},
-            "headers": OMITTED_HEADERS,
-            # Only sent by clients that name an idempotency header, which this one does not;
-            # given none, the SDK makes a uuid4 for every request (a getrandom system call).
-            "idempotency_key": IDEMPOTENCY_KEY,
-        }
-        # Post the wire body ourselves: `chat.completions.create` re-walks every message with
-        # the SDK's TypedDict transformer on each call, which grows with the conversation. And
-        # take the reply as plain JSON (`cast_to=object`): `wire` reads it, odd shapes included.
+        """One request over claw's client, on this thread."""
+        assert self._pool is not None
         body = wire.request_json(request, stream=self._stream)
-        try:
-            if not self._stream:
-                reply = self._client.post(self._url, cast_to=object, content=body, options=options)
-                return wire.completion_from_reply(reply)
-            return self._streamed(body, options, deadline)
-        except json.JSONDecodeError as exc:  # raised by the SDK as it decodes a body or chunk
-            raise wire.MalformedReply(f"not JSON: {wire.excerpt(exc.doc)}") from None
+        read = min(self._request_timeout, remaining)
+        connect = min(self._connect_timeout, remaining)
+        with self._pool.post(body, read_timeout=read, connect_timeout=connect) as reply:
+            if not 200 <= reply.status < 300:
+                raise StatusFailure.of_reply(reply.status, reply.read(), reply.headers)
+            return self._decoded(reply, deadline)
 
-    def _streamed(self, body: bytes, options: openai.RequestOptions, deadline: float) -> Completion:
-        chunks = self._client.post(
-            self._url,
-            cast_to=object,
-            content=body,
-            options=options,
-            stream=True,
-            stream_cls=openai.Stream[object],
-        )
-        with chunks:
-            if chunks.response.headers.get("content-type", "").startswith("application/json"):
-                # An endpoint that ignores `stream` and answers with the whole reply.
-                return wire.completion_from_reply(json.loads(chunks.response.read()))
-            return wire.completion_from_chunks(self._until(deadline, chunks))
+    def _via_sdk(
+        self, sdk: _ViaSdk, request: ChatRequest, remaining: float, deadline: float
+    ) -> Completion:
+        """One request through the SDK, on a call thread."""
+        body = wire.request_json(request, stream=self._stream)
+        read = min(self._request_timeout, remaining)
+        connect = min(self._connect_timeout, remaining)
+        with sdk.call(body, read, connect) as reply:
+            return self._decoded(reply, deadline)
+
+    def _decoded(self, reply: Reply | _SdkReply, deadline: float) -> Completion:
+        """The completion a successful reply carries."""
+        content_type = (reply.headers.get("content-type") or "").split(";")[0].strip()
+        try:
+            if self._stream and content_type != "application/json":
+                chunks = sse.chunks(reply.lines())
+                return wire.completion_from_chunks(self._until(deadline, chunks))
+            data = reply.read()
+            if not content_type.endswith("json"):  # a web page: said as it is
+                return wire.completion_from_reply(data.decode("utf-8", "replace"))
+            return wire.completion_from_reply(json.loads(data))
+        except json.JSONDecodeError as exc:
+            raise wire.MalformedReply(f"not JSON: {wire.excerpt(exc.doc)}") from None
 
     def _until(self, deadline: float, chunks: Iterable[object]) -> Iterator[object]:
         # Lets an abandoned thread stop reading a trickling stream once the deadline passed.
@@ -219,15 +207,13 @@ class OpenAICompatLLM:
                 raise LimitExceeded(TIMEOUT)
             yield chunk
 
-    def _classify(
-        self, exc: openai.APIStatusError, request: ChatRequest, ticket: Ticket
-    ) -> _Retryable:
-        status = exc.status_code
-        detail = self._redact(failures.error_detail(exc.body, exc.message))
-        quota = "insufficient_quota" in (exc.code, exc.type)
+    def _classify(self, exc: StatusFailure, request: ChatRequest, ticket: Ticket) -> _Retryable:
+        status = exc.status
+        detail = self._redact(failures.error_detail(exc.error, exc.fallback))
+        quota = "insufficient_quota" in (exc.code(), exc.type())
         if status in RETRY_STATUSES and not quota:
             reason = f"HTTP {status}: {detail}"
-            return _Retryable(reason, retry_after(exc.response.headers), status == 429)
+            return _Retryable(reason, retry_after(exc.headers), status == 429)
         self._breaker.succeeded(ticket)  # it answered: up, if not for this request
         advice = ADVICE.get(status, "the request cannot succeed as it is")
         message = f"{self._where(request)}: HTTP {status}: {detail}; {advice}"
@@ -238,13 +224,13 @@ class OpenAICompatLLM:
         raise ModelError(message)
 
     def _connection_failure(
-        self, exc: openai.APIConnectionError, request: ChatRequest, ticket: Ticket
+        self, exc: ConnectionFailure, request: ChatRequest, ticket: Ticket
     ) -> _Retryable:
         """Retryable, unless no wait can fix it: nothing listens on this machine's port, or
         the host does not exist (five retries would only make the user wait ~15 s)."""
-        hopeless = failures.hopeless(exc, str(self._client.base_url).rstrip("/"))
+        hopeless = failures.hopeless(exc, self.base_url)
         if hopeless is None:
-            return _Retryable(f"connection error: {exc.message}", None)
+            return _Retryable(f"connection error: {exc}", None)
         self._breaker.abandoned(ticket)
         raise ModelError(
             f"{hopeless} (model {request.model!r}); is the server running? "
@@ -252,48 +238,104 @@ class OpenAICompatLLM:
         ) from None
 
     def _where(self, request: ChatRequest) -> str:
-        url = failures.shown_url(str(self._client.base_url).rstrip("/"))
-        return f"model {request.model!r} at {url}"
+        return f"model {request.model!r} at {failures.shown_url(self.base_url)}"
 
 
-class _HttpClient(openai.DefaultHttpxClient):
-    """Closes its connections when dropped, as the SDK's own client does."""
-
-    def __del__(self) -> None:
-        with contextlib.suppress(Exception):
-            self.close()
-
-
-def _interruptible_client() -> httpx2.Client | None:
-    """The SDK's default HTTP client with its connections made by `interruptible.Backend`;
-    None when the environment names a proxy: httpx would reach it through a transport of
-    its own."""
-    if any(scheme != "no" for scheme in urllib.request.getproxies()):  # "no": $NO_PROXY
-        return None
-    transport = httpx2.HTTPTransport(limits=openai.DEFAULT_CONNECTION_LIMITS)
-    # httpx takes no network backend; its connection pool (httpcore2) does.
-    pool = transport._pool
-    pool._network_backend = interruptible.Backend(pool._network_backend)
-    return _HttpClient(transport=transport)
+def _headers(key: str) -> dict[str, str]:
+    return {
+        "Authorization": f"Bearer {key}",
+        "Content-Type": "application/json",
+        "Accept": "application/json",
+        "User-Agent": f"claw/{__version__}",
+    }
 
 
-def retry_after(headers: Mapping[str, str]) -> float | None:
-    """The wait an endpoint asked for: `retry-after-ms`, or `Retry-After` in seconds or a date."""
-    ms = headers.get("retry-after-ms")
-    if ms:
+class _SdkReply:
+    """A successful reply the SDK received, read as `transport.Reply` is."""
+
+    def __init__(self, response: httpx2.Response) -> None:
+        self._response = response
+        self.headers: Mapping[str, str] = response.headers
+
+    def read(self) -> bytes:
+        with _transport_errors():
+            return self._response.read()
+
+    def lines(self) -> Iterator[bytes]:
+        with _transport_errors():
+            for line in self._response.iter_lines():
+                yield f"{line}\n".encode()
+
+    def __enter__(self) -> _SdkReply:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._response.close()
+
+
+@contextlib.contextmanager
+def _transport_errors() -> Iterator[None]:
+    import httpx2
+
+    try:
+        yield
+    except httpx2.TimeoutException as exc:
+        raise ConnectionFailure(failures.TIMED_OUT) from exc
+    except httpx2.TransportError as exc:
+        raise ConnectionFailure(failures.CONNECTION_ERROR) from exc
+
+
+class _ViaSdk:
+    """Behind a proxy: the `openai` SDK's client, which reaches it (httpx reads the proxy
+    settings from the environment). Its import and client are made on a thread as soon as
+    the endpoint is, not by the first job that calls it."""
+
+    def __init__(self, url: str, key: str) -> None:
+        self._url = url
+        self._client: openai.OpenAI | None = None
+        self._made = threading.Event()
+        self._error: BaseException | None = None
+        threading.Thread(target=self._make, args=(key,), daemon=True).start()
+
+    def _make(self, key: str) -> None:
         try:
-            return max(0.0, float(ms) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
+            import openai
+
+            base_url = self._url.removesuffix("/chat/completions")
+            self._client = openai.OpenAI(base_url=base_url, api_key=key, max_retries=0)
+        except BaseException as exc:  # raised again in the calls that need the client
+            self._error = exc
+        finally:
+            self._made.set()
+
+    def call(self, body: bytes, read: float, connect: float) -> _SdkReply:
+        """Post `body` and return the open reply; failures as `failures` says them."""
+        import openai
+
+        self._made.wait()
+        if self._client is None:
+            raise self._error or RuntimeError("the OpenAI client was not made")
+        options: openai.RequestOptions = {
+            "timeout": openai.Timeout(read, connect=connect),
+            "security": {"bearer_auth": True},
+            # Given none, the SDK makes a uuid4 for every request (a getrandom system call).
+            "idempotency_key": "claw",
+        }
+        try:
+            response = self._client.post(
+                self._url,
+                cast_to=object,
+                content=body,
+                options=options,
+                stream=True,
+                stream_cls=openai.Stream[object],
+            )
+        except openai.APIStatusError as exc:
+            raise StatusFailure(
+                exc.status_code, exc.body, exc.message, exc.response.headers
+            ) from None
+        except openai.APIConnectionError as exc:  # includes APITimeoutError
+            raise ConnectionFailure(exc.message) from exc
+        except openai.OpenAIError as exc:
+            raise EndpointError(str(exc)) from None
+        return _SdkReply(response.response)

@@ -12,9 +12,13 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from claw_batch.llm.encoded import Encoder, dumps
 from claw_batch.llm.messages import ChatRequest, Completion, Message, ToolCall, ToolSpec, Usage
 
 EXCERPT = 60  # characters of an odd value quoted in an error
+
+
+_ENCODER = Encoder()  # shared by every endpoint of the process
 
 
 class MalformedReply(Exception):
@@ -36,9 +40,18 @@ def request_body(request: ChatRequest, *, stream: bool = False) -> dict[str, Any
 
 
 def request_json(request: ChatRequest, *, stream: bool = False) -> bytes:
-    """`request_body` as the bytes sent: compact UTF-8, as the SDK would encode it."""
-    body = request_body(request, stream=stream)
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+    """`request_body` as the bytes sent: compact UTF-8, as the SDK would encode it; what an
+    earlier turn of the conversation sent is not encoded again (`encoded`)."""
+    parts = [b'{"model":', dumps(request.model), b',"messages":[']
+    parts += [_ENCODER.messages(request.messages, wire_message), b"]"]
+    if request.tools:
+        parts += [b',"tools":[', _ENCODER.tools(request.tools, wire_tool), b"]"]
+    if request.temperature is not None:
+        parts += [b',"temperature":', dumps(request.temperature)]
+    if stream:
+        parts.append(b',"stream":true,"stream_options":{"include_usage":true}')
+    parts.append(b"}")
+    return b"".join(parts)
 
 
 def wire_message(message: Message) -> dict[str, Any]:

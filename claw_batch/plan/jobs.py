@@ -14,7 +14,7 @@ from claw_batch.errors import ClawfileError, UsageError
 from claw_batch.safety.paths import NEVER_SEARCHED
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one per job: 100,000 in a large run
 class Job:
     task: str
     item: str | None = None  # the fan-out file, project-relative

@@ -77,7 +77,13 @@ class TaskKey:
         return cls(value, hashes)
 
     def quick(self, stamp: str) -> str:
-        return hashlib.sha256(f"{self.value}\0{stamp}".encode()).hexdigest()
+        digest = self._prefix.copy()  # sha256(value NUL stamp), the value hashed once
+        digest.update(stamp.encode())
+        return digest.hexdigest()
+
+    @functools.cached_property
+    def _prefix(self) -> hashlib._Hash:
+        return hashlib.sha256(f"{self.value}\0".encode())
 
     def seal(self, fp: Fingerprint, stamp: str | None, outputs: Sequence[str]) -> str | None:
         """The done row's `quick`: the quick digest, then one output path per line. None

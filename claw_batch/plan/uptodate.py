@@ -26,9 +26,11 @@ from claw_batch.store.state import Done, State
 KEPT = "was modified by hand; kept (-B overwrites it)"
 # Why a job with no last success runs when the ledger has no run of it either.
 NEVER_RAN = "never ran (or did not finish)"
+FORCED = "forced (-B)"
+ALWAYS = "always: true"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one per job: 100,000 in a large run
 class Decision:
     run: bool
     reasons: tuple[str, ...]  # why it runs; or, when it does not, what the user should know
@@ -86,16 +88,35 @@ class Decider:
         self.quick_updates: list[tuple[str, str, str]] = []  # (quick, task, item)
         self.last: dict[str, dict[str, LastRun]] = {}  # per task: how its jobs last ended
 
-    def decide(self, job: Job, candidate: Candidate) -> Decision:
-        key = self.task_key(job.task)
+    def sealed_output(self, job: Job) -> str | Literal[False] | None:
+        """The quick check of a job no task after it reads: while its seal holds, the output
+        its result names (None: none); False when it takes `decide`. A no-op asks it of
+        every job, before anything is made for the job (claw_batch.run.session)."""
         sealed = self.sealed.get((job.task, job.item or ""))
+        if not sealed:
+            return False
+        key = self.task_key(job.task)
+        if key is None or self.graph.dependents(job.task):
+            return False
+        if not key.unchanged(sealed, job.item, self.hashes.stamp):
+            return False  # decide() stats it again: the full check that follows dwarfs it
+        return TaskKey.first_output(sealed)
+
+    def decide(self, job: Job, candidate: Candidate) -> Decision:
+        name = (job.task, job.item or "")
+        if name not in self.sealed:  # it never succeeded: it runs, whatever its fingerprint
+            return self._unsealed(job)
+        sealed = self.sealed[name]  # None: its last success has no quick seal
+        key = self.task_key(job.task)
         if key and sealed and key.unchanged(sealed, job.item, self.hashes.stamp):
             if not self.graph.dependents(job.task):  # no task after it reads its record
                 return Decision(False, (), output=TaskKey.first_output(sealed))
             return _kept(Decision(False, ()), self.last_success(job), None)
         done = self.last_success(job)
+        if done is None:
+            return self._unsealed(job)
         fp = candidate.fingerprint
-        outputs = {o: candidate.output_hash(o) for o in done.outputs} if done else {}
+        outputs = {o: candidate.output_hash(o) for o in done.outputs}
         decision = self._full(job, done, fp, outputs)
         if decision.run:
             if self.dry_run:
@@ -103,7 +124,7 @@ class Decider:
             return decision
         if key and not decision.modified and not self.dry_run:
             quick = self.seal(job, fp, list(outputs))
-            if quick is not None and (done is None or quick != done.quick):
+            if quick is not None and quick != done.quick:
                 self.quick_updates.append((quick, job.task, job.item or ""))
         return _kept(decision, done, outputs)
 
@@ -139,17 +160,35 @@ class Decider:
             return None
         return self.state.done(job.task, job.item or "")
 
-    def _full(
-        self, job: Job, done: Done | None, fp: Fingerprint, outputs: Mapping[str, str | None]
-    ) -> Decision:
+    def _unsealed(self, job: Job) -> Decision:
+        """A job with no last success runs: the full check's reasons, without its
+        fingerprint (the job is prepared only to run, or for `claw plan`)."""
+        decision = self._pending(job)
+        if decision is None and self.force:
+            decision = Decision(True, (FORCED,))
+        elif decision is None and self.tasks[job.task].always:
+            decision = Decision(True, (ALWAYS,))
+        elif decision is None:
+            decision = Decision(True, (self.no_success(job),))
+        if self.dry_run:
+            self.pending.add(job.task)
+        return decision
+
+    def _pending(self, job: Job) -> Decision | None:
+        """A dry run's job after an upstream that would run: it would run too."""
         pending = [n for n in self.graph.upstream(job.task) if n in self.pending]
         if pending:
             return Decision(True, tuple(f"upstream {n} would run" for n in pending))
+        return None
+
+    def _full(
+        self, job: Job, done: Done, fp: Fingerprint, outputs: Mapping[str, str | None]
+    ) -> Decision:
+        pending = self._pending(job)
+        if pending is not None:
+            return pending
         always = self.tasks[job.task].always
-        decision = decide(done, fp, outputs, force=self.force, always=always)
-        if done is None and decision.reasons == (NEVER_RAN,):
-            return Decision(True, (self.no_success(job),))
-        return decision
+        return decide(done, fp, outputs, force=self.force, always=always)
 
     def no_success(self, job: Job) -> str:
         """Why a job with no last success runs: how it last ended (`failed in run X at T:
@@ -181,9 +220,9 @@ def decide(
     """Whether a job must run by the full check. `outputs_now` maps each output recorded at
     its last success to the file's current hash (None when missing)."""
     if force:
-        return Decision(True, ("forced (-B)",))
+        return Decision(True, (FORCED,))
     if always:
-        return Decision(True, ("always: true",))
+        return Decision(True, (ALWAYS,))
     if done is None:
         return Decision(True, (NEVER_RAN,))
     missing = [p for p, h in outputs_now.items() if h is None]

@@ -29,6 +29,7 @@ from claw_batch.run.jobsink import JobSink
 from claw_batch.run.prepare import Prepared, key_prompt, system_prompt
 from claw_batch.run.record import Recorder
 from claw_batch.run.results import JobResult, Status
+from claw_batch.safety.atomic import DirSyncs
 from claw_batch.safety.childenv import scrubbed_env
 from claw_batch.safety.paths import Policy, checked_output
 from claw_batch.safety.safeopen import write_file
@@ -72,7 +73,7 @@ def run_job(
     progress.job_started(job)
     started = time.monotonic()
     try:
-        attempt = _attempt(run, p, sink, taint)
+        attempt = _attempt(run, p, sink, taint, records.synced)
     except Exception as e:  # it stops the run: close the job's records first
         _abort(run, job, records, transcript, sink, started, started_wall, e)
         raise
@@ -120,11 +121,14 @@ def _taint(run: RunContext, p: Prepared, run_id: str) -> JobTaint:
 Attempt = tuple["Outcome | None", Status, "str | None", "str | None"]
 
 
-def _attempt(run: RunContext, p: Prepared, sink: JobSink, taint: JobTaint) -> Attempt:
+def _attempt(
+    run: RunContext, p: Prepared, sink: JobSink, taint: JobTaint, synced: DirSyncs
+) -> Attempt:
     """(outcome, status, reason, error). What ends a job is caught here; what ends the run
-    propagates. `taint` says at the end what the job read from outside."""
+    propagates. `taint` says at the end what the job read from outside; `synced` makes the
+    output's rename durable (before the ledger records the job done: run.record)."""
     try:
-        outcome = _Execution(run, p, sink, taint).run()
+        outcome = _Execution(run, p, sink, taint, synced).run()
     except KeyboardInterrupt:
         return None, "interrupted", "interrupted", "interrupted (Ctrl-C or SIGTERM)"
     except LimitExceeded as e:
@@ -191,12 +195,15 @@ def _findings(outcome: Outcome | None) -> tuple[str, ...]:
 class _Execution:
     """The tool loop, then the answer checked and written."""
 
-    def __init__(self, run: RunContext, prepared: Prepared, sink: JobSink, taint: JobTaint) -> None:
+    def __init__(
+        self, run: RunContext, prepared: Prepared, sink: JobSink, taint: JobTaint, synced: DirSyncs
+    ) -> None:
         self.ctx = run
         self.p = prepared
         self.on_event = sink
         self.before_call = sink.flush  # the turn so far goes to disk before each call
         self.taint = taint
+        self.synced = synced
 
     def run(self) -> Outcome:
         started = time.monotonic()
@@ -207,14 +214,17 @@ class _Execution:
         # staged .env in the diff, a file read()) it could pass on reversed, past redaction.
         redact = self.ctx.redact
         prompt = redact(p.prompt)
-        keys = (
-            Message("system", redact(system.key_text)),
-            Message("user", redact(key_prompt(self.ctx, p))),
-        )
+        keys: tuple[Message, ...] = ()  # only cassettes read them: rendered only for those
+        if self.ctx.models.mode.record or self.ctx.models.mode.replay:
+            keys = (
+                Message("system", redact(system.key_text)),
+                Message("user", redact(key_prompt(self.ctx, p))),
+            )
         loop = self._loop(started, keys)
-        self.on_event("system", content=redact(system.text))
+        shown = redact(system.text)
+        self.on_event("system", content=shown)
         self.on_event("user", content=prompt)
-        result = loop.run([Message("system", redact(system.text)), Message("user", prompt)])
+        result = loop.run([Message("system", shown), Message("user", prompt)])
         return self._finish(result, output_path)
 
     def _loop(self, started: float, key_messages: tuple[Message, ...]) -> ToolLoop:
@@ -285,7 +295,7 @@ class _Execution:
             data = text.encode()
             try:  # into the folder that was checked, even if a symlink has replaced it since
                 with self.taint.writing(str(p.output), data):  # tainted: recorded first
-                    write_file(p.policy.root, output_path, str(p.output), data)
+                    write_file(p.policy.root, output_path, str(p.output), data, synced=self.synced)
             except ToolError as e:
                 raise TaskFailed(f"output {p.output}: {e}") from e
             except OSError as e:  # a full disk: the old file stays

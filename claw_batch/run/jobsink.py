@@ -46,8 +46,9 @@ class JobSink:
                 fields["seconds"],
                 cost,
             )
-        # -v prints the start of tool calls and errors: redacted before anything cuts them
-        self.progress.job_event(self.job, kind, self.transcript.redact.deep(fields))
+        if self.progress.shows(kind):  # most events, and every one in a log, show nothing
+            # -v prints the start of tool calls and errors: redacted before anything cuts them
+            self.progress.job_event(self.job, kind, self.transcript.redact.deep(fields))
 
     def flush(self) -> None:
         """Called before each model call: the turn so far goes to disk (see Transcript)."""

@@ -22,6 +22,7 @@ from claw_batch.run.context import RunCache
 from claw_batch.run.jobsink import JobSink, transcript_name
 from claw_batch.run.prepare import Prepared
 from claw_batch.run.results import NO_USAGE, JobResult, not_run
+from claw_batch.safety.atomic import DirSyncs
 from claw_batch.safety.redact import Redactor
 from claw_batch.safety.untrusted import printable
 from claw_batch.store.filehash import FileHashes
@@ -70,6 +71,9 @@ class Recorder:
         self.redact = redact
         self.environ = environ
         self._verdicts: Verdicts | None = None  # opened by the first check task
+        # The folders of the outputs written, fsynced before the ledger records their jobs
+        # done: one fsync a folder for the jobs that end together (State.succeed_job).
+        self.synced = DirSyncs()
 
     def start(self, job: Job) -> dt.datetime:
         """Mark the job running, its last success forgotten; when it started."""
@@ -126,7 +130,7 @@ class Recorder:
         quick = self.decider.seal(r.job, fp, list(written))
         done = Done.of(task, item, fp.value, fp.parts, written, r.text, quick, tainted)
         row = JobRecord.of(self.run_id, task, item, started.isoformat(), r)
-        self.state.succeed_job(row, done)
+        self.state.succeed_job(row, done, self.synced.sync)
         self.cache.produced(task, outputs, r.output, r.text, tainted)
 
     def recall(self, p: Prepared, fp: Fingerprint, *, dry_run: bool) -> JobResult | None:
@@ -145,6 +149,10 @@ class Recorder:
         row = JobRecord.of(self.run_id, *_key(p.job), started, known)
         self.state.finish_job(dataclasses.replace(row, remembered=whose))
         return known
+
+    def may_recall(self, job: Job) -> bool:
+        """Whether the ledger holds a failed check of the job, whatever its fingerprint."""
+        return self.state is not None and self.verdicts().held(*_key(job))
 
     def _recalled(self, p: Prepared, fp: Fingerprint) -> tuple[JobResult, str] | None:
         """The verdict given again, and the id of the run that gave it."""

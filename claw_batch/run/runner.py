@@ -74,6 +74,7 @@ class RunOptions:
     jobs: int = 1  # -j: jobs at a time
     force: bool = False
     dry_run: bool = False
+    detail: bool = True  # a dry run: prepare each job that would run (its prompt estimate)
     files: tuple[str, ...] = ()
     model: str | None = None
     mode: Mode = field(default_factory=Mode)
@@ -281,6 +282,7 @@ class Runner:
             environ=self.environ,
             jobs_of=self.jobs_of,
             dry_run=o.dry_run,
+            detail=o.detail,
             force=o.force,
             keep_going=o.keep_going,
             jobs=o.jobs,

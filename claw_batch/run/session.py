@@ -55,6 +55,7 @@ class RunSetup:
     environ: Mapping[str, str]
     jobs_of: Callable[[str], list[Job]]  # a task's jobs, when its turn comes
     dry_run: bool = False
+    detail: bool = True  # a dry run prepares each job that would run (RunOptions.detail)
     force: bool = False
     keep_going: bool = False
     jobs: int = 1  # at a time
@@ -148,7 +149,9 @@ class RunSession:
 
     def _skills(self) -> list[skills.Skill]:
         root, workspace = self.setup.project.root, self.setup.project.config.workspace
-        write = not self.setup.dry_run
+        # A dry run too keeps the parsed skills (into an existing .claw/): `claw list`, the
+        # next time, imports no YAML; but never through a `.claw` link a clone came with.
+        write = not self.setup.dry_run or not (root / ".claw").is_symlink()
         return skills.pick(skillcache.scan(root, skills.skill_dirs(root, workspace), write=write))
 
     def _context(
@@ -251,7 +254,7 @@ class RunSession:
     def check(self, job: Job) -> JobResult | Callable[[], JobResult]:
         """The job's result when it need not run, else the work that runs it."""
         upstream = self.setup.graph.upstream(job.task)
-        if self.failed:
+        if self.failed and upstream:
             blocked = [n for n in upstream if n in self.failed]
             if blocked:
                 return not_run(job, "skipped", (f"needs {', '.join(blocked)}, which failed",))
@@ -259,10 +262,15 @@ class RunSession:
         if refused is not None:  # its records (the note, the report) name it as printed
             shown = dataclasses.replace(job, item=printable(job.item or ""))
             return JobResult(shown, "failed", NOT_UTF8, 0.0, NO_USAGE, None, refused, "")
+        output = self.decider.sealed_output(job)
+        if output is not False:  # the quick check: nothing made for the job but its result
+            return not_run(job, "up-to-date", (), output)
         preparation = Preparation(self.ctx, self.cache, job, upstream, self.hashes.hash)
         decision = self.decider.decide(job, preparation)
         if not decision.run:
             return self._keep(job, decision)
+        if not self.setup.detail and decision.done is None and not self.records.may_recall(job):
+            return not_run(job, "would-run", decision.reasons)  # its answer, unprepared
         prepared, fp = preparation.prepared, preparation.fingerprint
         if prepared.task.check and not self.setup.force:
             known = self.records.recall(prepared, fp, dry_run=self.setup.dry_run)

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from claw_batch.errors import ToolError
-from claw_batch.safety.atomic import write_atomic_in
+from claw_batch.safety.atomic import DirSyncs, write_atomic_in
 
 PATH_FLAGS = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -104,10 +104,13 @@ def open_dir(fd: int) -> int:
     return os.open(link(fd), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
 
 
-def write_file(root: Path, real: Path, shown: str, data: bytes) -> None:
+def write_file(
+    root: Path, real: Path, shown: str, data: bytes, *, synced: DirSyncs | None = None
+) -> None:
     """Replace `real` (a path `Policy.resolve_write` approved) atomically; its directory is
     opened and checked first, and made, one checked step at a time, if missing. ToolError when
-    the path is not a file's or has moved; OSError when writing fails (a full disk)."""
+    the path is not a file's or has moved; OSError when writing fails (a full disk).
+    `synced`: see atomic.write_atomic_in."""
     directory = _writable_dir(root, real.parent, shown)
     try:
         try:
@@ -118,7 +121,7 @@ def write_file(root: Path, real: Path, shown: str, data: bytes) -> None:
             raise ToolError(f"{shown} is a directory; write cannot replace a directory")
         if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):  # a symlink is replaced, not followed
             raise ToolError(f"{shown} is not a regular file ({kind(mode)}); refused")
-        write_atomic_in(directory, real.name, data)
+        write_atomic_in(directory, real.name, data, synced=synced)
     finally:
         os.close(directory)
 

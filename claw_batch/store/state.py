@@ -12,6 +12,7 @@ import datetime as dt
 import functools
 import json
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -20,6 +21,8 @@ from claw_batch.llm.usage import Usage
 from claw_batch.store.database import Database
 
 INSERT_CALL = "INSERT INTO calls VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+
+Durable = Callable[[], None]  # makes a job's outputs durable (safety.atomic.DirSyncs.sync)
 
 
 class JobEnd(Protocol):
@@ -132,7 +135,7 @@ class State(Database):
         # A job's model calls, kept until its final transaction (see record_call).
         self._calls: dict[tuple[str, str, str], list[tuple[object, ...]]] = {}
         # Ended jobs not yet written, and whether a thread is writing them (see _end_job).
-        self._ends: list[tuple[JobRecord, Done | None]] = []
+        self._ends: list[tuple[JobRecord, Done | None, Durable | None]] = []
         self._ends_lock = threading.Lock()
         self._writing = False
         super().__init__(path, readonly=readonly, recover=recover)
@@ -176,10 +179,12 @@ class State(Database):
             (run_id, task, item, started),
         )
 
-    def succeed_job(self, r: JobRecord, done: Done) -> None:
+    def succeed_job(self, r: JobRecord, done: Done, durable: Durable | None = None) -> None:
         """Record success with the output hashes (after the outputs are safely on disk): the
-        job's row, its model calls and its `done` row in one transaction (see _end_job)."""
-        self._end_job(r, done)
+        job's row, its model calls and its `done` row in one transaction (see _end_job).
+        `durable` finishes putting them there (their folders' fsyncs): it is called before
+        that transaction, once for all the jobs that share it and end together."""
+        self._end_job(r, done, durable)
 
     def sealed(self) -> dict[tuple[str, str], str | None]:
         """Every job with a last success, and its quick seal (plan.quickcheck.TaskKey): all that a
@@ -207,9 +212,9 @@ class State(Database):
 
     def finish_job(self, r: JobRecord) -> None:
         """Record how the job ended, with its model calls, in one transaction."""
-        self._end_job(r, None)
+        self._end_job(r, None, None)
 
-    def _end_job(self, r: JobRecord, done: Done | None) -> None:
+    def _end_job(self, r: JobRecord, done: Done | None, durable: Durable | None) -> None:
         """Group commit: the thread that finds no other writing writes every job that ended
         meanwhile, in one transaction per batch, until none is left; a job that ends while
         another thread writes leaves its rows to it and goes on at once. At -j 32 a
@@ -218,7 +223,7 @@ class State(Database):
         ended in its last moments (their outputs are on disk; they run again); close()
         writes whatever is left."""
         with self._ends_lock:
-            self._ends.append((r, done))
+            self._ends.append((r, done, durable))
             if self._writing:
                 return
             self._writing = True
@@ -232,6 +237,8 @@ class State(Database):
                     self._writing = False
                     return
             try:
+                for sync in {id(d): d for _, _, d in batch if d is not None}.values():
+                    sync()  # never a job recorded done before its outputs are durable
                 with self.transaction():
                     self._write_batch(batch)
             except BaseException:
@@ -240,10 +247,10 @@ class State(Database):
                     self._writing = False
                 raise
 
-    def _write_batch(self, batch: list[tuple[JobRecord, Done | None]]) -> None:
+    def _write_batch(self, batch: list[tuple[JobRecord, Done | None, Durable | None]]) -> None:
         self._insert(
             "INSERT INTO jobs",
-            [_job_row(r) for r, _ in batch],
+            [_job_row(r) for r, _, _ in batch],
             " ON CONFLICT (run_id, task, item) DO UPDATE SET status=excluded.status, "
             "reason=excluded.reason, duration_s=excluded.duration_s, "
             "prompt_tokens=excluded.prompt_tokens, completion_tokens=excluded.completion_tokens, "
@@ -251,10 +258,10 @@ class State(Database):
             "output=excluded.output, error=excluded.error, transcript=excluded.transcript, "
             "remembered=excluded.remembered",
         )
-        calls = [c for r, _ in batch for c in self._calls.pop((r.run_id, r.task, r.item), ())]
+        calls = [c for r, _, _ in batch for c in self._calls.pop((r.run_id, r.task, r.item), ())]
         if calls:
             self._insert("INSERT INTO calls", calls)
-        done_rows = [_done_row(r, done) for r, done in batch if done is not None]
+        done_rows = [_done_row(r, done) for r, done, _ in batch if done is not None]
         if done_rows:
             self._insert(
                 "INSERT OR REPLACE INTO done "

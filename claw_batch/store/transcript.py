@@ -23,6 +23,8 @@ from claw_batch.errors import TaskFailed
 from claw_batch.safety.redact import Redactor
 
 OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
+# One encoder for every line: json.dumps with options builds a new one each call.
+_encode = json.JSONEncoder(ensure_ascii=False, default=str).encode
 
 
 class Transcript:
@@ -45,7 +47,7 @@ class Transcript:
 
     def event(self, kind: str, **fields: Any) -> None:
         record = {"t": round(time.monotonic() - self._started, 3), "type": kind, **fields}
-        line = json.dumps(record, ensure_ascii=False, default=str)
+        line = _encode(record)
         self._lines.append(self.redact(line) + "\n")
 
     def flush(self) -> None:

@@ -46,6 +46,13 @@ class Verdicts:
         )
         return Verdict(*rows[0]) if rows else None
 
+    def held(self, task: str, item: str) -> bool:
+        """Whether a failed check of the job is kept, whatever its fingerprint."""
+        if self.state.readonly and not self.state.has_table("verdicts"):
+            return False
+        rows = self.state.select("SELECT 1 FROM verdicts WHERE task = ? AND item = ?", (task, item))
+        return bool(rows)
+
     def put(self, task: str, item: str, fingerprint: str, verdict: str, run_id: str) -> None:
         with self.state.transaction():
             self.state.db.execute(

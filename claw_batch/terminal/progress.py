@@ -168,8 +168,13 @@ class Progress:
                 self._ticker.start()
             self._frames.print([])
 
+    def shows(self, kind: str) -> bool:
+        """Whether job_event does anything with an event of `kind`: a job asks before it
+        prepares the event's fields for the screen (in a log, the common case, none is)."""
+        return not self.quiet and (self.live or self.verbose) and kind in SHOWN_EVENTS
+
     def job_event(self, job: _Job, kind: str, fields: Mapping[str, Any]) -> None:
-        if self.quiet or not (self.live or self.verbose) or kind not in SHOWN_EVENTS:
+        if not self.shows(kind):
             return  # the common case in a log: nothing to do, not even the lock
         with self._lock:
             running = self._running.get(job.name)

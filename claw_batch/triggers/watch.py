@@ -86,7 +86,7 @@ class Watcher:
         try:  # a stop from the first line on is a clean stop (exit 0), even before the loop
             self.progress.message(f"claw watch: {listing}; settle {self.watch.settle:g} s")
             observer.start()
-            from claw_batch.llm import openai_compat  # noqa: F401  # openai now, not in the first file's latency
+            from claw_batch.llm import openai_compat  # noqa: F401  # now, not in the first file's latency
 
             return self._loop(observer, until)
         except KeyboardInterrupt:

@@ -260,3 +260,54 @@ def test_reasoning_stays_with_its_tool_calls_and_out_of_the_answer(tmp_path: Pat
         "I should list.",
         "secret",
     ]
+
+
+class _Counted(Message):
+    """A message that counts how often its text is read (object.__setattr__: it is frozen)."""
+
+    def __getattribute__(self, name: str) -> object:
+        if name in ("content", "tool_calls", "reasoning"):
+            object.__setattr__(self, "reads", object.__getattribute__(self, "reads") + 1)
+        return object.__getattribute__(self, name)
+
+
+def _reads_of_the_first_messages(root: Path, turns: int) -> int:
+    first = [_Counted("system", "sys"), _Counted("user", "go")]
+    for m in first:
+        object.__setattr__(m, "reads", 0)
+    replies = [calls(("ls", {"path": f"d{n % 2}"})) for n in range(turns)]  # never 3 alike
+    llm = ScriptedLLM(*replies, say("done"))
+    loop, _ = make_loop(root, llm, max_steps=turns + 1)
+    loop.run(list(first))
+    return sum(int(object.__getattribute__(m, "reads")) for m in first)
+
+
+def test_a_turn_does_not_walk_the_conversation_again(tmp_path: Path) -> None:
+    """Per-turn work stays flat as the conversation grows: the loop reads each message a
+    fixed number of times (the prompt estimate is kept as messages are added), whether the
+    job takes 3 turns or 60. Only the model's own request, which carries them all, holds
+    the old ones again."""
+    for d in ("d0", "d1"):
+        (tmp_path / d).mkdir()
+    assert _reads_of_the_first_messages(tmp_path, 60) == _reads_of_the_first_messages(tmp_path, 3)
+
+
+def test_the_budget_is_asked_with_the_whole_prompt_each_turn(tmp_path: Path) -> None:
+    """The estimate kept turn by turn is the one counted over every message and tool."""
+    from claw_batch.agent.loop import prompt_tokens
+
+    (tmp_path / "a.txt").write_text("alpha " * 50)
+    asked: list[int] = []
+
+    class Recording(JobBudget):
+        def reserve(self, usage: object, prompt: int) -> None:  # type: ignore[override]
+            asked.append(prompt)
+
+    llm = ScriptedLLM(calls(("read", {"path": "a.txt"})), calls(("ls", {})), say("{}"), say("ok"))
+    loop, _ = make_loop(tmp_path, llm)
+    loop.budget = Recording.tokens_only()
+    loop.check_answer = lambda text: "not this" if text == "{}" else None
+    loop.run(start())
+    expected = [prompt_tokens(r.messages, loop.specs) for r in llm.requests]
+    assert asked == expected
+    assert asked == sorted(asked) and len(set(asked)) == 4  # it grew with every turn

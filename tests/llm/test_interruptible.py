@@ -1,4 +1,4 @@
-"""interruptible.Stream: what the SDK's HTTP client writes, as the endpoint receives it."""
+"""interruptible: socket waits that end at the deadline, on Ctrl-C, or after a timeout."""
 
 from __future__ import annotations
 
@@ -9,58 +9,69 @@ import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
-import httpcore2
 import pytest
 from helpers import NOT_HELD_UP, since
 
 from claw_batch import cancel
-from claw_batch.llm.interruptible import Stream
+from claw_batch.errors import LimitExceeded
+from claw_batch.llm import interruptible
+from claw_batch.llm.interruptible import TIMEOUT, recv_into, send_all
 
 
-class _Inner(httpcore2.NetworkStream):
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
-
-    def get_extra_info(self, info: str) -> Any:
-        return self.sock if info == "socket" else None
-
-    def close(self) -> None:
-        self.sock.close()
+def received(sock: socket.socket, size: int = 100, timeout: float | None = 5) -> bytes:
+    buffer = bytearray(size)
+    n = recv_into(sock, memoryview(buffer), timeout)
+    return bytes(buffer[:n])
 
 
-def test_a_request_head_and_body_go_out_together_before_the_reply_is_read() -> None:
+def pair() -> tuple[socket.socket, socket.socket]:
     ours, theirs = socket.socketpair()
+    ours.setblocking(False)
+    return ours, theirs
+
+
+def test_sends_all_and_reads_what_came() -> None:
+    ours, theirs = pair()
+    data = b"x" * 1_000_000  # more than a socket buffer holds: sent in several waits
+    got = bytearray()
+
+    def endpoint() -> None:
+        while len(got) < len(data):
+            got.extend(theirs.recv(65536))
+
     with ours, theirs:
-        stream = Stream(_Inner(ours))
-        stream.write(b"POST / HTTP/1.1\r\nContent-Length: 4\r\n\r\n", timeout=5)
-        stream.write(b"body", timeout=5)
-        stream.write(b"", timeout=5)  # h11's end of message, for a body of known length
-        theirs.setblocking(False)
-        try:
-            early = theirs.recv(100)
-        except BlockingIOError:
-            early = b""
-        assert early == b""  # nothing sent yet
-        theirs.sendall(b"HTTP/1.1 200 OK\r\n")
-        assert stream.read(100, timeout=5) == b"HTTP/1.1 200 OK\r\n"
-        theirs.setblocking(True)
-        assert theirs.recv(100) == b"POST / HTTP/1.1\r\nContent-Length: 4\r\n\r\nbody"
+        reader = threading.Thread(target=endpoint)
+        reader.start()
+        send_all(ours, data, timeout=5)
+        reader.join()
+        assert bytes(got) == data
+        theirs.sendall(b"reply")
+        assert received(ours) == b"reply"
 
 
-def test_an_idle_connection_closed_by_the_server_is_readable() -> None:
-    """What httpcore asks of an idle pooled connection before it reuses it."""
-    ours, theirs = socket.socketpair()
-    with ours:
-        stream = Stream(_Inner(ours))
-        assert stream.get_extra_info("is_readable") is False
-        theirs.close()
-        assert stream.get_extra_info("is_readable") is True
+def test_a_wait_longer_than_its_timeout_is_a_timeout_error() -> None:
+    ours, theirs = pair()
+    with ours, theirs, pytest.raises(TimeoutError):
+        received(ours, timeout=0.2)
+
+
+def test_the_deadline_ends_a_wait_that_has_no_timeout() -> None:
+    ours, theirs = pair()
+    started = time.monotonic()
+    with (
+        ours,
+        theirs,
+        interruptible.deadline(time.monotonic() + 0.3),
+        pytest.raises(LimitExceeded) as exc,
+    ):
+        received(ours, timeout=None)
+    assert str(exc.value) == TIMEOUT
+    assert since(started) < NOT_HELD_UP
 
 
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="makes its certificate with openssl")
-def test_a_tls_stream_reads_and_writes_without_blocking(tmp_path: Path) -> None:
+def test_a_tls_socket_reads_and_writes_without_blocking(tmp_path: Path) -> None:
     key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
     request = ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"]
     names = ["-keyout", str(key), "-out", str(cert), "-subj", "/CN=localhost"]
@@ -71,7 +82,7 @@ def test_a_tls_stream_reads_and_writes_without_blocking(tmp_path: Path) -> None:
     client_ctx.check_hostname = False
     client_ctx.verify_mode = ssl.CERT_NONE
     ours, theirs = socket.socketpair()
-    received: list[bytes] = []
+    got_request: list[bytes] = []
     reply = b"HTTP/1.1 200 OK\r\n" + b"x" * 50_000 + b"end"
 
     def endpoint() -> None:
@@ -79,35 +90,54 @@ def test_a_tls_stream_reads_and_writes_without_blocking(tmp_path: Path) -> None:
             data = b""
             while not data.endswith(b"body"):
                 data += tls.recv(100)
-            received.append(data)
+            got_request.append(data)
             tls.sendall(reply)
 
     thread = threading.Thread(target=endpoint)
     thread.start()
     with client_ctx.wrap_socket(ours, server_hostname="localhost") as tls:
-        stream = Stream(_Inner(tls))
-        stream.write(b"POST / HTTP/1.1\r\n\r\n", timeout=5)
-        stream.write(b"body", timeout=5)
+        tls.setblocking(False)
+        send_all(tls, b"POST / HTTP/1.1\r\n\r\nbody", timeout=5)
         got = b""
         while len(got) < len(reply):
-            got += stream.read(65536, timeout=5)
+            got += received(tls, 65536)
     thread.join()
-    assert received == [b"POST / HTTP/1.1\r\n\r\nbody"]
+    assert got_request == [b"POST / HTTP/1.1\r\n\r\nbody"]
     assert got == reply
 
 
 def test_ctrl_c_ends_a_wait_that_has_no_deadline_and_the_next_run_waits_again() -> None:
-    ours, theirs = socket.socketpair()
+    ours, theirs = pair()
     with ours, theirs:
-        stream = Stream(_Inner(ours))
         timer = threading.Timer(0.2, cancel.cancel)
         timer.start()
         started = time.monotonic()
         try:
             with pytest.raises(KeyboardInterrupt):
-                stream.read(100)  # nothing comes, and no timeout: only Ctrl-C ends it
+                received(ours, timeout=None)  # nothing comes, and no timeout: only Ctrl-C
         finally:
             cancel.reset()  # a new run, while the cancel pipe may still say cancelled
         assert since(started) < NOT_HELD_UP  # seen between short polls, not after a long wait
         threading.Timer(0.3, theirs.sendall, (b"late",)).start()
-        assert stream.read(100, timeout=5) == b"late"
+        assert received(ours) == b"late"
+
+
+def test_a_connection_made_after_the_deadline_is_closed() -> None:
+    made: list[socket.socket] = []
+    go = threading.Event()
+
+    def slow_connect() -> socket.socket:
+        go.wait(5)
+        ours, theirs = socket.socketpair()
+        theirs.close()
+        made.append(ours)
+        return ours
+
+    with interruptible.deadline(time.monotonic() + 0.2), pytest.raises(LimitExceeded):
+        interruptible.connect(slow_connect)
+    go.set()
+    for _ in range(100):
+        if made and made[0].fileno() == -1:
+            break
+        time.sleep(0.05)
+    assert made[0].fileno() == -1  # closed, not left open on a thread nobody waits for

@@ -13,6 +13,12 @@ import pytest
 from fake_openai import FakeOpenAI, echo_prompt
 from helpers import claw, make_project
 
+from claw_batch.clawfile.load import load_project
+from claw_batch.plan.graph import build
+from claw_batch.plan.jobs import Job
+from claw_batch.plan.uptodate import Decider
+from claw_batch.store.filehash import FileHashes
+
 NOW = "2026-11-22T23:05:00+01:00"
 
 FANOUT = """
@@ -311,3 +317,42 @@ def test_the_plan_says_which_skills_changed_and_what_they_cost(
         "edited (~29 fewer prompt tokens per model call)",
         "run         narrow  context (workspace files) changed",
     ]
+
+
+class Unprepared:
+    """A job the Decider must answer without preparing: asking for it fails the test."""
+
+    @property
+    def fingerprint(self) -> Any:
+        raise AssertionError("the fingerprint of a job that never succeeded was asked for")
+
+    def output_hash(self, rel: str) -> str | None:
+        raise AssertionError("the outputs of a job that never succeeded were hashed")
+
+
+@pytest.mark.parametrize(
+    ("force", "always", "reason"),
+    [
+        (False, False, "never ran (or did not finish)"),
+        (True, False, "forced (-B)"),
+        (False, True, "always: true"),
+    ],
+)
+def test_a_job_that_never_succeeded_runs_without_being_prepared(
+    project: Path, force: bool, always: bool, reason: str
+) -> None:
+    # Its reasons need no fingerprint: claw list answers it from the ledger alone.
+    if always:
+        (project / "clawfile.yaml").write_text(
+            (project / "clawfile.yaml").read_text().replace("tools: [read]", "always: true")
+        )
+    config = load_project(project, None, cache="off").config
+
+    def no_key(task: str) -> Any:
+        raise AssertionError("the task key of a job that never succeeded was computed")
+
+    decider = Decider(
+        None, FileHashes(None, project), build(config), config.tasks, key=no_key, force=force
+    )
+    decision = decider.decide(Job("tickets", "inbox/a.txt"), Unprepared())
+    assert (decision.run, decision.reasons) == (True, (reason,))

@@ -59,8 +59,8 @@ def test_jobs_that_end_while_another_writes_are_written_by_it(tmp_path: Path) ->
     original = state._write_batch
     batches: list[list[str]] = []
 
-    def write(batch: list[tuple[JobRecord, Done | None]]) -> None:
-        batches.append([r.item for r, _ in batch])
+    def write(batch: list[tuple[JobRecord, Done | None, object]]) -> None:
+        batches.append([r.item for r, *_ in batch])
         if len(batches) == 1:  # job b ends while job a's rows are being written
             state.finish_job(record("b", "failed"))
             assert calls(db) == []  # b went on without waiting; its rows come next
@@ -73,6 +73,31 @@ def test_jobs_that_end_while_another_writes_are_written_by_it(tmp_path: Path) ->
     with sqlite3.connect(db) as conn:
         rows = conn.execute("SELECT item, status FROM jobs ORDER BY item").fetchall()
     assert rows == [("a", "ok"), ("b", "failed")]
+    state.close()
+
+
+def test_jobs_that_end_together_make_their_outputs_durable_once_before_their_rows(
+    tmp_path: Path,
+) -> None:
+    """The outputs' folders are fsynced (`durable`) before the transaction that records their
+    jobs done, once for the jobs that share it: not a fsync a job."""
+    state, db = open_run(tmp_path)
+    state.start_job(RUN, "t", "c", "2026-11-22T00:00:00")
+    said: list[tuple[str, list[str]]] = []
+
+    def done_rows() -> list[str]:
+        with sqlite3.connect(db) as conn:
+            return [item for (item,) in conn.execute("SELECT item FROM done ORDER BY item")]
+
+    def durable() -> None:
+        said.append(("durable", done_rows()))
+        if len(said) == 1:  # b and c end while a's outputs are being made durable
+            for item in ("b", "c"):
+                state.succeed_job(record(item), Done.of("t", item, "fp", {}, {}, "x"), durable)
+
+    state.succeed_job(record("a"), Done.of("t", "a", "fp", {}, {}, "text"), durable)
+    assert said == [("durable", []), ("durable", ["a"])]  # b and c: one call, before their rows
+    assert done_rows() == ["a", "b", "c"]
     state.close()
 
 
@@ -103,7 +128,7 @@ def test_a_batch_of_ends_larger_than_one_statement_takes(tmp_path: Path) -> None
         for step in (1, 2, 3):
             state.record_call(RUN, "t", item, step, "m", USAGE, 0.1)
     ends = [
-        (record(item), Done.of("t", item, "fp", {}, {}, "text") if int(item) % 2 else None)
+        (record(item), Done.of("t", item, "fp", {}, {}, "text") if int(item) % 2 else None, None)
         for item in reversed(items)
     ]
     with state.transaction():

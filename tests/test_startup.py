@@ -1,0 +1,112 @@
+"""What a command imports before its work: a real child process, its `sys.modules` read after
+the command ran (as bench/startup.py checks `openai`). The validators (pydantic, jsonschema,
+croniter) are for a clawfile that changed, a task with a `schema:`, cron work: a plain run
+and a listing of an unchanged project pay for none of them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+from fake_openai import FakeOpenAI, text
+from helpers import make_project
+
+# Runs the CLI in-process, then prints which of the named modules it loaded, on its last line.
+PROBE = """
+import json, sys
+from claw_batch.cli import main
+try:
+    main(sys.argv[2:], prog_name="claw")
+except SystemExit:
+    pass
+print("\\n" + json.dumps([m for m in json.loads(sys.argv[1]) if m in sys.modules]))
+"""
+VALIDATORS = ("croniter", "jsonschema", "pydantic")
+
+# A plain task beside one with a schedule and a schema: validating the file imports all three.
+CLAWFILE = """
+version: 1
+model: fake-model
+tasks:
+  plain:
+    description: Says hi
+    prompt: "say hi"
+    output: out/hi.md
+  nightly:
+    description: Scheduled, with a schema
+    prompt: "a ticket"
+    output: out/ticket.json
+    schedule: "0 23 * * *"
+    schema:
+      type: object
+      required: [title]
+      properties: {title: {type: string}}
+"""
+
+
+@pytest.fixture
+def server() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI() as srv:
+        yield srv
+
+
+def loaded(root: Path, args: Sequence[str], env: dict[str, str], names: Sequence[str]) -> list[str]:
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, json.dumps(list(names)), *args],
+        cwd=root,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return list(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def fake_env(server: FakeOpenAI) -> dict[str, str]:
+    return {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-test-0123"}
+
+
+def test_claw_list_of_an_unchanged_project_imports_no_validator(tmp_path: Path) -> None:
+    # The first listing validates and keeps the result (making .claw/ for it): the next
+    # one reads it, and imports none of them, nor YAML, nor Jinja2 for jobs that never ran.
+    root = make_project(tmp_path / "p", CLAWFILE)
+    first = loaded(root, ["list"], {}, VALIDATORS)
+    assert first == list(VALIDATORS)
+    assert loaded(root, ["list"], {}, (*VALIDATORS, "yaml", "jinja2")) == []
+
+
+def test_claw_plan_writes_the_cache_into_an_existing_dot_claw(tmp_path: Path) -> None:
+    root = make_project(tmp_path / "p", CLAWFILE)
+    loaded(root, ["plan"], {}, VALIDATORS)
+    assert not (root / ".claw").exists()  # `claw plan nope` leaves no trace in a new project
+    (root / ".claw").mkdir()
+    assert loaded(root, ["plan"], {}, VALIDATORS) == list(VALIDATORS)
+    assert loaded(root, ["plan", "plain"], {}, ("croniter", "jsonschema")) == []
+
+
+def test_a_plain_run_imports_neither_croniter_nor_jsonschema(
+    tmp_path: Path, server: FakeOpenAI
+) -> None:
+    root = make_project(tmp_path / "p", CLAWFILE)
+    assert loaded(root, ["list"], {}, ()) == []  # the cache
+    server.enqueue(text("hi"))
+    assert loaded(root, ["run", "-q", "plain"], fake_env(server), VALIDATORS[:2]) == []
+    assert (root / "out/hi.md").read_text() == "hi\n"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the tool registry (tools/registry.py) derives the tools' schemas with pydantic; "
+    "the first request sends them",
+)
+def test_a_plain_run_imports_no_pydantic(tmp_path: Path, server: FakeOpenAI) -> None:
+    root = make_project(tmp_path / "p", CLAWFILE)
+    assert loaded(root, ["list"], {}, ()) == []
+    server.enqueue(text("hi"))
+    assert loaded(root, ["run", "-q", "plain"], fake_env(server), ("pydantic",)) == []
