@@ -11,15 +11,17 @@ the endpoint's breaker stays here too: a worker's adapter asks it for every retr
 reports what became of each attempt with the call's next message, so a 429 storm is waited out
 together and a refused key fails every later call, whichever process makes it.
 
-When: a run's first calls are made in this process, so its first request leaves before any
-worker started; the workers start once AUTO_FROM calls are in flight at once, AUTO_AFTER seconds
-or more after the first (which takes a large -j, that many jobs to run, and a run long enough to
-repay their start), and take the calls from when they are ready. $CLAW_WORKERS
-sets the number (0: never); set, the workers start with the run's first call, which waits for
-them all (for tests and benchmarks). A worker is given the endpoint as an `EndpointSpec`
-naming the key's environment variable, never the key: it reads it from its environment, the
-run's. It exits when its pipe from the coordinator ends (the run ended, or was killed with
-SIGKILL), and the terminal's Ctrl-C does not reach it (a session of its own): the run stops it.
+When: only on a machine with AUTO_CORES cores or more. A run's first calls are made in this
+process, so its first request leaves before any worker started; the workers start once
+AUTO_FROM calls are in flight at once, AUTO_AFTER seconds or more after the first (which takes
+a large -j, that many jobs to run, and a run long enough to repay their start), and take the
+calls from when they are ready. $CLAW_WORKERS sets the number (0: never); set, the workers
+start with the run's first call, which waits for them all (for tests and benchmarks).
+
+A worker is given the endpoint as an `EndpointSpec` naming the key's environment variable,
+never the key: it reads it from its environment, the run's. It exits when its pipe from the
+coordinator ends (the run ended, or was killed with SIGKILL), and the terminal's Ctrl-C does
+not reach it (a session of its own): the run stops it.
 """
 
 from __future__ import annotations
@@ -53,6 +55,10 @@ AUTO_FROM = 64  # model calls in flight at once before a run starts workers (BEN
 # Seconds from a run's first call. A worker's start costs ~0.5-1 s of a core (imports), paid
 # while the run goes on: a 200-job run at -j 100 (2-3 s) came out slower with workers.
 AUTO_AFTER = 5.0
+# On 2 cores workers lose once the in-process call is lean (issue 17's transport): 2,000 jobs
+# at -j 200 took 12.8-13.4 s with a worker against 10.0-12.1 s without (BENCHMARKS.md). More
+# cores than that are not measured yet.
+AUTO_CORES = 4
 CALLS_PER_WORKER = 100  # what one process drives well: a worker per this many jobs (-j)
 STOP_WAIT = 2.0  # seconds a worker is given to exit at the end of a run before SIGKILL
 TIMEOUT = "timeout: the model call did not finish before the job's deadline"  # the adapter's
@@ -96,10 +102,18 @@ def pool_for_run(jobs: int, environ: Mapping[str, str]) -> Pool | None:
         if not value.isdigit():
             raise UsageError(f"{ENV}={value!r} is not a number of worker processes (e.g. 2, or 0)")
         return Pool(int(value), environ, eager=True) if int(value) else None
-    if jobs < AUTO_FROM:
+    cores = usable_cores()
+    if jobs < AUTO_FROM or cores < AUTO_CORES:
         return None
-    cores = os.cpu_count() or 1  # one of them for the run's own process
-    return Pool(max(1, min(cores - 1, -(-jobs // CALLS_PER_WORKER))), environ)
+    return Pool(max(1, min(cores - 1, -(-jobs // CALLS_PER_WORKER))), environ)  # a core for us
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity, as taskset sets it)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
 
 
 class Pool:

@@ -20,7 +20,7 @@ import pytest
 from fake_openai import FakeOpenAI, Reply, call, error, raw, text, tool_calls
 from helpers import HANG, NOT_HELD_UP, make_project, since
 
-from claw_batch.llm.workers import AUTO_FROM
+from claw_batch.llm.workers import AUTO_CORES, AUTO_FROM, usable_cores
 
 KEY = "sk-workers-0123456789abcdef"
 Handler = Callable[[dict[str, Any]], Reply]
@@ -156,6 +156,9 @@ def wait_for(condition: Callable[[], bool], what: str) -> None:
 # --- when ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.skipif(
+    usable_cores() < AUTO_CORES, reason=f"workers start by themselves with {AUTO_CORES} cores"
+)
 def test_a_run_with_enough_calls_in_flight_moves_them_to_workers(
     tmp_path: Path, server: FakeOpenAI
 ) -> None:
