@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import re
 import sys
 import tempfile
@@ -367,7 +368,12 @@ def main() -> int:
         action="store_false",
         help="skip re-running the first and last rows against tests/fake_openai",
     )
+    parser.add_argument(
+        "--workers", help="$CLAW_WORKERS for the runs: 0 keeps model calls in claw's process"
+    )
     args = parser.parse_args()
+    if args.workers is not None:
+        os.environ["CLAW_WORKERS"] = args.workers
     items, latency = args.items, args.latency
     began = time.perf_counter()
     print(f"machine: {machine()}; claw_batch at {revision()}; {load()}\n")

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from claw_batch.llm.base import LLM
     from claw_batch.llm.breaker import Breaker
     from claw_batch.llm.messages import ChatRequest, Completion
+    from claw_batch.llm.workers import Pool
 
 NO_KEY = "sk-no-key"  # what keyless local servers (Ollama, llama.cpp) are sent
 DEFAULT_REQUEST_TIMEOUT = 300.0  # seconds per HTTP request; the job's timeout bounds the total
@@ -89,11 +90,13 @@ class Models:
         mode: Mode,
         *,
         redact: Callable[[str], str],
+        workers: Pool | None = None,  # live endpoints' calls go to worker processes
     ) -> None:
         self.config = config
         self.environ = environ
         self.mode = mode
         self.redact = redact  # cassettes are committed: no secret may reach them
+        self.workers = workers
         self._cache: dict[str, LLM] = {}
         # One per endpoint and key, whichever providers name them: they pace its retries
         # together and fail together when it refuses the key (llm.breaker).
@@ -118,6 +121,12 @@ class Models:
         if self.mode.replay:
             return ReplayLLM(self.mode.cassettes, redact=self.redact)
         llm = self._endpoint(provider_name)
+        if self.workers is not None:
+            from claw_batch.llm.workers import endpoint_spec
+
+            spec = endpoint_spec(self.config, self.environ, provider_name)
+            key = self.environ.get(spec.key_env) if spec.key_env else NO_KEY
+            llm = self.workers.proxy(spec, self._breaker(spec.base_url, key), llm)
         provider = self.config.providers.get(provider_name)
         if provider is not None and provider.max_concurrency:
             llm = Throttled(llm, provider.max_concurrency)

@@ -25,6 +25,7 @@ from claw_batch.errors import (
     said,
 )
 from claw_batch.llm.endpoints import Mode, Models, api_keys, missing_keys
+from claw_batch.llm.workers import pool_for_run
 from claw_batch.plan.graph import Graph, build
 from claw_batch.plan.jobs import Job, expand, select_tasks
 from claw_batch.run.lock import ADVICE, ProjectLock
@@ -122,7 +123,10 @@ class Runner:
         self.environ = dict(os.environ if environ is None else environ)
         secrets = [*api_keys(project.config, self.environ), *secrets_from_env(self.environ)]
         self.redact = Redactor(secrets)
-        self.models = Models(project.config, self.environ, options.mode, redact=self.redact)
+        self.workers = pool_for_run(options.jobs, self.environ)  # model calls, when it pays
+        self.models = Models(
+            project.config, self.environ, options.mode, redact=self.redact, workers=self.workers
+        )
         self.graph: Graph = build(project.config)
 
     def tasks(self) -> list[str]:
@@ -203,6 +207,7 @@ class Runner:
         except KeyboardInterrupt:
             code, error = Interrupted.exit_code, "interrupted"
         finally:
+            self._stop_workers()
             summary = RunSummary(run_id, run.results, code, error)
             try:
                 if chosen is not None:
@@ -210,6 +215,13 @@ class Runner:
             finally:
                 summary = run.close(summary)
         return summary
+
+    def _stop_workers(self) -> None:
+        if self.workers is not None:
+            self.workers.close()
+            if self.workers.used and self.progress.verbose:
+                n = self.workers.used
+                self.progress.message(f"claw: model calls in {n} worker process{'es' * (n > 1)}")
 
     def _ended_early(
         self, summary: RunSummary, state: State | None, chosen: Chosen | None, *, left: bool = False
