@@ -82,6 +82,70 @@ def missing_keys(
     ]
 
 
+@dataclass(frozen=True)
+class EndpointSpec:
+    """An endpoint as plain values: what `Models` and a worker process build its adapter
+    from. It names the variable that holds the API key, never the key."""
+
+    provider: str  # its name in the clawfile, for messages
+    base_url: str | None
+    key_env: str | None  # None: a keyless server (NO_KEY is sent)
+    stream: bool = False
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT
+    base_url_from: str = "the base URL"  # where a user changes it, for messages
+    key_required: bool = True  # False: the default endpoint, which works without a key
+
+    def key(self, environ: Mapping[str, str]) -> str | None:
+        if self.key_env is None:
+            return NO_KEY
+        key = environ.get(self.key_env)
+        if not key and self.key_required:
+            raise TaskFailed(
+                f"provider '{self.provider}': environment variable "
+                f"{self.key_env} is not set (it should hold the API key)"
+            )
+        return key
+
+    def build(self, key: str | None, breaker: Breaker) -> LLM:
+        from claw_batch.llm.openai_compat import OpenAICompatLLM
+
+        return OpenAICompatLLM(
+            base_url=self.base_url,
+            api_key=key,
+            stream=self.stream,
+            request_timeout=self.request_timeout,
+            breaker=breaker,
+            base_url_from=self.base_url_from,
+        )
+
+
+def endpoint_spec(config: Clawfile, environ: Mapping[str, str], provider_name: str) -> EndpointSpec:
+    """The endpoint that serves `provider_name`: a provider of the clawfile, or the default
+    one at $OPENAI_BASE_URL with $OPENAI_API_KEY."""
+    provider = config.providers.get(provider_name)
+    if provider is None:
+        return EndpointSpec(
+            provider_name,
+            environ.get("OPENAI_BASE_URL"),
+            "OPENAI_API_KEY",
+            base_url_from="$OPENAI_BASE_URL",
+            key_required=False,
+        )
+    # Never fall back to OPENAI_API_KEY here: it would be sent to another host.
+    return EndpointSpec(
+        provider=provider_name,
+        base_url=provider.base_url or environ.get("OPENAI_BASE_URL"),
+        key_env=provider.api_key_env,
+        stream=provider.stream,
+        request_timeout=provider.timeout or DEFAULT_REQUEST_TIMEOUT,
+        base_url_from=(
+            f"providers.{provider_name}.base_url in clawfile.yaml"
+            if provider.base_url
+            else "$OPENAI_BASE_URL"
+        ),
+    )
+
+
 class Models:
     def __init__(
         self,
@@ -122,10 +186,8 @@ class Models:
             return ReplayLLM(self.mode.cassettes, redact=self.redact)
         llm = self._endpoint(provider_name)
         if self.workers is not None:
-            from claw_batch.llm.workers import endpoint_spec
-
             spec = endpoint_spec(self.config, self.environ, provider_name)
-            key = self.environ.get(spec.key_env) if spec.key_env else NO_KEY
+            key = spec.key(self.environ)
             llm = self.workers.proxy(spec, self._breaker(spec.base_url, key), llm)
         provider = self.config.providers.get(provider_name)
         if provider is not None and provider.max_concurrency:
@@ -135,37 +197,9 @@ class Models:
         return llm
 
     def _endpoint(self, provider_name: str) -> LLM:
-        from claw_batch.llm.openai_compat import OpenAICompatLLM
-
-        provider = self.config.providers.get(provider_name)
-        if provider is None:
-            base_url, key = self.environ.get("OPENAI_BASE_URL"), self.environ.get("OPENAI_API_KEY")
-            return OpenAICompatLLM(
-                base_url=base_url,
-                api_key=key,
-                breaker=self._breaker(base_url, key),
-                base_url_from="$OPENAI_BASE_URL",
-            )
-        # Never fall back to OPENAI_API_KEY here: it would be sent to another host.
-        key = self.environ.get(provider.api_key_env) if provider.api_key_env else NO_KEY
-        if not key:
-            raise TaskFailed(
-                f"provider '{provider_name}': environment variable "
-                f"{provider.api_key_env} is not set (it should hold the API key)"
-            )
-        base_url = provider.base_url or self.environ.get("OPENAI_BASE_URL")
-        return OpenAICompatLLM(
-            base_url_from=(
-                f"providers.{provider_name}.base_url in clawfile.yaml"
-                if provider.base_url
-                else "$OPENAI_BASE_URL"
-            ),
-            base_url=base_url,
-            api_key=key,
-            stream=provider.stream,
-            request_timeout=provider.timeout or DEFAULT_REQUEST_TIMEOUT,
-            breaker=self._breaker(base_url, key),
-        )
+        spec = endpoint_spec(self.config, self.environ, provider_name)
+        key = spec.key(self.environ)
+        return spec.build(key, self._breaker(spec.base_url, key))
 
     def _breaker(self, base_url: str | None, key: str | None) -> Breaker:
         """Called under the lock (from `get`)."""

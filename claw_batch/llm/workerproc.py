@@ -28,10 +28,12 @@ import threading
 from typing import IO, Any
 
 from claw_batch.errors import LimitExceeded
+from claw_batch.llm.base import LLM
 from claw_batch.llm.breaker import Breaker, Ticket
 from claw_batch.llm.callthreads import CallThreads
+from claw_batch.llm.endpoints import EndpointSpec
 from claw_batch.llm.messages import ChatRequest
-from claw_batch.llm.workers import TIMEOUT, EndpointSpec
+from claw_batch.llm.workers import TIMEOUT
 
 
 class _Call:
@@ -148,19 +150,9 @@ def portable(exc: Exception) -> Exception:
     return exc
 
 
-def build(spec: EndpointSpec, breaker: Breaker) -> Any:
-    from claw_batch.llm.endpoints import DEFAULT_REQUEST_TIMEOUT, NO_KEY
-    from claw_batch.llm.openai_compat import OpenAICompatLLM
-
-    key = os.environ.get(spec.key_env) if spec.key_env else NO_KEY
-    return OpenAICompatLLM(
-        base_url=spec.base_url,
-        api_key=key,
-        stream=spec.stream,
-        request_timeout=spec.request_timeout or DEFAULT_REQUEST_TIMEOUT,
-        breaker=breaker,
-        base_url_from=spec.base_url_from,
-    )
+def build(spec: EndpointSpec, breaker: Breaker) -> LLM:
+    """The endpoint's adapter, with the key from this process's environment (the run's)."""
+    return spec.build(spec.key(os.environ), breaker)
 
 
 def main() -> None:

@@ -36,7 +36,6 @@ import sys
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -45,9 +44,9 @@ from claw_batch.errors import LimitExceeded, ModelError, UsageError
 from claw_batch.llm.failures import shown_url
 
 if TYPE_CHECKING:
-    from claw_batch.config import Clawfile
     from claw_batch.llm.base import LLM
     from claw_batch.llm.breaker import Breaker, Ticket
+    from claw_batch.llm.endpoints import EndpointSpec
     from claw_batch.llm.messages import ChatRequest, Completion
 
 ENV = "CLAW_WORKERS"
@@ -63,36 +62,6 @@ CALLS_PER_WORKER = 100  # what one process drives well: a worker per this many j
 STOP_WAIT = 2.0  # seconds a worker is given to exit at the end of a run before SIGKILL
 TIMEOUT = "timeout: the model call did not finish before the job's deadline"  # the adapter's
 REPORTS = frozenset({"succeeded", "failed", "abandoned", "broken"})  # Breaker's, relayed
-
-
-@dataclass(frozen=True)
-class EndpointSpec:
-    """What a worker builds an endpoint's adapter from (`OpenAICompatLLM`'s arguments)."""
-
-    base_url: str | None
-    key_env: str | None  # the variable holding the API key; None: a keyless server
-    stream: bool = False
-    request_timeout: float | None = None  # None: the run's default
-    base_url_from: str = "the base URL"
-
-
-def endpoint_spec(config: Clawfile, environ: Mapping[str, str], provider_name: str) -> EndpointSpec:
-    """The endpoint `endpoints.Models` makes for a provider, described for a worker."""
-    provider = config.providers.get(provider_name)
-    if provider is None:
-        base_url = environ.get("OPENAI_BASE_URL")
-        return EndpointSpec(base_url, "OPENAI_API_KEY", base_url_from="$OPENAI_BASE_URL")
-    return EndpointSpec(
-        base_url=provider.base_url or environ.get("OPENAI_BASE_URL"),
-        key_env=provider.api_key_env,
-        stream=provider.stream,
-        request_timeout=provider.timeout,
-        base_url_from=(
-            f"providers.{provider_name}.base_url in clawfile.yaml"
-            if provider.base_url
-            else "$OPENAI_BASE_URL"
-        ),
-    )
 
 
 def pool_for_run(jobs: int, environ: Mapping[str, str]) -> Pool | None:
