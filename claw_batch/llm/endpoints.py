@@ -104,6 +104,12 @@ class EndpointSpec:
                 f"provider '{self.provider}': environment variable "
                 f"{self.key_env} is not set (it should hold the API key)"
             )
+        if key and not key.isprintable():  # it goes into a header: a CR or LF would end it
+            raise TaskFailed(
+                f"environment variable {self.key_env} holds a line break or another control "
+                "character: an API key cannot; check how it was set (a file saved with "
+                "Windows line endings leaves a CR at its end)"
+            )
         return key
 
     def build(self, key: str | None, breaker: Breaker) -> LLM:

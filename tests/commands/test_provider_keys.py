@@ -113,3 +113,21 @@ def test_up_to_date_tasks_need_no_key(tmp_path: Path, server: FakeOpenAI) -> Non
     r = claw(root, "run", "-B", "digest", "triage", env=env(server))
     assert (r.exit_code, r.stderr) == (2, f"claw: {MISSING}\n")
     assert len(server.requests) == 4
+
+
+@pytest.mark.parametrize("key", ["sk-abc\r\nX-Injected: 1", "sk-abc\r", "sk-abc\n"])
+def test_a_key_with_a_line_break_is_refused_not_sent(
+    tmp_path: Path, server: FakeOpenAI, key: str
+) -> None:
+    """A key goes into a request header: a line break in it would end the header and start
+    another (a trailing CR from a file written on Windows, or a pasted second line)."""
+    root = project(tmp_path, server)
+    server.enqueue(text("fine"))
+    r = claw(root, "run", "digest", env=env(server, ROUTER_KEY=key))
+    assert r.exit_code == 1, r.stderr
+    assert (
+        "environment variable ROUTER_KEY holds a line break or another control character: "
+        "an API key cannot; check how it was set" in r.stderr
+    )
+    assert server.requests == []
+    assert "sk-abc" not in r.stderr
