@@ -100,11 +100,6 @@ def test_a_plain_run_imports_neither_croniter_nor_jsonschema(
     assert (root / "out/hi.md").read_text() == "hi\n"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the tool registry (tools/registry.py) derives the tools' schemas with pydantic; "
-    "the first request sends them",
-)
 def test_a_plain_run_imports_no_pydantic(tmp_path: Path, server: FakeOpenAI) -> None:
     root = make_project(tmp_path / "p", CLAWFILE)
     assert loaded(root, ["list"], {}, ()) == []

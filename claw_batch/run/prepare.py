@@ -174,7 +174,7 @@ def fingerprint_of(
 @functools.lru_cache(maxsize=64)
 def _tools_digest(names: tuple[str, ...]) -> str:
     """The tool set and its schemas: the same for every job of a task."""
-    from claw_batch.tools.registry import TOOLS  # builds a model per tool: only when needed
+    from claw_batch.tools.registry import TOOLS
 
     return digest({"names": list(names), "specs": [TOOLS[n].spec().parameters for n in names]})
 
