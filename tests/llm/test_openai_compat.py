@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import email.utils
 import json
+import os
 import socket
 import threading
 import time
@@ -792,3 +793,31 @@ def test_an_error_in_a_stream_is_a_model_error_without_the_key(srv: FakeOpenAI) 
         ask(make_llm(srv, api_key="sk-secret-123", stream=True, sleep=Sleeps()))
     assert str(exc.value) == f"model 'gpt-test' at {srv.base_url}: overloaded (key [REDACTED])"
     assert len(srv.requests) == 1
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {},
+        {"HTTPS_PROXY": "http://proxy.invalid:3128"},
+        {"http_proxy": "http://proxy.invalid:3128"},
+        {"ALL_PROXY": "socks5://proxy.invalid:1080"},
+        {"https_proxy": ""},
+        {"NO_PROXY": "127.0.0.1", "no_proxy": "*"},
+    ],
+)
+def test_a_proxy_is_seen_as_urllib_sees_it(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str]
+) -> None:
+    """`proxied` reads the environment itself (urllib.request costs every run ~20 ms of
+    imports); it must decide as urllib.request.getproxies() does."""
+    import urllib.request
+
+    from claw_batch.llm.openai_compat import proxied
+
+    for name in list(os.environ):
+        if name.lower().endswith("_proxy"):
+            monkeypatch.delenv(name)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert proxied() == any(s != "no" for s in urllib.request.getproxies())
