@@ -90,6 +90,12 @@ class JobTaint:
             return policy.is_untrusted(rel)
         return self.files.outside(rel)
 
+    def any_outside(self, policy: Policy, rels: Iterable[str]) -> bool:
+        """Whether any of the project files is outside content (a listing's entries)."""
+        if self.files is None:
+            return any(policy.is_untrusted(rel) for rel in rels)
+        return self.files.any_outside(rels)
+
     def fenced(self, text: str, source: str) -> str:
         """The text as the model gets outside content; the job is tainted from now on."""
         self.saw(source)

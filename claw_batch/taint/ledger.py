@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -92,6 +92,18 @@ class TaintedFiles:
         if any(globs.match(g, rel) for g in self.untrusted) or self.tainted(rel):
             return True
         return self.root is not None and self.git.is_copy(self.root, rel)
+
+    def any_outside(self, rels: Iterable[str]) -> bool:
+        """Whether any of the files is outside content (a listing's entries): the index is
+        looked at once for all, and git's copies only while something is staged."""
+        root = self.root
+        found = None if root is None else self.git.now(root)
+        for rel in rels:
+            if any(globs.match(g, rel) for g in self.untrusted) or self.tainted(rel):
+                return True
+            if found is not None and found.copies and self.git.is_copy(root or "", rel, found):
+                return True
+        return False
 
     def tainted(self, rel: str) -> bool:
         """Whether a tainted job wrote the file as it is now (it is hashed only if one did)."""

@@ -130,7 +130,7 @@ def ls(ctx: ToolContext, *, path: Dir = ".") -> str:
     listing = "\n".join(names[:MAX_ENTRIES] + note)
     # Names of files from outside the project are outside content too.
     inside = [f"{shown}/{n}" if shown != "." else n for n in names]
-    if any(ctx.taint.outside(pol, rel) for rel in inside):
+    if ctx.taint.any_outside(pol, inside):
         return ctx.taint.fenced(listing, shown)
     return listing
 
@@ -162,7 +162,7 @@ def find(
     more = len(found) - MAX_FOUND
     note = [f"[... {more} more files not shown; narrow the pattern or path]"] if more > 0 else []
     listing = "\n".join(found[:MAX_FOUND] + note)
-    if any(ctx.taint.outside(pol, rel) for rel in found):
+    if ctx.taint.any_outside(pol, found):
         return ctx.taint.fenced(listing, base)
     return listing
 
