@@ -755,7 +755,9 @@ def test_a_file_whose_model_call_failed_stays_and_is_tried_again(
 
     def script() -> None:
         drop(project, "inbox/a.txt", "alpha\n")
-        wait_for(lambda: len(server.requests) == 1)
+        # At least one: on a loaded machine a rescan may have tried again before this looks
+        # (and met an empty queue: one more failure, one more rescan).
+        wait_for(lambda: len(server.requests) >= 1)
         server.handler = answer
 
     session.serve(script, done=lambda: bool(files_under(project, "inbox/done")), limit=10)
