@@ -59,6 +59,9 @@ class CloseOut:
         self.outside: set[Job] = set()  # jobs that read content from outside the project
         self.noted: set[str] = set()  # tasks whose daily-note entry is written
         self.unwritten: list[str] = []  # files of the run's own that could not be written
+        # The answers of the ok jobs of tasks whose entry is not written yet: the note is
+        # the last to read them, and then they go (a run's results keep no job's answer).
+        self._answers: dict[str, dict[Job, str]] = {}
         self._lock = threading.Lock()  # jobs run in threads (-j)
 
     def read_outside(self, job: Job) -> None:
@@ -66,9 +69,21 @@ class CloseOut:
         with self._lock:
             self.outside.add(job)
 
+    def kept(self, result: JobResult) -> JobResult:
+        """The result as the run keeps it to its end: without its answer (a job's whole
+        output, 100,000 of them in a large run), which only the daily note reads, and
+        which waits here for its task's entry."""
+        if not result.text:
+            return result
+        task = result.job.task
+        if result.status == "ok" and self.notes and not self.dry_run and task not in self.noted:
+            self._answers.setdefault(task, {})[result.job] = result.text
+        return dataclasses.replace(result, text="")
+
     def note(self, task: str, results: Sequence[JobResult]) -> None:
         """One daily-note entry per task per run, for the jobs that ran."""
         ran = [r for r in results if r.job.task == task and r.status not in NOT_RUN]
+        answers = self._answers.pop(task, {})
         if self.dry_run or not self.notes or not ran or task in self.noted:
             return
         self.noted.add(task)
@@ -78,7 +93,7 @@ class CloseOut:
                 r.status,
                 r.duration_s,
                 r.tokens,
-                self.redact(r.text if r.status == "ok" else r.error or ""),
+                self.redact(answers.get(r.job, r.text) if r.status == "ok" else r.error or ""),
                 r.cost_usd,
                 r.job in self.outside,
             )
