@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import functools
-import json
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -21,7 +20,7 @@ from claw_batch.memory import notes
 from claw_batch.memory.notes import daily_note_path
 from claw_batch.plan.jobs import Job
 from claw_batch.plan.uptodate import Decider
-from claw_batch.run.envelope import envelope
+from claw_batch.run.envelope import envelope_chunks
 from claw_batch.run.results import NOT_RUN, RUN_STATUS, JobResult, RunSummary
 from claw_batch.safety.atomic import write_atomic
 from claw_batch.safety.paths import shown_path
@@ -143,7 +142,7 @@ class CloseOut:
             return
         path = self.run_dir / "summary.json"
         try:
-            write_atomic(path, json.dumps(envelope(summary), indent=2))
+            write_atomic(path, envelope_chunks(summary))
         except OSError as e:
             shown = shown_path(path, self.project.root)
             raise ClawError(f"run summary {shown}: {e.strerror}") from e
