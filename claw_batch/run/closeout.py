@@ -58,8 +58,8 @@ class CloseOut:
         self.outside: set[Job] = set()  # jobs that read content from outside the project
         self.noted: set[str] = set()  # tasks whose daily-note entry is written
         self.unwritten: list[str] = []  # files of the run's own that could not be written
-        # The answers of the ok jobs of tasks whose entry is not written yet: the note is
-        # the last to read them, and then they go (a run's results keep no job's answer).
+        # The answers the daily note quotes (a task's first ok jobs), until its entry is
+        # written: a run's results keep no job's answer.
         self._answers: dict[str, dict[Job, str]] = {}
         self._lock = threading.Lock()  # jobs run in threads (-j)
 
@@ -70,13 +70,15 @@ class CloseOut:
 
     def kept(self, result: JobResult) -> JobResult:
         """The result as the run keeps it to its end: without its answer (a job's whole
-        output, 100,000 of them in a large run), which only the daily note reads, and
-        which waits here for its task's entry."""
+        output, 100,000 of them in a large run). Only the daily note reads answers, and
+        quotes a task's first few ok jobs: theirs wait here for its entry."""
         if not result.text:
             return result
         task = result.job.task
         if result.status == "ok" and self.notes and not self.dry_run and task not in self.noted:
-            self._answers.setdefault(task, {})[result.job] = result.text
+            quoted = self._answers.setdefault(task, {})
+            if len(quoted) < notes.SHOWN_ITEMS:
+                quoted[result.job] = result.text
         return dataclasses.replace(result, text="")
 
     def note(self, task: str, results: Sequence[JobResult]) -> None:

@@ -14,6 +14,7 @@ from helpers import make_project
 
 from claw_batch.clawfile.load import load_project
 from claw_batch.llm.usage import Usage
+from claw_batch.memory.notes import SHOWN_ITEMS
 from claw_batch.plan.jobs import Job
 from claw_batch.run.envelope import envelope, envelope_chunks
 from claw_batch.run.results import JobResult, RunSummary
@@ -40,16 +41,20 @@ def run_once(root: Path, srv: FakeOpenAI) -> list[tuple[str, str, str]]:
     return [(r.job.item or "", r.status, r.text) for r in summary.results]
 
 
-def test_a_runs_results_keep_no_answer_and_the_note_has_them(tmp_path: Path) -> None:
-    files = {f"inbox/{n}.txt": f"message {n}\n" for n in range(3)}
+def test_a_runs_results_keep_no_answer_and_the_note_quotes_the_first(tmp_path: Path) -> None:
+    files = {f"inbox/{n}.txt": f"message {n}\n" for n in range(5)}
     root = make_project(tmp_path / "p", CLAWFILE, files)
     with FakeOpenAI() as srv:
-        srv.enqueue(*(text(f"ANSWER-{n} " + "x" * 1000) for n in range(3)))
+        srv.handler = lambda request: text(f"ANSWER-{request['messages'][1]['content'][-6]}")
         kept = run_once(root, srv)
-    assert sorted(kept) == [(f"inbox/{n}.txt", "ok", "") for n in range(3)]
+    assert sorted(kept) == [(f"inbox/{n}.txt", "ok", "") for n in range(5)]
     (note,) = (root / "workspace").rglob("20*.md")
-    assert all(f"ANSWER-{n}" in note.read_text() for n in range(3))
-    assert all((root / f"out/{n}.md").read_text().startswith("ANSWER-") for n in range(3))
+    quoted = [line.split(": ")[-1] for line in note.read_text().splitlines() if "ANSWER" in line]
+    first = [f"ANSWER-{item[-5]}" for item, _, _ in kept[:SHOWN_ITEMS]]
+    assert quoted == first
+    assert [(root / f"out/{n}.md").read_text() for n in range(5)] == [
+        f"ANSWER-{n}\n" for n in range(5)
+    ]
 
 
 def test_summary_json_is_the_envelope_written_a_job_at_a_time(tmp_path: Path) -> None:
