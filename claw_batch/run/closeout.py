@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import functools
-import json
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -21,7 +20,7 @@ from claw_batch.memory import notes
 from claw_batch.memory.notes import daily_note_path
 from claw_batch.plan.jobs import Job
 from claw_batch.plan.uptodate import Decider
-from claw_batch.run.envelope import envelope
+from claw_batch.run.envelope import envelope_chunks
 from claw_batch.run.results import NOT_RUN, RUN_STATUS, JobResult, RunSummary
 from claw_batch.safety.atomic import write_atomic
 from claw_batch.safety.paths import shown_path
@@ -59,6 +58,9 @@ class CloseOut:
         self.outside: set[Job] = set()  # jobs that read content from outside the project
         self.noted: set[str] = set()  # tasks whose daily-note entry is written
         self.unwritten: list[str] = []  # files of the run's own that could not be written
+        # The answers the daily note quotes (a task's first ok jobs), until its entry is
+        # written: a run's results keep no job's answer.
+        self._answers: dict[str, dict[Job, str]] = {}
         self._lock = threading.Lock()  # jobs run in threads (-j)
 
     def read_outside(self, job: Job) -> None:
@@ -66,9 +68,23 @@ class CloseOut:
         with self._lock:
             self.outside.add(job)
 
+    def kept(self, result: JobResult) -> JobResult:
+        """The result as the run keeps it to its end: without its answer (a job's whole
+        output, 100,000 of them in a large run). Only the daily note reads answers, and
+        quotes a task's first few ok jobs: theirs wait here for its entry."""
+        if not result.text:
+            return result
+        task = result.job.task
+        if result.status == "ok" and self.notes and not self.dry_run and task not in self.noted:
+            quoted = self._answers.setdefault(task, {})
+            if len(quoted) < notes.SHOWN_ITEMS:
+                quoted[result.job] = result.text
+        return dataclasses.replace(result, text="")
+
     def note(self, task: str, results: Sequence[JobResult]) -> None:
         """One daily-note entry per task per run, for the jobs that ran."""
         ran = [r for r in results if r.job.task == task and r.status not in NOT_RUN]
+        answers = self._answers.pop(task, {})
         if self.dry_run or not self.notes or not ran or task in self.noted:
             return
         self.noted.add(task)
@@ -78,7 +94,7 @@ class CloseOut:
                 r.status,
                 r.duration_s,
                 r.tokens,
-                self.redact(r.text if r.status == "ok" else r.error or ""),
+                self.redact(answers.get(r.job, r.text) if r.status == "ok" else r.error or ""),
                 r.cost_usd,
                 r.job in self.outside,
             )
@@ -128,7 +144,7 @@ class CloseOut:
             return
         path = self.run_dir / "summary.json"
         try:
-            write_atomic(path, json.dumps(envelope(summary), indent=2))
+            write_atomic(path, envelope_chunks(summary))
         except OSError as e:
             shown = shown_path(path, self.project.root)
             raise ClawError(f"run summary {shown}: {e.strerror}") from e

@@ -75,27 +75,29 @@ class Scheduler:
     def _fill(self) -> None:
         """Start jobs while there are free slots; a job that need not run (up to date,
         skipped) is settled here at once, which may release its dependents."""
-        while not self._stopping:
-            self._release()
-            if not self._queue or len(self._running) >= self.jobs:
-                return
-            job = self._queue.popleft()
-            work = self.check(job)
-            if isinstance(work, JobResult):
-                self._settle(job, work)
-            else:
-                self._running[self._submit(work)] = job
+        self._release()
+        queue, running, check = self._queue, self._running, self.check
+        while queue and not self._stopping and len(running) < self.jobs:
+            job = queue.popleft()
+            work = check(job)
+            if not isinstance(work, JobResult):
+                running[self._submit(work)] = job
+            elif self._settle(job, work):  # its task is done: tasks waiting on it may start
+                self._release()
 
     def _finish(self, future: Future[JobResult]) -> None:
         job = self._running.pop(future)
         self._settle(job, future.result())
 
-    def _settle(self, job: Job, result: JobResult) -> None:
+    def _settle(self, job: Job, result: JobResult) -> bool:
+        """True when it was its task's last job."""
         if self.on_result(result):
             self._stopping = True
-        self._remaining[job.task] -= 1
-        if self._remaining[job.task] == 0:
-            self._task_done(job.task)
+        left = self._remaining[job.task] = self._remaining[job.task] - 1
+        if left:
+            return False
+        self._task_done(job.task)
+        return True
 
     def _release(self) -> None:
         """Queue the jobs of every waiting task whose upstream tasks are all done."""

@@ -240,7 +240,7 @@ class RunSession:
 
     def finished(self, result: JobResult) -> bool:
         """Record a job's result; True when no more jobs should start."""
-        self.results.append(result)
+        self.results.append(self.closing.kept(result))  # without its answer
         self.setup.progress.job_finished(result)
         if result.status == "interrupted":
             return True

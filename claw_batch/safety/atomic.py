@@ -31,8 +31,9 @@ _swept: set[tuple[int, int]] = set()  # (st_dev, st_ino) of the directories swep
 _swept_lock = threading.Lock()
 
 
-def write_atomic(path: Path, data: bytes | str) -> None:
-    """Replace `path` by `data` via a temp file in the same directory, fsync and rename.
+def write_atomic(path: Path, data: bytes | str | Iterable[bytes]) -> None:
+    """Replace `path` by `data` (or its pieces, in order) via a temp file in the same
+    directory, fsync and rename.
 
     Parent directories are created; an existing file keeps its permission bits, a new one
     gets the default permissions (0o666 minus the umask).
@@ -49,7 +50,11 @@ def write_atomic(path: Path, data: bytes | str) -> None:
 
 
 def write_atomic_in(
-    directory: int, name: str, data: bytes | str, *, synced: DirSyncs | None = None
+    directory: int,
+    name: str,
+    data: bytes | str | Iterable[bytes],
+    *,
+    synced: DirSyncs | None = None,
 ) -> None:
     """write_atomic for `name` in an open directory (an fd): every step is relative to it, so
     once the caller has checked where the directory is, nothing can send the bytes elsewhere.
@@ -65,9 +70,10 @@ def write_atomic_in(
     fd = os.open(tmp, TMP_FLAGS, 0o666, dir_fd=directory)
     try:
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
+            for piece in (data,) if isinstance(data, bytes | bytearray) else data:
+                view = memoryview(piece)
+                while view:
+                    view = view[os.write(fd, view) :]
             if mode is not None:
                 # Less any set-id bit, as the kernel drops it when someone without CAP_FSETID
                 # writes a file: the new content is not the program its owner made set-id.

@@ -184,6 +184,14 @@ class Progress:
             self._frames.print([visible(line) for line in shown])
 
     def job_finished(self, result: _Result) -> None:
+        if result.status == "up-to-date" and not (self.verbose or self.live):
+            # Counted, never shown, and no area to redraw (100,000 of them in a no-op): once
+            # its task is known, no clock, no running row to drop, no line.
+            with self._lock:
+                totals = self.totals.tasks.get(result.job.task)
+                if totals is not None:
+                    totals.statuses["up-to-date"] = totals.statuses.get("up-to-date", 0) + 1
+                    return
         with self._lock:
             now = self.clock()
             totals = self.totals.of(result.job.task, now)

@@ -77,7 +77,10 @@ class RunTotals:
     def of(self, task: str, now: float) -> TaskTotals:
         if self.started is None:
             self.started = now
-        return self.tasks.setdefault(task, TaskTotals())
+        totals = self.tasks.get(task)
+        if totals is None:  # not setdefault: a TaskTotals made for every call
+            totals = self.tasks[task] = TaskTotals()
+        return totals
 
     def total(self) -> TaskTotals:
         out = TaskTotals()
