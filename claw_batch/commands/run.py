@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-import json
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -96,7 +96,7 @@ def run(
       claw run --due              the scheduled tasks whose slot is due (for cron)
     """
     from claw_batch.llm.endpoints import Mode
-    from claw_batch.run.envelope import envelope
+    from claw_batch.run.envelope import envelope_chunks
     from claw_batch.run.runner import RunOptions
     from claw_batch.terminal.progress import Progress
     from claw_batch.triggers.due import DueSlots
@@ -125,7 +125,12 @@ def run(
     if summary.error:
         click.echo(visible(said(summary.error)), err=True)
     if as_json:
-        click.echo(json.dumps(envelope(summary), indent=2))
+        sys.stdout.flush()
+        out = sys.stdout.buffer
+        for chunk in envelope_chunks(summary):  # never the whole envelope of a large run
+            out.write(chunk)
+        out.write(b"\n")
+        out.flush()
     return summary.exit_code
 
 
