@@ -9,7 +9,6 @@ report a failure as one of the exceptions below, which the adapter classifies in
 from __future__ import annotations
 
 import contextlib
-import email.utils
 import ipaddress
 import json
 import socket
@@ -148,6 +147,8 @@ def retry_after(headers: Mapping[str, str]) -> float | None:
         return max(0.0, float(value))
     except ValueError:
         pass
+    import email.utils  # a Retry-After date is rare: not in every run's start-up
+
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):

@@ -25,7 +25,6 @@ from claw_batch.errors import (
     said,
 )
 from claw_batch.llm.endpoints import Mode, Models, api_keys, missing_keys
-from claw_batch.llm.workers import pool_for_run
 from claw_batch.plan.graph import Graph, build
 from claw_batch.plan.jobs import Job, expand, select_tasks
 from claw_batch.run.lock import ADVICE, ProjectLock
@@ -123,6 +122,8 @@ class Runner:
         self.environ = dict(os.environ if environ is None else environ)
         secrets = [*api_keys(project.config, self.environ), *secrets_from_env(self.environ)]
         self.redact = Redactor(secrets)
+        from claw_batch.llm.workers import pool_for_run  # subprocess, pickle: only now
+
         self.workers = pool_for_run(options.jobs, self.environ)  # model calls, when it pays
         self.models = Models(
             project.config, self.environ, options.mode, redact=self.redact, workers=self.workers
