@@ -105,3 +105,12 @@ def test_a_plain_run_imports_no_pydantic(tmp_path: Path, server: FakeOpenAI) -> 
     assert loaded(root, ["list"], {}, ()) == []
     server.enqueue(text("hi"))
     assert loaded(root, ["run", "-q", "plain"], fake_env(server), ("pydantic",)) == []
+
+
+def test_a_listing_loads_nothing_for_model_calls(tmp_path: Path) -> None:
+    """`claw list` and `claw plan` call no model: neither the HTTP client nor the worker
+    processes' module (subprocess pipes, pickle) is theirs to load."""
+    root = make_project(tmp_path / "p", CLAWFILE)
+    calls = ("claw_batch.llm.workers", "claw_batch.llm.transport")
+    for command in (["list"], ["list"], ["plan"]):
+        assert loaded(root, command, {}, calls) == []

@@ -122,9 +122,11 @@ class Runner:
         self.environ = dict(os.environ if environ is None else environ)
         secrets = [*api_keys(project.config, self.environ), *secrets_from_env(self.environ)]
         self.redact = Redactor(secrets)
-        from claw_batch.llm.workers import pool_for_run  # subprocess, pickle: only now
+        self.workers = None  # worker processes for model calls, when they pay
+        if not (options.dry_run or options.mode.replay):  # no live call, no module to load
+            from claw_batch.llm.workers import pool_for_run
 
-        self.workers = pool_for_run(options.jobs, self.environ)  # model calls, when it pays
+            self.workers = pool_for_run(options.jobs, self.environ)
         self.models = Models(
             project.config, self.environ, options.mode, redact=self.redact, workers=self.workers
         )
