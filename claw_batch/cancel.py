@@ -7,6 +7,8 @@ from __future__ import annotations
 import threading
 import time
 
+from claw_batch import baton
+
 POLL = 0.1  # seconds between looks at the flag while waiting
 
 _cancelled = threading.Event()
@@ -31,16 +33,20 @@ def check() -> None:
 
 def sleep(seconds: float) -> None:
     """time.sleep that ends early, with KeyboardInterrupt, when the run is cancelled."""
-    if _cancelled.wait(max(seconds, 0)):
-        raise KeyboardInterrupt
+    with baton.released():
+        if _cancelled.wait(max(seconds, 0)):
+            raise KeyboardInterrupt
 
 
 def acquire(lock: threading.Semaphore, deadline: float) -> bool:
     """Take the semaphore, or give up at the deadline (False) or on cancel."""
-    while True:
-        check()
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return False
-        if lock.acquire(timeout=min(left, POLL)):
-            return True
+    if lock.acquire(blocking=False):
+        return True
+    with baton.released():
+        while True:
+            check()
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            if lock.acquire(timeout=min(left, POLL)):
+                return True

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
-from claw_batch import cancel
+from claw_batch import baton, cancel
 from claw_batch.errors import LimitExceeded
 from claw_batch.llm.callthreads import CallThreads
 
@@ -117,7 +117,8 @@ def _sliced(
             poller.register(sock, want)
         except ValueError as exc:  # closed meanwhile: no file descriptor left
             raise ConnectionAbortedError(str(exc)) from exc
-        ready = bool(poller.poll(wait * 1000))
+        with baton.released():
+            ready = bool(poller.poll(wait * 1000))
 
 
 def connect(fn: Callable[[], socket.socket]) -> socket.socket:
@@ -138,10 +139,11 @@ def connect(fn: Callable[[], socket.socket]) -> socket.socket:
 
     call = _connects.submit(connecting)
     try:
-        while True:
-            left = _left()
-            if call.wait(cancel.POLL if left is None else min(left, cancel.POLL)):
-                return call.result()
+        with baton.released():
+            while True:
+                left = _left()
+                if call.wait(cancel.POLL if left is None else min(left, cancel.POLL)):
+                    return call.result()
     except BaseException:
         with lock:
             given_up = True

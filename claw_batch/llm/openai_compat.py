@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from claw_batch import __version__, cancel
+from claw_batch import __version__, baton, cancel
 from claw_batch.errors import LimitExceeded, ModelError
 from claw_batch.llm import failures, interruptible, sse, wire
 from claw_batch.llm.breaker import Breaker, Ticket
@@ -159,11 +159,12 @@ class OpenAICompatLLM:
         call = CALL_THREADS.submit(lambda: self._via_sdk(sdk, request, budget, deadline))
         # Given up on, the call goes on on its thread until its own SDK timeout ends it.
         left = budget
-        while not call.wait(min(left, cancel.POLL)):
-            cancel.check()
-            left = deadline - self._clock()
-            if left <= 0:
-                raise LimitExceeded(TIMEOUT)
+        with baton.released():
+            while not call.wait(min(left, cancel.POLL)):
+                cancel.check()
+                left = deadline - self._clock()
+                if left <= 0:
+                    raise LimitExceeded(TIMEOUT)
         return call.result()
 
     def _call(self, request: ChatRequest, remaining: float, deadline: float) -> Completion:

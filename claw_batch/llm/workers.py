@@ -39,7 +39,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from claw_batch import cancel
+from claw_batch import baton, cancel
 from claw_batch.errors import LimitExceeded, ModelError, UsageError
 from claw_batch.llm.failures import shown_url
 
@@ -329,7 +329,8 @@ def _next(
         if left <= 0:
             raise LimitExceeded(TIMEOUT)
         try:
-            return replies.get(timeout=min(left, cancel.POLL))
+            with baton.released():
+                return replies.get(timeout=min(left, cancel.POLL))
         except queue.Empty:
             cancel.check()
             if worker.died is not None and replies.empty():  # died as the call was sent

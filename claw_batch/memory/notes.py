@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 from typing import NamedTuple
 
+from claw_batch import baton
 from claw_batch.figures import count
 from claw_batch.memory.memoryfile import NOTES_DIR
 
@@ -82,7 +83,8 @@ def append(path: Path, entry: str) -> None:
         try:
             while view:  # a short write goes on where it stopped
                 view = view[os.write(fd, view) :]
-            os.fsync(fd)
+            with baton.released():
+                os.fsync(fd)
         except OSError:
             with contextlib.suppress(OSError):
                 os.ftruncate(fd, size)

@@ -8,7 +8,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from claw_batch import cancel
+from claw_batch import baton, cancel
 from claw_batch.plan.jobs import Job
 from claw_batch.run.results import JobResult
 
@@ -46,7 +46,8 @@ class Scheduler:
     def run(self, tasks: list[str]) -> None:
         self._waiting = list(tasks)
         try:
-            self._loop()
+            with baton.held():  # the scheduler takes turns with the jobs' threads
+                self._loop()
         except BaseException:
             # Ctrl-C, or a job that stops the run: the others notice and end quickly
             cancel.cancel()
@@ -69,7 +70,8 @@ class Scheduler:
             ended = self._ended
             assert ended is not None  # made by _submit, which made the running futures
             try:
-                future = ended.get(timeout=cancel.POLL)
+                with baton.released():
+                    future = ended.get(timeout=cancel.POLL)
             except Empty:
                 continue
             self._finish(future)
@@ -83,7 +85,7 @@ class Scheduler:
 
             self._pool = ThreadPoolExecutor(self.jobs, thread_name_prefix="claw-job")
             self._ended = SimpleQueue()
-        future = self._pool.submit(work)
+        future = self._pool.submit(_in_turn, work)
         future.add_done_callback(self._ended.put)
         return future
 
@@ -97,6 +99,7 @@ class Scheduler:
             work = check(job)
             if not isinstance(work, JobResult):
                 running[self._submit(work)] = job
+                baton.pass_on()  # the job sends its first request before the next is checked
             elif self._settle(job, work):  # its task is done: tasks waiting on it may start
                 self._release()
 
@@ -142,3 +145,9 @@ class Scheduler:
                 continue
             self._running.pop(future, None)
             self.on_result(outcome)
+
+
+def _in_turn(work: Callable[[], JobResult]) -> JobResult:
+    """A job on its thread, taking turns with the other jobs (see `baton`)."""
+    with baton.held():
+        return work()

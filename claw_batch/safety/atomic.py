@@ -19,6 +19,8 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+from claw_batch import baton
+
 TMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 STEP_FLAGS = DIR_FLAGS | os.O_NOFOLLOW
@@ -78,7 +80,8 @@ def write_atomic_in(
                 # Less any set-id bit, as the kernel drops it when someone without CAP_FSETID
                 # writes a file: the new content is not the program its owner made set-id.
                 os.fchmod(fd, mode & ~(stat.S_ISUID | stat.S_ISGID))
-            os.fsync(fd)
+            with baton.released():
+                os.fsync(fd)
         finally:
             os.close(fd)
         os.replace(tmp, name, src_dir_fd=directory, dst_dir_fd=directory)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from claw_batch import baton
 from claw_batch.llm.usage import Usage
 from claw_batch.store.database import Database
 
@@ -237,8 +238,9 @@ class State(Database):
                     self._writing = False
                     return
             try:
-                for sync in {id(d): d for _, _, d in batch if d is not None}.values():
-                    sync()  # never a job recorded done before its outputs are durable
+                with baton.released():  # fsyncs of the outputs' folders
+                    for sync in {id(d): d for _, _, d in batch if d is not None}.values():
+                        sync()  # never a job recorded done before its outputs are durable
                 with self.transaction():
                     self._write_batch(batch)
             except BaseException:

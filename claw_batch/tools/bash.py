@@ -24,7 +24,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from claw_batch import cancel
+from claw_batch import baton, cancel
 from claw_batch.errors import ToolError
 from claw_batch.sandbox.ceilings import CHECK_SECONDS, Watch
 from claw_batch.sandbox.command import Command
@@ -56,10 +56,12 @@ def bash(
     if ctx.sandbox is None:
         if ctx.on_event is not None:
             ctx.on_event("unsandboxed", command=command)
-        with ctx.taint.watching():  # what the command reads (claw_batch.taint.jobtaint)
+        # what the command reads (claw_batch.taint.jobtaint); other jobs run meanwhile (baton)
+        with ctx.taint.watching(), baton.released():
             ran = run(plain, cwd=ctx.root, timeout=limit)
     else:
         with (
+            baton.released(),
             ctx.sandbox.wrap(plain, cwd=ctx.root, seconds=limit) as confined,
             ctx.taint.watching(),  # the command, not claw's preparing of its sandbox
         ):
