@@ -114,3 +114,14 @@ def test_a_listing_loads_nothing_for_model_calls(tmp_path: Path) -> None:
     calls = ("claw_batch.llm.workers", "claw_batch.llm.transport")
     for command in (["list"], ["list"], ["plan"]):
         assert loaded(root, command, {}, calls) == []
+
+
+def test_a_plain_run_loads_neither_cassettes_nor_the_schedule(
+    tmp_path: Path, server: FakeOpenAI
+) -> None:
+    """Recording and replaying, and --due's slots, are modules of the runs that ask for them."""
+    root = make_project(tmp_path / "p", CLAWFILE)
+    assert loaded(root, ["list"], {}, ()) == []
+    server.enqueue(text("hi"))
+    names = ("claw_batch.llm.cassette", "claw_batch.triggers.due", "claw_batch.triggers.cron")
+    assert loaded(root, ["run", "-q", "plain"], fake_env(server), names) == []
