@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from claw_batch import warmup
 from claw_batch.agent import answers
 from claw_batch.agent.budget import JobBudget
 from claw_batch.agent.loop import LoopResult, LoopSettings, ToolLoop
@@ -254,6 +255,9 @@ class _Execution:
             key_messages=key_messages,
         )
         schema = p.schema
+        # Its tools' code and validators (pydantic) are loaded while its first request is in
+        # flight, not once the model calls the first of them.
+        warmup.soon(*(tool.load for tool in p.tools.values()))
         return ToolLoop(
             llm,
             p.tools,
