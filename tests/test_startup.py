@@ -135,7 +135,7 @@ def test_a_plain_run_sends_its_first_request_without_pydantic(
     tmp_path: Path, server: FakeOpenAI
 ) -> None:
     """The tools' validators are pydantic's: loaded on the warm-up thread, which starts once
-    the first request has left (claw_batch.warmup), or by the first tool call, never before
+    the first request has left (claw_batch.startup), or by the first tool call, never before
     the first request. The run may end before the warm-up got to them."""
     root = make_project(tmp_path / "p", CLAWFILE)
     assert loaded(root, ["list"], {}, ()) == []

@@ -23,7 +23,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, cast
 from urllib.parse import urlsplit
 
-from claw_batch import warmup
+from claw_batch import startup
 from claw_batch.llm import interruptible
 from claw_batch.llm.failures import CONNECTION_ERROR, TIMED_OUT, ConnectionFailure
 
@@ -173,7 +173,7 @@ class Pool:
         try:
             with _failures():
                 interruptible.send_all(connection.sock, request, read_timeout)
-                warmup.begin()
+                startup.request_left()
                 # The reply's reader (and the email package it parses headers with) is
                 # imported once the request has left: the first one does not wait for it.
                 import http.client

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from claw_batch import warmup
+from claw_batch import startup
 from claw_batch.agent import answers
 from claw_batch.agent.budget import JobBudget
 from claw_batch.agent.loop import LoopResult, LoopSettings, ToolLoop
@@ -257,7 +257,7 @@ class _Execution:
         schema = p.schema
         # Its tools' code and validators (pydantic) are loaded while its first request is in
         # flight, not once the model calls the first of them.
-        warmup.soon(*(tool.load for tool in p.tools.values()))
+        startup.soon(*(tool.load for tool in p.tools.values()))
         return ToolLoop(
             llm,
             p.tools,
