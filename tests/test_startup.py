@@ -162,3 +162,13 @@ def test_a_plain_run_loads_neither_cassettes_nor_the_schedule(
     server.enqueue(text("hi"))
     names = ("claw_batch.llm.cassette", "claw_batch.triggers.due", "claw_batch.triggers.cron")
     assert loaded(root, ["run", "-q", "plain"], fake_env(server), names) == []
+
+
+def test_a_run_that_runs_no_command_loads_no_sandbox(tmp_path: Path, server: FakeOpenAI) -> None:
+    """Bubblewrap (ctypes, the seccomp filter, the mount plan) is made at a job's first bash
+    call; a schedule's time zones are for schedules."""
+    root = make_project(tmp_path / "p", CLAWFILE)
+    assert loaded(root, ["list"], {}, ()) == []
+    server.enqueue(text("hi"))
+    names = ("claw_batch.sandbox.bubblewrap", "ctypes", "zoneinfo")
+    assert loaded(root, ["run", "-q", "plain"], fake_env(server), names) == []
