@@ -8,7 +8,7 @@ from typing import Any, NoReturn
 
 import click
 
-from claw_batch import __version__
+from claw_batch import __version__, startup
 from claw_batch.errors import said
 
 # The commands as `claw --help` lists them: name -> ("module:attribute", what it does). A
@@ -165,7 +165,9 @@ def entry() -> None:
     """The `claw` program (and `python -m claw_batch`): the group, then an exit that leaves
     the heap out of the interpreter's last garbage collection. That collection walks every
     object openai, pydantic and claw made (0.18 s of CPU, seconds on busy cores: the slow
-    stop of `claw watch` in issue 16), to free memory the process is about to give back."""
+    stop of `claw watch` in issue 16), to free memory the process is about to give back. And
+    until the first model request, few collections (claw_batch.startup)."""
+    startup.collect_rarely()
     try:
         main()
     finally:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import zoneinfo
 from collections.abc import Mapping
 
 from claw_batch.errors import UsageError
@@ -35,6 +34,8 @@ def shown(when: dt.datetime, tz: str | None = None) -> str:
     What a program reads (--json, the ledger) stays ISO 8601."""
     if tz is None:
         return f"{when:%Y-%m-%d %H:%M}"
+    import zoneinfo  # for a schedule's time zone: not on every run's start-up
+
     return f"{when.astimezone(zoneinfo.ZoneInfo(tz)):%Y-%m-%d %H:%M} {tz}"
 
 

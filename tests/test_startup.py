@@ -11,6 +11,7 @@ import subprocess
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fake_openai import FakeOpenAI, text
@@ -25,6 +26,22 @@ try:
 except SystemExit:
     pass
 print("\\n" + json.dumps([m for m in json.loads(sys.argv[1]) if m in sys.modules]))
+"""
+# The same, printing which thread first imported each of the named modules.
+IMPORTERS = """
+import json, sys, threading
+from claw_batch.cli import main
+names, seen = json.loads(sys.argv[1]), {}
+class Watch:
+    def find_spec(self, name, path=None, target=None):
+        if name in names:
+            seen.setdefault(name, threading.current_thread().name)
+sys.meta_path.insert(0, Watch())
+try:
+    main(sys.argv[2:], prog_name="claw")
+except SystemExit:
+    pass
+print("\\n" + json.dumps(seen))
 """
 VALIDATORS = ("croniter", "jsonschema", "pydantic")
 
@@ -55,9 +72,12 @@ def server() -> Iterator[FakeOpenAI]:
         yield srv
 
 
-def loaded(root: Path, args: Sequence[str], env: dict[str, str], names: Sequence[str]) -> list[str]:
+def probe(
+    script: str, root: Path, args: Sequence[str], env: dict[str, str], names: Sequence[str]
+) -> Any:
+    """What `script` (PROBE, IMPORTERS) printed last, run as a child in `root`."""
     done = subprocess.run(
-        [sys.executable, "-c", PROBE, json.dumps(list(names)), *args],
+        [sys.executable, "-c", script, json.dumps(list(names)), *args],
         cwd=root,
         env={**os.environ, **env},
         capture_output=True,
@@ -65,7 +85,18 @@ def loaded(root: Path, args: Sequence[str], env: dict[str, str], names: Sequence
         timeout=60,
     )
     assert done.returncode == 0, done.stderr
-    return list(json.loads(done.stdout.strip().splitlines()[-1]))
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def loaded(root: Path, args: Sequence[str], env: dict[str, str], names: Sequence[str]) -> list[str]:
+    return list(probe(PROBE, root, args, env, names))
+
+
+def importers(
+    root: Path, args: Sequence[str], env: dict[str, str], names: Sequence[str]
+) -> dict[str, str]:
+    """Which thread imported each of `names` that the command imported."""
+    return dict(probe(IMPORTERS, root, args, env, names))
 
 
 def fake_env(server: FakeOpenAI) -> dict[str, str]:
@@ -100,11 +131,17 @@ def test_a_plain_run_imports_neither_croniter_nor_jsonschema(
     assert (root / "out/hi.md").read_text() == "hi\n"
 
 
-def test_a_plain_run_imports_no_pydantic(tmp_path: Path, server: FakeOpenAI) -> None:
+def test_a_plain_run_sends_its_first_request_without_pydantic(
+    tmp_path: Path, server: FakeOpenAI
+) -> None:
+    """The tools' validators are pydantic's: loaded on the warm-up thread, which starts once
+    the first request has left (claw_batch.startup), or by the first tool call, never before
+    the first request. The run may end before the warm-up got to them."""
     root = make_project(tmp_path / "p", CLAWFILE)
     assert loaded(root, ["list"], {}, ()) == []
     server.enqueue(text("hi"))
-    assert loaded(root, ["run", "-q", "plain"], fake_env(server), ("pydantic",)) == []
+    run = ["run", "-q", "plain"]
+    assert set(importers(root, run, fake_env(server), ("pydantic",)).values()) <= {"claw-warmup"}
 
 
 def test_a_listing_loads_nothing_for_model_calls(tmp_path: Path) -> None:
@@ -114,3 +151,24 @@ def test_a_listing_loads_nothing_for_model_calls(tmp_path: Path) -> None:
     calls = ("claw_batch.llm.workers", "claw_batch.llm.transport")
     for command in (["list"], ["list"], ["plan"]):
         assert loaded(root, command, {}, calls) == []
+
+
+def test_a_plain_run_loads_neither_cassettes_nor_the_schedule(
+    tmp_path: Path, server: FakeOpenAI
+) -> None:
+    """Recording and replaying, and --due's slots, are modules of the runs that ask for them."""
+    root = make_project(tmp_path / "p", CLAWFILE)
+    assert loaded(root, ["list"], {}, ()) == []
+    server.enqueue(text("hi"))
+    names = ("claw_batch.llm.cassette", "claw_batch.triggers.due", "claw_batch.triggers.cron")
+    assert loaded(root, ["run", "-q", "plain"], fake_env(server), names) == []
+
+
+def test_a_run_that_runs_no_command_loads_no_sandbox(tmp_path: Path, server: FakeOpenAI) -> None:
+    """Bubblewrap (ctypes, the seccomp filter, the mount plan) is made at a job's first bash
+    call. (Not zoneinfo: pydantic imports it, and the warm-up may have imported pydantic.)"""
+    root = make_project(tmp_path / "p", CLAWFILE)
+    assert loaded(root, ["list"], {}, ()) == []
+    server.enqueue(text("hi"))
+    names = ("claw_batch.sandbox.bubblewrap", "ctypes")
+    assert loaded(root, ["run", "-q", "plain"], fake_env(server), names) == []

@@ -15,16 +15,19 @@ import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from claw_batch import cancel
 from claw_batch.agent.budget import JobBudget
 from claw_batch.errors import LimitExceeded, TaskFailed, ToolError
-from claw_batch.llm import thinking, toolmarkup
+from claw_batch.llm import thinking
 from claw_batch.llm.base import LLM
 from claw_batch.llm.messages import ChatRequest, Completion, Message, ToolCall, ToolSpec, Usage
 from claw_batch.tools.base import ToolContext
 from claw_batch.tools.registry import Tool
+
+if TYPE_CHECKING:
+    from claw_batch.llm import toolmarkup
 
 REPEAT_LIMIT = 3  # the same tool calls this many turns in a row is a loop
 MARKUP_CORRECTION = (
@@ -163,6 +166,8 @@ class ToolLoop:
         message = reply.message
         if message.tool_calls or not message.content:
             return reply, None
+        from claw_batch.llm import toolmarkup  # a reply's, read once it is in
+
         markup = toolmarkup.recover(
             message.content,
             self.tools,

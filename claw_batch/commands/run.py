@@ -21,7 +21,7 @@ from claw_batch.safety.onscreen import visible
 if TYPE_CHECKING:
     from claw_batch.config import Project
     from claw_batch.run.results import RunSummary
-    from claw_batch.run.runner import RunOptions
+    from claw_batch.run.runner import RunOptions, Selection
     from claw_batch.terminal.progress import Progress
 
 
@@ -96,14 +96,17 @@ def run(
       claw run --due              the scheduled tasks whose slot is due (for cron)
     """
     from claw_batch.llm.endpoints import Mode
-    from claw_batch.run.envelope import envelope_chunks
     from claw_batch.run.runner import RunOptions
     from claw_batch.terminal.progress import Progress
-    from claw_batch.triggers.due import DueSlots
 
     if record and replay:
         raise UsageError("--record and --replay exclude each other")
     project = load(directory, file, cache="read" if dry_run else "write")
+    select: Selection | None = None
+    if due:  # the schedule's modules, for the run that asks for them
+        from claw_batch.triggers.due import DueSlots
+
+        select = DueSlots()
     mode = Mode(
         replay=replay, record=record, cassettes=(cassettes or project.root / "cassettes").absolute()
     )
@@ -118,13 +121,15 @@ def run(
         model=model,
         mode=mode,
         argv=typed(),
-        select=DueSlots() if due else None,
+        select=select,
         trigger="cron" if due else "hand",
     )
     summary = _run(project, options, Progress(quiet=quiet, verbose=verbose), due=due)
     if summary.error:
         click.echo(visible(said(summary.error)), err=True)
     if as_json:
+        from claw_batch.run.envelope import envelope_chunks
+
         sys.stdout.flush()
         out = sys.stdout.buffer
         for chunk in envelope_chunks(summary):  # never the whole envelope of a large run

@@ -186,9 +186,9 @@ class Models:
         return llm, name
 
     def _make(self, provider_name: str) -> LLM:
-        from claw_batch.llm.cassette import RecordingLLM, ReplayLLM
-
         if self.mode.replay:
+            from claw_batch.llm.cassette import ReplayLLM
+
             return ReplayLLM(self.mode.cassettes, redact=self.redact)
         llm = self._endpoint(provider_name)
         if self.workers is not None:
@@ -199,6 +199,8 @@ class Models:
         if provider is not None and provider.max_concurrency:
             llm = Throttled(llm, provider.max_concurrency)
         if self.mode.record:
+            from claw_batch.llm.cassette import RecordingLLM
+
             return RecordingLLM(llm, self.mode.cassettes, redact=self.redact)
         return llm
 

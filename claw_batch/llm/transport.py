@@ -14,18 +14,21 @@ Failures are `failures.ConnectionFailure`s with the SDK's words ("Connection err
 from __future__ import annotations
 
 import contextlib
-import http.client
 import io
 import socket
 import ssl
 import weakref
 from collections.abc import Iterator, Mapping
 from types import TracebackType
-from typing import cast
+from typing import TYPE_CHECKING, cast
 from urllib.parse import urlsplit
 
+from claw_batch import startup
 from claw_batch.llm import interruptible
 from claw_batch.llm.failures import CONNECTION_ERROR, TIMED_OUT, ConnectionFailure
+
+if TYPE_CHECKING:
+    import http.client
 
 MAX_IDLE = 100  # connections kept open for later calls (httpx's keep-alive default)
 FINISH = 0.01  # seconds to wait for the rest of a body nobody needs, to reuse its connection
@@ -170,6 +173,11 @@ class Pool:
         try:
             with _failures():
                 interruptible.send_all(connection.sock, request, read_timeout)
+                startup.request_left()
+                # The reply's reader (and the email package it parses headers with) is
+                # imported once the request has left: the first one does not wait for it.
+                import http.client
+
                 response = http.client.HTTPResponse(connection, method="POST")  # type: ignore[arg-type]
                 response.begin()
         except BaseException:
@@ -183,7 +191,10 @@ class Pool:
 
     def _open(self, timeout: float) -> socket.socket:
         """On a call thread: TCP, and TLS over it, with the blocking calls they need."""
-        sock = socket.create_connection((self._host, self._port), timeout)
+        # An ASCII name as bytes (getaddrinfo takes either): a str is IDNA-encoded, and the
+        # codec's import (~1 ms) would come before the first request.
+        host = self._host.encode() if self._host.isascii() else self._host
+        sock = socket.create_connection((host, self._port), timeout)  # type: ignore[arg-type]
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if self._tls:
@@ -217,5 +228,9 @@ class _failures:
     ) -> None:
         if isinstance(exc, TimeoutError):
             raise ConnectionFailure(TIMED_OUT) from exc
+        if exc is None:  # before http.client is needed: a connection made, a request sent
+            return
+        import http.client
+
         if isinstance(exc, (OSError, http.client.HTTPException, ValueError)):
             raise ConnectionFailure(CONNECTION_ERROR) from exc

@@ -13,8 +13,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from claw_batch import startup
 from claw_batch.agent import answers
 from claw_batch.agent.budget import JobBudget
 from claw_batch.agent.loop import LoopResult, LoopSettings, ToolLoop
@@ -33,12 +34,15 @@ from claw_batch.safety.atomic import DirSyncs
 from claw_batch.safety.childenv import scrubbed_env
 from claw_batch.safety.paths import Policy, checked_output
 from claw_batch.safety.safeopen import write_file
-from claw_batch.sandbox import bubblewrap as sandbox
+from claw_batch.sandbox.deferred import Deferred
 from claw_batch.store.transcript import Transcript
 from claw_batch.taint.jobtaint import JobTaint
 from claw_batch.taint.ledger import Writer
 from claw_batch.terminal.progress import Progress
 from claw_batch.tools.base import ToolContext
+
+if TYPE_CHECKING:
+    from claw_batch.sandbox.bubblewrap import Bubblewrap
 
 
 @dataclass(frozen=True)
@@ -106,8 +110,10 @@ def _taint(run: RunContext, p: Prepared, run_id: str) -> JobTaint:
     task, policy = p.task, p.policy
     # Where its commands may write: what a granted bash of a tainted job taints.
     dirs: tuple[str, ...] = ("",)
-    if task.sandbox != "none":
-        dirs = sandbox.write_dirs(policy.write_globs, policy.outputs)
+    if task.sandbox != "none" and "bash" in task.offered_tools:
+        from claw_batch.sandbox.bubblewrap import write_dirs
+
+        dirs = write_dirs(policy.write_globs, policy.outputs)
     return JobTaint(
         sources=p.tainted,
         files=run.tainted,
@@ -254,6 +260,9 @@ class _Execution:
             key_messages=key_messages,
         )
         schema = p.schema
+        # Its tools' code and validators (pydantic) are loaded while its first request is in
+        # flight, not once the model calls the first of them.
+        startup.soon(*(tool.load for tool in p.tools.values()))
         return ToolLoop(
             llm,
             p.tools,
@@ -304,13 +313,19 @@ class _Execution:
         return Outcome(text, result, p.output, verdict)
 
 
-def _sandbox(policy: Policy, task: Task) -> sandbox.Bubblewrap:
-    asked = task.limits
-    default = sandbox.Limits()
-    limits = dataclasses.replace(
-        default, memory=asked.memory or default.memory, disk=asked.disk or default.disk
-    )
-    return sandbox.for_job(policy, network=task.permissions.network, limits=limits)
+def _sandbox(policy: Policy, task: Task) -> Deferred:
+    """Bubblewrap, with the task's limits, made when the job runs its first command."""
+
+    def make() -> Bubblewrap:
+        from claw_batch.sandbox import bubblewrap
+
+        asked, default = task.limits, bubblewrap.Limits()
+        limits = dataclasses.replace(
+            default, memory=asked.memory or default.memory, disk=asked.disk or default.disk
+        )
+        return bubblewrap.for_job(policy, network=task.permissions.network, limits=limits)
+
+    return Deferred("bubblewrap", make)
 
 
 def _bash_allow(task: Task) -> tuple[str, ...] | bool:

@@ -11,11 +11,13 @@ import datetime as dt
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from claw_batch.safety.paths import Policy
-from claw_batch.sandbox.command import Sandbox
 from claw_batch.taint.jobtaint import JobTaint
+
+if TYPE_CHECKING:
+    from claw_batch.sandbox.command import Sandbox
 
 
 @dataclass(frozen=True)

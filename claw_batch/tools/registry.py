@@ -41,6 +41,10 @@ class Tool:
         fn, params = self._checked
         return fn(ctx, **signature.validate(self.name, params, raw))
 
+    def load(self) -> None:
+        """Import its code and build its validator now, not at its first call."""
+        self._checked  # noqa: B018
+
     @functools.cached_property
     def _spec(self) -> ToolSpec:
         return ToolSpec(name=self.name, description=self.description, parameters=self.parameters)
