@@ -89,8 +89,8 @@ def _sliced(
 
     The operation is tried at once: a socket with a timeout would poll before every send and
     recv, a second system call (and GIL hand-over) when the socket is ready anyway, as it is
-    to send a request or to read the rest of a reply. When it would block, the wait is cut
-    into polls of at most `cancel.POLL` seconds.
+    to send a request or to read the rest of a reply. When it would block, the thread waits
+    without the baton (see `baton`) until the socket is ready.
     """
     give_up = None if timeout is None else time.monotonic() + timeout
     ready = not wait_first
@@ -103,6 +103,21 @@ def _sliced(
                 want = select.POLLOUT
             except (BlockingIOError, ssl.SSLWantReadError):
                 pass
+        with baton.released():
+            _await(sock, want, give_up)
+        ready = True
+
+
+def _await(sock: socket.socket, events: int, give_up: float | None) -> None:
+    """Until `sock` is ready for `events`, in polls of at most `cancel.POLL` seconds that look
+    at the run's cancel flag and the thread's deadline between them; TimeoutError at
+    `give_up`."""
+    poller = select.poll()
+    try:
+        poller.register(sock, events)
+    except ValueError as exc:  # closed meanwhile: no file descriptor left
+        raise ConnectionAbortedError(str(exc)) from exc
+    while True:
         wait = cancel.POLL
         left = _left()
         if left is not None:
@@ -112,13 +127,8 @@ def _sliced(
             if until <= 0:
                 raise TimeoutError("timed out")
             wait = min(wait, until)
-        poller = select.poll()
-        try:
-            poller.register(sock, want)
-        except ValueError as exc:  # closed meanwhile: no file descriptor left
-            raise ConnectionAbortedError(str(exc)) from exc
-        with baton.released():
-            ready = bool(poller.poll(wait * 1000))
+        if poller.poll(wait * 1000):
+            return
 
 
 def connect(fn: Callable[[], socket.socket]) -> socket.socket:

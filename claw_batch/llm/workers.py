@@ -323,15 +323,16 @@ class WorkerLLM:
 def _next(
     worker: _Worker, replies: queue.SimpleQueue[tuple[Any, ...]], deadline: float
 ) -> tuple[Any, ...]:
-    """The worker's next message about a call; raises at the deadline and on Ctrl-C."""
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise LimitExceeded(TIMEOUT)
-        try:
-            with baton.released():
+    """The worker's next message about a call; raises at the deadline and on Ctrl-C. Waited
+    for without the baton (see `baton`)."""
+    with baton.released():
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise LimitExceeded(TIMEOUT)
+            try:
                 return replies.get(timeout=min(left, cancel.POLL))
-        except queue.Empty:
-            cancel.check()
-            if worker.died is not None and replies.empty():  # died as the call was sent
-                return ("died", worker.died)
+            except queue.Empty:
+                cancel.check()
+                if worker.died is not None and replies.empty():  # died as the call was sent
+                    return ("died", worker.died)
