@@ -13,8 +13,11 @@ from claw_batch.plan.jobs import Job
 from claw_batch.run.results import JobResult
 
 if TYPE_CHECKING:
-    from concurrent.futures import Future, ThreadPoolExecutor
+    from concurrent.futures import ThreadPoolExecutor
     from queue import SimpleQueue
+
+# How a job ended: its result, or what it raised.
+Ended = tuple[JobResult | None, BaseException | None]
 
 
 class Scheduler:
@@ -38,8 +41,10 @@ class Scheduler:
         self._done: set[str] = set()
         self._remaining: dict[str, int] = {}
         self._queue: deque[Job] = deque()
-        self._running: dict[Future[JobResult], Job] = {}
-        self._ended: SimpleQueue[Future[JobResult]] | None = None  # futures, as they end
+        self._running: set[Job] = set()
+        # Every job started says how it ended in _ends, then puts itself on _ended.
+        self._ends: dict[Job, Ended] = {}
+        self._ended: SimpleQueue[Job] | None = None
         self._stopping = False
         self._pool: ThreadPoolExecutor | None = None  # started with the first job to run
 
@@ -62,32 +67,34 @@ class Scheduler:
             self._fill()
             if not self._running:
                 return
-            # A queue the jobs' futures report to as they end, not concurrent.futures.wait:
-            # that takes every running future's lock twice per call, and is called once a
-            # job ends: at -j 200, 2,000 jobs cost ~800,000 lock operations.
-            from queue import Empty  # imported by _submit
+            # A queue the jobs report to as they end, not concurrent.futures.wait: that
+            # takes every running future's lock twice per call, and is called once a job
+            # ends: at -j 200, 2,000 jobs cost ~800,000 lock operations.
+            from queue import Empty  # imported by _start
 
             ended = self._ended
-            assert ended is not None  # made by _submit, which made the running futures
+            assert ended is not None  # made by _start, which started the running jobs
             try:
                 with baton.released():
-                    future = ended.get(timeout=cancel.POLL)
+                    first = ended.get(timeout=cancel.POLL)
             except Empty:
                 continue
-            self._finish(future)
+            self._finish(first)
             while not ended.empty():  # those that ended meanwhile, before filling
                 self._finish(ended.get())
 
-    def _submit(self, work: Callable[[], JobResult]) -> Future[JobResult]:
+    def _start(self, job: Job, work: Callable[[], JobResult]) -> None:
         if self._pool is None or self._ended is None:
             from concurrent.futures import ThreadPoolExecutor
             from queue import SimpleQueue
 
             self._pool = ThreadPoolExecutor(self.jobs, thread_name_prefix="claw-job")
             self._ended = SimpleQueue()
-        future = self._pool.submit(_in_turn, work)
-        future.add_done_callback(self._ended.put)
-        return future
+        # The job reports itself (`_in_turn`): a Ctrl-C between handing it to the pool and
+        # noting it here, or while the scheduler takes the turn back after learning that it
+        # ended, cannot lose its result (_drain reads _ends).
+        self._pool.submit(_in_turn, job, work, self._ends, self._ended)
+        self._running.add(job)
 
     def _fill(self) -> None:
         """Start jobs while there are free slots; a job that need not run (up to date,
@@ -98,14 +105,18 @@ class Scheduler:
             job = queue.popleft()
             work = check(job)
             if not isinstance(work, JobResult):
-                running[self._submit(work)] = job
+                self._start(job, work)
                 baton.pass_on()  # the job sends its first request before the next is checked
             elif self._settle(job, work):  # its task is done: tasks waiting on it may start
                 self._release()
 
-    def _finish(self, future: Future[JobResult]) -> None:
-        job = self._running.pop(future)
-        self._settle(job, future.result())
+    def _finish(self, job: Job) -> None:
+        result, error = self._ends.pop(job)
+        self._running.discard(job)
+        if error is not None:
+            raise error
+        assert result is not None
+        self._settle(job, result)
 
     def _settle(self, job: Job, result: JobResult) -> bool:
         """True when it was its task's last job."""
@@ -137,17 +148,26 @@ class Scheduler:
         self.on_task_done(name)
 
     def _drain(self) -> None:
-        """Wait for the running jobs and report them; a second error is the first's echo."""
-        for future in list(self._running):
-            try:
-                outcome = future.result()
-            except BaseException:  # the error in flight is the one to report
-                continue
-            self._running.pop(future, None)
-            self.on_result(outcome)
+        """Wait for every job started and report those not reported yet; a second error is
+        the first's echo."""
+        if self._pool is None or self._ended is None:
+            return
+        self._pool.shutdown(wait=True)
+        while self._ends:
+            _, (result, _) = self._ends.popitem()
+            if result is not None:  # None: it raised, and the error in flight is the one to say
+                self.on_result(result)
+        self._running.clear()
 
 
-def _in_turn(work: Callable[[], JobResult]) -> JobResult:
-    """A job on its thread, taking turns with the other jobs (see `baton`)."""
-    with baton.held():
-        return work()
+def _in_turn(
+    job: Job, work: Callable[[], JobResult], ends: dict[Job, Ended], ended: SimpleQueue[Job]
+) -> None:
+    """A job on its thread, taking turns with the other jobs (see `baton`); it says how it
+    ended, whatever happens."""
+    try:
+        with baton.held():
+            ends[job] = (work(), None)
+    except BaseException as error:
+        ends[job] = (None, error)
+    ended.put(job)

@@ -5,11 +5,17 @@ from __future__ import annotations
 import json
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import pytest
 from fake_openai import FakeOpenAI, Reply, text
 from helpers import claw, make_project
+
+from claw_batch.plan.jobs import Job
+from claw_batch.run.pool import Scheduler
+from claw_batch.run.results import JobResult, not_run
 
 NOW = "2026-11-22T23:05:00+01:00"
 
@@ -90,3 +96,30 @@ def test_without_k_no_new_jobs_start_after_a_failure(tmp_path: Path) -> None:
         r = claw(root, "run", "-j", "2", "-k", "--json", env=env)
     statuses = sorted(j["status"] for j in json.loads(r.stdout)["jobs"])
     assert statuses.count("failed") == 1 and "ok" in statuses
+
+
+def test_ctrl_c_just_after_a_job_was_handed_to_the_pool_still_reports_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The job is running when Ctrl-C reaches the scheduler, before it noted the job: the
+    job's result must still be said (its row is in the ledger: the summary must show it)."""
+    real_submit = ThreadPoolExecutor.submit
+
+    def submit_then_ctrl_c(self: ThreadPoolExecutor, *args: Any) -> Any:
+        real_submit(self, *args)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ThreadPoolExecutor, "submit", submit_then_ctrl_c)
+    reported: list[JobResult] = []
+    job = Job("t", "a.txt")
+    scheduler = Scheduler(
+        jobs=2,
+        upstream=lambda name: (),
+        expand=lambda name: [job],
+        check=lambda j: lambda: not_run(j, "ok", ()),
+        on_result=lambda result: reported.append(result) and False,
+        on_task_done=lambda name: None,
+    )
+    with pytest.raises(KeyboardInterrupt):
+        scheduler.run(["t"])
+    assert [r.job for r in reported] == [job]
