@@ -2,7 +2,7 @@
 
 What a chat-completions call needs and nothing else: a pool of keep-alive connections shared
 by every job that calls the endpoint, the request's head computed once (only its length
-changes), the reply read by `http.client` from `interruptible`'s sockets, so that the job's
+changes), the reply read by `httpreply` from `interruptible`'s sockets, so that the job's
 deadline and Ctrl-C end any wait. A connection taken from the pool that fails before a byte
 of the reply comes back (the server closed it while it was idle) is replaced and the request
 sent once more, as httpx does; no request is ever sent twice otherwise.
@@ -20,15 +20,12 @@ import ssl
 import weakref
 from collections.abc import Iterator, Mapping
 from types import TracebackType
-from typing import TYPE_CHECKING, cast
 from urllib.parse import urlsplit
 
 from claw_batch import startup
 from claw_batch.llm import interruptible
 from claw_batch.llm.failures import CONNECTION_ERROR, TIMED_OUT, ConnectionFailure
-
-if TYPE_CHECKING:
-    import http.client
+from claw_batch.llm.httpreply import HttpReply
 
 MAX_IDLE = 100  # connections kept open for later calls (httpx's keep-alive default)
 FINISH = 0.01  # seconds to wait for the rest of a body nobody needs, to reuse its connection
@@ -43,7 +40,8 @@ class _Connection:
         self.received = 0  # bytes of the current reply
         self.read_timeout: float | None = None
 
-    def makefile(self, mode: str) -> io.BufferedReader:  # what http.client reads a reply from
+    def reader(self) -> io.BufferedReader:
+        """What a reply is read from (one per reply: its buffer is the reply's)."""
         return io.BufferedReader(_Reader(self))
 
     def close(self) -> None:
@@ -71,13 +69,12 @@ class _Reader(io.RawIOBase):
 class Reply:
     """A reply whose head has been read; use it in a `with` block and read its body once."""
 
-    def __init__(self, pool: Pool, connection: _Connection, response: http.client.HTTPResponse):
+    def __init__(self, pool: Pool, connection: _Connection, response: HttpReply):
         self._pool = pool
         self._connection: _Connection | None = connection
         self._response = response
         self.status = response.status
-        # Looked up case-insensitively, as the names are sent in any case.
-        self.headers = cast(Mapping[str, str], response.msg)
+        self.headers: Mapping[str, str] = response.headers  # looked up in any case
         self._whole = False  # the body was read to its end
 
     def read(self) -> bytes:
@@ -89,8 +86,7 @@ class Reply:
     def lines(self) -> Iterator[bytes]:
         """The body line by line, each with its line ending."""
         with _failures():
-            while line := self._response.readline():
-                yield line
+            yield from self._response.lines()
         self._whole = True
 
     def __enter__(self) -> Reply:
@@ -107,7 +103,6 @@ class Reply:
         if self._whole and not self._response.will_close:
             self._pool.release(connection)
         else:  # not read to its end, or the server closes it: never reused
-            self._response.close()
             connection.close()
 
     def _finish(self, connection: _Connection) -> None:
@@ -174,12 +169,7 @@ class Pool:
             with _failures():
                 interruptible.send_all(connection.sock, request, read_timeout)
                 startup.request_left()
-                # The reply's reader (and the email package it parses headers with) is
-                # imported once the request has left: the first one does not wait for it.
-                import http.client
-
-                response = http.client.HTTPResponse(connection, method="POST")  # type: ignore[arg-type]
-                response.begin()
+                response = HttpReply(connection.reader())
         except BaseException:
             connection.close()
             raise
@@ -228,9 +218,5 @@ class _failures:
     ) -> None:
         if isinstance(exc, TimeoutError):
             raise ConnectionFailure(TIMED_OUT) from exc
-        if exc is None:  # before http.client is needed: a connection made, a request sent
-            return
-        import http.client
-
-        if isinstance(exc, (OSError, http.client.HTTPException, ValueError)):
+        if isinstance(exc, (OSError, ValueError)):  # httpreply's BadReply is a ValueError
             raise ConnectionFailure(CONNECTION_ERROR) from exc
