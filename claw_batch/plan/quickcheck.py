@@ -104,9 +104,26 @@ class TaskKey:
         self, sealed: str, item: str | None, stamp: Callable[[list[str]], str | None]
     ) -> bool:
         """Whether a job sealed as `sealed` is up to date; `stamp` gives files' stat keys now."""
-        quick, *outputs = sealed.split("\n")
-        now = stamp([item, *outputs] if item else outputs)
-        return now is not None and quick == self.quick(now)
+        return self.all_unchanged([sealed], [item], stamp) is not None
+
+    def all_unchanged(
+        self,
+        seals: Sequence[str],
+        items: Sequence[str | None],
+        stamp: Callable[[list[str]], str | None],
+    ) -> list[str | None] | None:
+        """`unchanged` for jobs of this task, `seals[i]` the seal of the job of `items[i]`:
+        the output each one's result names (None: none), or None as soon as one does not
+        hold. One loop, nothing made per job: a no-op asks it of 100,000 jobs at once."""
+        quick = self.quick
+        named: list[str | None] = []
+        for sealed, item in zip(seals, items, strict=True):
+            digest, *outputs = sealed.split("\n")
+            now = stamp([item, *outputs] if item else outputs)
+            if now is None or digest != quick(now):
+                return None
+            named.append(outputs[0] if outputs else None)
+        return named
 
 
 def _git_state(root: Path) -> list[str]:
