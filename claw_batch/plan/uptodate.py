@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, cast
+from typing import Any, Literal, Protocol
 
 from claw_batch.config import Task
 from claw_batch.plan.fingerprint import Fingerprint
@@ -82,6 +82,7 @@ class Decider:
         self.key_of = key
         self.force = force
         self.dry_run = dry_run
+        self._rows: dict[str, list[tuple[str, str | None]]] = {}  # see seal_rows()
         self._sealed: dict[str, dict[str, str | None]] = {}  # see sealed()
         self.keys: dict[str, TaskKey | None] = {}  # per task, for the quick check
         self.pending: set[str] = set()  # dry run: tasks that would run
@@ -99,21 +100,29 @@ class Decider:
     def sealed_outputs(self, task: str, jobs: Sequence[Job]) -> list[str | None] | None:
         """`sealed_output` of jobs of one task at once: the output each one's result names
         when every seal holds; None as soon as one does not."""
-        sealed = self.sealed(task)
-        seals = [sealed.get(job.item or "") for job in jobs]
-        if not all(seals):
-            return None
+        seals = self.seal_rows(task)
+        if len(seals) != len(jobs):  # items came or went since: their seals, by name
+            sealed = self.sealed(task)
+            seals = [(job.item or "", sealed.get(job.item or "")) for job in jobs]
+            if not all(seal for _, seal in seals):
+                return None
         key = self.task_key(task)
         if key is None or self.graph.dependents(task):
             return None
-        items = [job.item for job in jobs]
-        return key.all_unchanged(cast(list[str], seals), items, self.hashes.stamp)
+        return key.all_unchanged(seals, [job.item for job in jobs], self.hashes.stamp)
+
+    def seal_rows(self, task: str) -> list[tuple[str, str | None]]:
+        """The task's jobs with a last success and their quick seals (None: none), in the
+        order of their items; read from the ledger when the task is first checked, before
+        any of its jobs runs."""
+        if task not in self._rows:
+            self._rows[task] = self.state.sealed(task) if self.state else []
+        return self._rows[task]
 
     def sealed(self, task: str) -> dict[str, str | None]:
-        """The task's jobs with a last success, by item, and their quick seals (None: none);
-        read from the ledger when the task is first checked, before any of its jobs runs."""
+        """`seal_rows`, by item."""
         if task not in self._sealed:
-            self._sealed[task] = self.state.sealed(task) if self.state else {}
+            self._sealed[task] = dict(self.seal_rows(task))
         return self._sealed[task]
 
     def decide(self, job: Job, candidate: Candidate) -> Decision:

@@ -205,3 +205,9 @@ def test_a_task_checked_whole_still_sees_one_changed_job(
     (root / "tickets/b.txt").unlink()
     assert run(root, env) == {**up, "inbox/b.txt": "ok"}
     assert run(root, env) == up
+
+    # As many jobs as seals, in the same places, the last one another file now: renamed, so
+    # with the inode, size and time the seal has
+    os.rename(root / "inbox/b.txt", root / "inbox/c.txt")
+    del up["inbox/b.txt"]
+    assert run(root, env) == {**up, "inbox/c.txt": "ok"}
