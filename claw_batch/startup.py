@@ -1,10 +1,6 @@
 """A process's start-up: until its first model request has left, what that request needs
 comes first, and the rest waits for the time the process waits for the model anyway.
 
-- Garbage: start-up allocates much and frees little (modules, classes, the config), so the
-  collections it triggers find next to nothing, at ~8 % of a run's start-up. `collect_rarely`
-  (cli.entry) raises the collector's thresholds; the first request puts them back. A command
-  that calls no model keeps them (its cyclic garbage is collected later, not never).
 - Work a run needs only after the model's first reply (a tool's code and its validator:
   pydantic, ~0.1 s of a core): `soon` names it, as a job builds its tool loop, and it is done
   on a thread of its own once the first request has left (`request_left`, which the
@@ -15,23 +11,12 @@ comes first, and the rest waits for the time the process waits for the model any
 
 from __future__ import annotations
 
-import gc
 import threading
 from collections.abc import Callable
-
-# A young collection every 50,000 allocations instead of 700; an old one every 100 of those.
-STARTUP_THRESHOLDS = (50_000, 10, 10)
 
 _work: list[Callable[[], object]] = []
 _lock = threading.Lock()
 _left = False  # the first request has left
-_thresholds: tuple[int, int, int] | None = None  # to put back, while raised
-
-
-def collect_rarely() -> None:
-    global _thresholds
-    _thresholds = gc.get_threshold()
-    gc.set_threshold(*STARTUP_THRESHOLDS)
 
 
 def soon(*work: Callable[[], object]) -> None:
@@ -43,7 +28,7 @@ def soon(*work: Callable[[], object]) -> None:
 
 def request_left() -> None:
     """A request has left: the start-up is over (the first time; later calls cost a look)."""
-    global _left, _thresholds
+    global _left
     if _left:
         return
     with _lock:
@@ -52,9 +37,6 @@ def request_left() -> None:
         _left = True
         work = tuple(_work)
         _work.clear()
-        if _thresholds is not None:
-            gc.set_threshold(*_thresholds)
-            _thresholds = None
     if work:
         threading.Thread(target=_do, args=(work,), name="claw-warmup", daemon=True).start()
 

@@ -184,6 +184,7 @@ def test_a_job_runs_holding_the_baton_and_so_does_the_scheduler(
         expand=lambda name: list(jobs),
         check=check,
         on_result=on_result,
+        settle_all=lambda name, jobs: False,
         on_task_done=lambda name: None,
     ).run(["t"])
     assert len(results) == 4 and all(seen)

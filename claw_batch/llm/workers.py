@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import os
 import pickle
 import queue
 import subprocess
@@ -40,6 +39,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from claw_batch import baton, cancel
+from claw_batch.cores import usable_cores
 from claw_batch.errors import LimitExceeded, ModelError, UsageError
 from claw_batch.llm.failures import shown_url
 
@@ -75,14 +75,6 @@ def pool_for_run(jobs: int, environ: Mapping[str, str]) -> Pool | None:
     if jobs < AUTO_FROM or cores < AUTO_CORES:
         return None
     return Pool(max(1, min(cores - 1, -(-jobs // CALLS_PER_WORKER))), environ)  # a core for us
-
-
-def usable_cores() -> int:
-    """The cores this process may run on (its affinity, as taskset sets it)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
 
 
 class Pool:

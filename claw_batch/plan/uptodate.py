@@ -9,7 +9,7 @@ one of them changed, and says which (`claw why`); an output edited by hand is ke
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -82,7 +82,8 @@ class Decider:
         self.key_of = key
         self.force = force
         self.dry_run = dry_run
-        self.sealed = state.sealed() if state else {}  # every job with a last success
+        self._rows: dict[str, list[tuple[str, str | None]]] = {}  # see seal_rows()
+        self._sealed: dict[str, dict[str, str | None]] = {}  # see sealed()
         self.keys: dict[str, TaskKey | None] = {}  # per task, for the quick check
         self.pending: set[str] = set()  # dry run: tasks that would run
         self.quick_updates: list[tuple[str, str, str]] = []  # (quick, task, item)
@@ -92,21 +93,43 @@ class Decider:
         """The quick check of a job no task after it reads: while its seal holds, the output
         its result names (None: none); False when it takes `decide`. A no-op asks it of
         every job, before anything is made for the job (claw_batch.run.session)."""
-        sealed = self.sealed.get((job.task, job.item or ""))
-        if not sealed:
-            return False
-        key = self.task_key(job.task)
-        if key is None or self.graph.dependents(job.task):
-            return False
-        if not key.unchanged(sealed, job.item, self.hashes.stamp):
-            return False  # decide() stats it again: the full check that follows dwarfs it
-        return TaskKey.first_output(sealed)
+        outputs = self.sealed_outputs(job.task, [job])
+        # When it does not hold, decide() stats it again: the full check that follows dwarfs it
+        return False if outputs is None else outputs[0]
+
+    def sealed_outputs(self, task: str, jobs: Sequence[Job]) -> list[str | None] | None:
+        """`sealed_output` of jobs of one task at once: the output each one's result names
+        when every seal holds; None as soon as one does not."""
+        seals = self.seal_rows(task)
+        if len(seals) != len(jobs):  # items came or went since: their seals, by name
+            sealed = self.sealed(task)
+            seals = [(job.item or "", sealed.get(job.item or "")) for job in jobs]
+            if not all(seal for _, seal in seals):
+                return None
+        key = self.task_key(task)
+        if key is None or self.graph.dependents(task):
+            return None
+        return key.all_unchanged(seals, [job.item for job in jobs], self.hashes.stamp)
+
+    def seal_rows(self, task: str) -> list[tuple[str, str | None]]:
+        """The task's jobs with a last success and their quick seals (None: none), in the
+        order of their items; read from the ledger when the task is first checked, before
+        any of its jobs runs."""
+        if task not in self._rows:
+            self._rows[task] = self.state.sealed(task) if self.state else []
+        return self._rows[task]
+
+    def sealed(self, task: str) -> dict[str, str | None]:
+        """`seal_rows`, by item."""
+        if task not in self._sealed:
+            self._sealed[task] = dict(self.seal_rows(task))
+        return self._sealed[task]
 
     def decide(self, job: Job, candidate: Candidate) -> Decision:
-        name = (job.task, job.item or "")
-        if name not in self.sealed:  # it never succeeded: it runs, whatever its fingerprint
+        seals = self.sealed(job.task)
+        if (job.item or "") not in seals:  # it never succeeded: it runs, whatever its fingerprint
             return self._unsealed(job)
-        sealed = self.sealed[name]  # None: its last success has no quick seal
+        sealed = seals[job.item or ""]  # None: its last success has no quick seal
         key = self.task_key(job.task)
         if key and sealed and key.unchanged(sealed, job.item, self.hashes.stamp):
             if not self.graph.dependents(job.task):  # no task after it reads its record
@@ -156,7 +179,7 @@ class Decider:
 
     def last_success(self, job: Job) -> Done | None:
         """The job's last success, from the ledger."""
-        if self.state is None or (job.task, job.item or "") not in self.sealed:
+        if self.state is None or (job.item or "") not in self.sealed(job.task):
             return None
         return self.state.done(job.task, job.item or "")
 

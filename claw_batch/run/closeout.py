@@ -79,7 +79,7 @@ class CloseOut:
             quoted = self._answers.setdefault(task, {})
             if len(quoted) < notes.SHOWN_ITEMS:
                 quoted[result.job] = result.text
-        return dataclasses.replace(result, text="")
+        return result._replace(text="")
 
     def note(self, task: str, results: Sequence[JobResult]) -> None:
         """One daily-note entry per task per run, for the jobs that ran."""

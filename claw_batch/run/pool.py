@@ -28,6 +28,9 @@ class Scheduler:
         upstream: Callable[[str], tuple[str, ...]],
         expand: Callable[[str], list[Job]],
         check: Callable[[Job], JobResult | Callable[[], JobResult]],
+        # A task's jobs settled at once when none of them need run (the quick check of a
+        # whole task); False: each is checked in turn.
+        settle_all: Callable[[str, list[Job]], bool],
         on_result: Callable[[JobResult], bool],  # True: start no more jobs
         on_task_done: Callable[[str], None],
     ) -> None:
@@ -35,12 +38,14 @@ class Scheduler:
         self.upstream = upstream
         self.expand = expand
         self.check = check  # a result (up to date, skipped…), or the work to do on a thread
+        self.settle_all = settle_all
         self.on_result = on_result
         self.on_task_done = on_task_done
         self._waiting: list[str] = []
         self._done: set[str] = set()
         self._remaining: dict[str, int] = {}
-        self._queue: deque[Job] = deque()
+        # Jobs in the order they are checked; a task's come in as one entry (settle_all)
+        self._queue: deque[Job | tuple[str, list[Job]]] = deque()
         self._running: set[Job] = set()
         # Every job started says how it ended in _ends, then puts itself on _ended.
         self._ends: dict[Job, Ended] = {}
@@ -103,6 +108,15 @@ class Scheduler:
         queue, running, check = self._queue, self._running, self.check
         while queue and not self._stopping and len(running) < self.jobs:
             job = queue.popleft()
+            if isinstance(job, tuple):  # a task's jobs, where the first of them would start
+                name, jobs = job
+                if self.settle_all(name, jobs):
+                    self._remaining[name] = 0
+                    self._task_done(name)
+                    self._release()
+                else:
+                    queue.extendleft(reversed(jobs))  # each checked in turn
+                continue
             work = check(job)
             if not isinstance(work, JobResult):
                 self._start(job, work)
@@ -138,8 +152,9 @@ class Scheduler:
                     self._waiting.remove(name)
                     jobs = self.expand(name)
                     self._remaining[name] = len(jobs)
-                    self._queue.extend(jobs)
-                    if not jobs:
+                    if jobs:
+                        self._queue.append((name, jobs))  # checked together first (_fill)
+                    else:
                         self._task_done(name)
                         progress = True
 

@@ -143,7 +143,7 @@ class Recorder:
         known, whose = recalled
         if dry_run:
             result = not_run(p.job, "would-run", known.reasons, p.output)
-            return dataclasses.replace(result, remembered=known.remembered, again=known.again)
+            return result._replace(remembered=known.remembered, again=known.again)
         assert self.state is not None
         started = now_for_run(self.environ).isoformat()
         row = JobRecord.of(self.run_id, *_key(p.job), started, known)

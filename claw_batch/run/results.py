@@ -4,7 +4,7 @@ reports share."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from claw_batch.llm.usage import Usage
 from claw_batch.plan.jobs import Job
@@ -31,8 +31,9 @@ NOT_RUN: frozenset[Status] = frozenset({"up-to-date", "modified", "skipped", "wo
 NO_USAGE = Usage()
 
 
-@dataclass(frozen=True, slots=True)  # one per job: 100,000 in a large run
-class JobResult:
+# A named tuple, not a frozen dataclass: one per job, 100,000 in a no-op, and a tuple is
+# made in a quarter of the time a frozen dataclass's __init__ takes (one setattr a field).
+class JobResult(NamedTuple):
     job: Job
     status: Status
     reason: str | None

@@ -81,6 +81,7 @@ class Database:
         for table, column, kind in schema.ADDED:  # a state.db from before the column
             if not self._has_column(table, column):
                 self.db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+        self.db.executescript(schema.INDEXES)
         self.has_quick = self.has_taint = self.has_ctime = True
 
     def _checked(self, fn: Callable[[], T]) -> T:

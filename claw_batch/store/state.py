@@ -187,12 +187,16 @@ class State(Database):
         that transaction, once for all the jobs that share it and end together."""
         self._end_job(r, done, durable)
 
-    def sealed(self) -> dict[tuple[str, str], str | None]:
-        """Every job with a last success, and its quick seal (plan.quickcheck.TaskKey): all that a
-        no-op needs of the ledger, a tenth of its bytes."""
+    def sealed(self, task: str) -> list[tuple[str, str | None]]:
+        """The task's jobs with a last success and their quick seals (plan.quickcheck.TaskKey),
+        in the order of their items: all that a no-op needs of the ledger, read from an index
+        that holds nothing else (schema.INDEXES), as plain tuples."""
         quick = "quick" if self.has_quick else "NULL"
-        rows = self._query(f"SELECT task, item, {quick} FROM done")
-        return {(r[0], r[1]): r[2] for r in rows}
+        sql = f"SELECT item, {quick} FROM done WHERE task = ? ORDER BY item"
+        with self._lock:
+            cursor = self.db.cursor()
+            cursor.row_factory = None  # tuples: a sqlite3.Row per job costs ~0.5 µs more
+            return self._checked(lambda: cursor.execute(sql, (task,)).fetchall())
 
     def done(self, task: str, item: str) -> Done | None:
         """The job's last success in full."""

@@ -200,6 +200,18 @@ class Progress:
             if not self.quiet or result.status in FAILED or result.status == "skipped":
                 self._frames.print(self._finished_lines(result))
 
+    def jobs_up_to_date(self, results: Sequence[_Result]) -> None:
+        """`job_finished` for the jobs of one task found up to date at once: counted in one
+        step when nothing is shown for them."""
+        if self.verbose or self.live or not results:
+            for result in results:
+                self.job_finished(result)
+            return
+        self.job_finished(results[0])  # its task's totals, if this is its first result
+        with self._lock:
+            statuses = self.totals.tasks[results[0].job.task].statuses
+            statuses["up-to-date"] += len(results) - 1
+
     def finish(self) -> None:
         """The run ended: the area goes, the summary stays."""
         if self._ticker is not None:

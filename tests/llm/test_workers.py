@@ -20,7 +20,8 @@ import pytest
 from fake_openai import FakeOpenAI, Reply, call, error, raw, text, tool_calls
 from helpers import HANG, NOT_HELD_UP, make_project, since
 
-from claw_batch.llm.workers import AUTO_CORES, AUTO_FROM, usable_cores
+from claw_batch.cores import usable_cores
+from claw_batch.llm.workers import AUTO_CORES, AUTO_FROM
 
 KEY = "sk-workers-0123456789abcdef"
 Handler = Callable[[dict[str, Any]], Reply]

@@ -150,6 +150,7 @@ def test_a_task_that_reads_the_clock_takes_the_full_check(
 def test_a_state_db_from_before_the_quick_check(project: Path, env: dict[str, str]) -> None:
     assert run(project, env) == BOTH_OK
     with sqlite3.connect(project / ".claw" / "state.db") as db:
+        db.execute("DROP INDEX done_quick")  # made with the column, after it
         db.execute("ALTER TABLE done DROP COLUMN quick")
     plan = claw(project, "plan", env=env)  # read-only: the old file stays as it is
     assert plan.exit_code == 0, plan.stderr
@@ -176,3 +177,37 @@ def test_included_templates_and_jobs_that_rewrite_their_item_take_the_full_check
     assert run(root, env) == BOTH_OK  # each job rewrote its own item
     assert set(seals(root).values()) == {None}
     assert run(root, env) == BOTH_OK  # its input changed: the full check says so
+
+
+def test_a_task_checked_whole_still_sees_one_changed_job(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """A task whose jobs all pass the quick check is settled in one pass (Decider.sealed_outputs);
+    one item rewritten with as many bytes in the same second, or one output removed — the last
+    job's, the pass's last look — still reruns that job, and only it."""
+    items = {f"inbox/{n:02}.txt": f"item {n}\n" for n in range(12)}
+    root = make_project(tmp_path / "p", CLAWFILE, {**FILES, **items})
+    names = [*items, *BOTH_OK]  # inbox/b.txt is the last job
+    assert run(root, env) == dict.fromkeys(names, "ok")
+    up = dict.fromkeys(names, "up-to-date")
+    assert run(root, env) == up
+
+    last = root / "inbox/b.txt"
+    before = last.stat()
+    last.write_text("BETA\n")  # as many bytes, rewritten in place: the same inode
+    os.utime(last, ns=(before.st_atime_ns, before.st_mtime_ns + 1))  # within the same second
+    after = last.stat()
+    assert (after.st_size, after.st_ino) == (before.st_size, before.st_ino)
+    assert after.st_mtime_ns // 10**9 == before.st_mtime_ns // 10**9
+    assert run(root, env) == {**up, "inbox/b.txt": "ok"}
+    assert run(root, env) == up
+
+    (root / "tickets/b.txt").unlink()
+    assert run(root, env) == {**up, "inbox/b.txt": "ok"}
+    assert run(root, env) == up
+
+    # As many jobs as seals, in the same places, the last one another file now: renamed, so
+    # with the inode, size and time the seal has
+    os.rename(root / "inbox/b.txt", root / "inbox/c.txt")
+    del up["inbox/b.txt"]
+    assert run(root, env) == {**up, "inbox/c.txt": "ok"}

@@ -118,6 +118,7 @@ def test_ctrl_c_just_after_a_job_was_handed_to_the_pool_still_reports_it(
         expand=lambda name: [job],
         check=lambda j: lambda: not_run(j, "ok", ()),
         on_result=lambda result: reported.append(result) and False,
+        settle_all=lambda name, jobs: False,
         on_task_done=lambda name: None,
     )
     with pytest.raises(KeyboardInterrupt):

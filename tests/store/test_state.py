@@ -106,10 +106,10 @@ def test_a_job_that_starts_again_is_no_longer_done(tmp_path: Path) -> None:
     state, db = open_run(tmp_path)
     state.succeed_job(record("a"), Done.of("t", "a", "fp", {}, {}, "text"))
     state.succeed_job(record("b"), Done.of("t", "b", "fp", {}, {}, "text"))
-    assert set(state.sealed()) == {("t", "a"), ("t", "b")}
+    assert [item for item, _ in state.sealed("t")] == ["a", "b"]
     state.begin_run("run-2", "2026-11-22T00:01:00", "claw run")
     state.start_job("run-2", "t", "a", "2026-11-22T00:01:00")
-    assert set(state.sealed()) == {("t", "b")}
+    assert [item for item, _ in state.sealed("t")] == ["b"]
     state.close()
     with sqlite3.connect(db) as conn:
         rows = conn.execute("SELECT run_id, item, status FROM jobs ORDER BY rowid").fetchall()
