@@ -124,7 +124,7 @@ class RunSession:
             force=setup.force,
             dry_run=setup.dry_run,
         )
-        self.cache = RunCache()
+        self.cache = RunCache(readers=setup.graph.dependents)
         self.results: list[JobResult] = []
         self.failed: set[str] = set()  # tasks with a job that failed
         # Which files are outside content: watched, or written by a tainted job (the ledger).
