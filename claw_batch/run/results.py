@@ -3,8 +3,10 @@ reports share."""
 
 from __future__ import annotations
 
+import marshal
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import IO, Any, Literal
 
 from claw_batch.llm.usage import Usage
 from claw_batch.plan.jobs import Job
@@ -64,6 +66,69 @@ def not_run(
     return JobResult(job, status, reason, 0.0, NO_USAGE, output, error, "", reasons=reasons)
 
 
+SPILL = 4096  # results held before they go to disk, together
+
+
+class Results:
+    """A run's job results, in the order they ended. A run of 100,000 jobs does not hold
+    them: past SPILL they go to an unnamed temporary file, SPILL at a time (marshal: a tuple
+    of plain values each), and come back one at a time each time they are read."""
+
+    def __init__(self, results: Iterable[JobResult] = ()) -> None:
+        self._held: list[JobResult] = []
+        self._file: IO[bytes] | None = None
+        self._batches: list[int] = []  # where each batch in the file starts
+        self._count = 0
+        for r in results:
+            self.append(r)
+
+    def append(self, result: JobResult) -> None:
+        self._held.append(result)
+        self._count += 1
+        if len(self._held) >= SPILL:
+            self._spill()
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __iter__(self) -> Iterator[JobResult]:
+        spilled, held = list(self._batches), list(self._held)  # as they are now
+        for start in spilled:
+            assert self._file is not None
+            self._file.seek(start)
+            rows = marshal.load(self._file)
+            yield from (_result(row) for row in rows)
+        yield from held
+
+    def _spill(self) -> None:
+        if self._file is None:
+            import tempfile
+            import weakref
+
+            self._file = tempfile.TemporaryFile()  # noqa: SIM115 (open while the results are)
+            weakref.finalize(self, self._file.close)
+        self._file.seek(0, 2)
+        self._batches.append(self._file.tell())
+        marshal.dump([_row(r) for r in self._held], self._file)
+        self._held = []
+
+
+def _row(r: JobResult) -> tuple[object, ...]:
+    u = r.usage
+    return (
+        *(r.job.task, r.job.item, r.status, r.reason, r.duration_s),
+        *(u.prompt_tokens, u.completion_tokens, u.cached_tokens),
+        *(r.output, r.error, r.transcript, r.text, r.findings, r.reasons, r.cost_usd),
+        *(r.prompt_estimate, r.remembered, r.again),
+    )
+
+
+def _result(row: tuple[Any, ...]) -> JobResult:
+    task, item, status, reason, duration, prompt, completion, cached, *rest = row
+    usage = Usage(prompt, completion, cached) if prompt or completion or cached else NO_USAGE
+    return JobResult(Job(task, item), status, reason, duration, usage, *rest)
+
+
 # What the ledger calls a run that ended with each exit code (SPEC §7).
 RUN_STATUS = {0: "ok", 1: "failed", 2: "error", 3: "limit", 130: "interrupted"}
 
@@ -71,6 +136,6 @@ RUN_STATUS = {0: "ok", 1: "failed", 2: "error", 3: "limit", 130: "interrupted"}
 @dataclass(frozen=True)
 class RunSummary:
     run_id: str
-    results: list[JobResult] = field(default_factory=list)
+    results: Results = field(default_factory=Results)
     exit_code: int = 0
     error: str | None = None  # what stopped the run early (a replay miss, a template error)

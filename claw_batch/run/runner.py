@@ -8,7 +8,7 @@ import datetime as dt
 import io
 import os
 import shlex
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -96,7 +96,7 @@ class RunOptions:
         return f"hook {self.hook}" if self.hook else self.trigger
 
 
-def exit_code(results: Sequence[JobResult]) -> int:
+def exit_code(results: Iterable[JobResult]) -> int:
     statuses = {r.status for r in results}
     if "interrupted" in statuses:
         return Interrupted.exit_code
@@ -296,10 +296,9 @@ class Runner:
             trigger=o.started_by,
         )
 
-    def _counted(self, results: list[JobResult]) -> list[JobResult]:
+    def _counted(self, results: Iterable[JobResult]) -> Iterator[JobResult]:
         """The results that decide the exit code: with `on_error: warn`, a job that failed
         because the model could not be reached (or did not answer in time) only warns."""
-        counted = []
         for r in results:
             unreachable = r.reason == "ModelError" or (r.reason or "").startswith("timeout")
             if unreachable and self.project.config.tasks[r.job.task].on_error == "warn":
@@ -308,8 +307,7 @@ class Runner:
                     "not fail the run"
                 )
                 continue
-            counted.append(r)
-        return counted
+            yield r
 
     def _open_state(self) -> State | None:
         path = self.project.root / ".claw" / "state.db"

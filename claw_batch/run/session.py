@@ -28,7 +28,7 @@ from claw_batch.run.context import RunCache, RunContext
 from claw_batch.run.pool import Scheduler
 from claw_batch.run.prepare import Prepared, estimate, fingerprint_of, prepare, task_parts
 from claw_batch.run.record import NOT_UTF8, Recorder, unrecordable
-from claw_batch.run.results import NO_USAGE, JobResult, RunSummary, not_run
+from claw_batch.run.results import NO_USAGE, JobResult, Results, RunSummary, not_run
 from claw_batch.safety.childenv import git_read_only, scrubbed_env
 from claw_batch.safety.paths import checked_output
 from claw_batch.safety.redact import Redactor
@@ -125,8 +125,9 @@ class RunSession:
             dry_run=setup.dry_run,
         )
         self.cache = RunCache(readers=setup.graph.dependents)
-        self.results: list[JobResult] = []
+        self.results = Results()
         self.failed: set[str] = set()  # tasks with a job that failed
+        self.interrupted = False  # a job was
         # Which files are outside content: watched, or written by a tainted job (the ledger).
         tainted = TaintedFiles(state, config.untrusted, self.hashes.hash, str(root))
         if state and not setup.dry_run:
@@ -212,10 +213,10 @@ class RunSession:
             expand=self._expand,
             check=self.check,
             on_result=self.finished,
-            on_task_done=lambda task: self.closing.note(task, self.results),
+            on_task_done=self.closing.note,
         )
         scheduler.run(names)
-        if any(r.status == "interrupted" for r in self.results):
+        if self.interrupted:
             raise Interrupted("interrupted")
 
     def close(self, summary: RunSummary) -> RunSummary:
@@ -243,6 +244,7 @@ class RunSession:
         self.results.append(self.closing.kept(result))  # without its answer
         self.setup.progress.job_finished(result)
         if result.status == "interrupted":
+            self.interrupted = True
             return True
         if result.status in ("failed", "limit", "skipped"):
             self.failed.add(result.job.task)
