@@ -73,7 +73,9 @@ class CloseOut:
         what it needs of it now (claw_batch.memory.TaskEntry)."""
         task = result.job.task
         if self.notes and not self.dry_run and task not in self.noted:
-            entry = self._entries.setdefault(task, TaskEntry())  # in the results' order
+            entry = self._entries.get(task)
+            if entry is None:  # in the order of the results
+                entry = self._entries[task] = TaskEntry()
             if result.status not in NOT_RUN:
                 entry.add(self._note_job(result, entry.quotes(result.status)))
         return dataclasses.replace(result, text="") if result.text else result

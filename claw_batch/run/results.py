@@ -77,14 +77,16 @@ class Results:
     def __init__(self, results: Iterable[JobResult] = ()) -> None:
         self._held: list[JobResult] = []
         self._file: IO[bytes] | None = None
-        self._batches: list[int] = []  # where each batch in the file starts
+        self._batches: list[tuple[int, int]] = []  # where each batch is in the file, its size
         self._count = 0
+        self.statuses: set[Status] = set()  # of every result
         for r in results:
             self.append(r)
 
     def append(self, result: JobResult) -> None:
         self._held.append(result)
         self._count += 1
+        self.statuses.add(result.status)
         if len(self._held) >= SPILL:
             self._spill()
 
@@ -93,11 +95,10 @@ class Results:
 
     def __iter__(self) -> Iterator[JobResult]:
         spilled, held = list(self._batches), list(self._held)  # as they are now
-        for start in spilled:
+        for start, size in spilled:
             assert self._file is not None
             self._file.seek(start)
-            rows = marshal.load(self._file)
-            yield from (_result(row) for row in rows)
+            yield from map(_result, marshal.loads(self._file.read(size)))
         yield from held
 
     def _spill(self) -> None:
@@ -107,20 +108,22 @@ class Results:
 
             self._file = tempfile.TemporaryFile()  # noqa: SIM115 (open while the results are)
             weakref.finalize(self, self._file.close)
-        self._file.seek(0, 2)
-        self._batches.append(self._file.tell())
-        marshal.dump([_row(r) for r in self._held], self._file)
+        data = marshal.dumps([_row(r) for r in self._held])
+        self._batches.append((self._file.seek(0, 2), len(data)))
+        self._file.write(data)
         self._held = []
 
 
 def _row(r: JobResult) -> tuple[object, ...]:
-    u = r.usage
+    job, u = r.job, r.usage
+    # fmt: off
     return (
-        *(r.job.task, r.job.item, r.status, r.reason, r.duration_s),
-        *(u.prompt_tokens, u.completion_tokens, u.cached_tokens),
-        *(r.output, r.error, r.transcript, r.text, r.findings, r.reasons, r.cost_usd),
-        *(r.prompt_estimate, r.remembered, r.again),
+        job.task, job.item, r.status, r.reason, r.duration_s,
+        u.prompt_tokens, u.completion_tokens, u.cached_tokens,
+        r.output, r.error, r.transcript, r.text, r.findings, r.reasons, r.cost_usd,
+        r.prompt_estimate, r.remembered, r.again,
     )
+    # fmt: on
 
 
 def _result(row: tuple[Any, ...]) -> JobResult:

@@ -8,7 +8,7 @@ import datetime as dt
 import io
 import os
 import shlex
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Set
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -28,7 +28,7 @@ from claw_batch.llm.endpoints import Mode, Models, api_keys, missing_keys
 from claw_batch.plan.graph import Graph, build
 from claw_batch.plan.jobs import Job, expand, select_tasks
 from claw_batch.run.lock import ADVICE, ProjectLock
-from claw_batch.run.results import JobResult, RunSummary
+from claw_batch.run.results import JobResult, Results, RunSummary
 from claw_batch.run.session import RunSession, RunSetup
 from claw_batch.safety.redact import Redactor, secrets_from_env
 from claw_batch.store.state import State
@@ -97,7 +97,10 @@ class RunOptions:
 
 
 def exit_code(results: Iterable[JobResult]) -> int:
-    statuses = {r.status for r in results}
+    return exit_code_of({r.status for r in results})
+
+
+def exit_code_of(statuses: Set[str]) -> int:
     if "interrupted" in statuses:
         return Interrupted.exit_code
     if "failed" in statuses:
@@ -204,7 +207,7 @@ class Runner:
         code, error = 1, None  # what the ledger says if a bug ends the run
         try:
             run.tasks(names)
-            code = exit_code(self._counted(run.results))
+            code = self._exit_code(run.results)
         except ClawError as e:
             code, error = e.exit_code, self.redact(str(e))
         except KeyboardInterrupt:
@@ -295,6 +298,13 @@ class Runner:
             command=o.command,
             trigger=o.started_by,
         )
+
+    def _exit_code(self, results: Results) -> int:
+        """The run's exit code: its results are read again only when a job failed or hit a
+        limit, which `on_error: warn` may forgive (100,000 of them come back from disk)."""
+        if results.statuses.isdisjoint(("failed", "limit")):
+            return exit_code_of(results.statuses)
+        return exit_code(self._counted(results))
 
     def _counted(self, results: Iterable[JobResult]) -> Iterator[JobResult]:
         """The results that decide the exit code: with `on_error: warn`, a job that failed

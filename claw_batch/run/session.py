@@ -127,7 +127,6 @@ class RunSession:
         self.cache = RunCache(readers=setup.graph.dependents)
         self.results = Results()
         self.failed: set[str] = set()  # tasks with a job that failed
-        self.interrupted = False  # a job was
         # Which files are outside content: watched, or written by a tainted job (the ledger).
         tainted = TaintedFiles(state, config.untrusted, self.hashes.hash, str(root))
         if state and not setup.dry_run:
@@ -216,7 +215,7 @@ class RunSession:
             on_task_done=self.closing.note,
         )
         scheduler.run(names)
-        if self.interrupted:
+        if "interrupted" in self.results.statuses:
             raise Interrupted("interrupted")
 
     def close(self, summary: RunSummary) -> RunSummary:
@@ -244,7 +243,6 @@ class RunSession:
         self.results.append(self.closing.kept(result))  # without its answer
         self.setup.progress.job_finished(result)
         if result.status == "interrupted":
-            self.interrupted = True
             return True
         if result.status in ("failed", "limit", "skipped"):
             self.failed.add(result.job.task)
