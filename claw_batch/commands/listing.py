@@ -42,7 +42,10 @@ def list_tasks(directory: Path | None, file: Path | None, quiet: bool) -> int:
     if holder is not None:
         click.echo(visible(f"claw: a run is in progress, {holder.describe()}"), err=True)
     summary = dry_run(project, tuple(project.config.tasks), False, detail=False)
-    state = {name: _state(summary.results, name) for name in project.config.tasks}
+    jobs: dict[str, list[JobResult]] = {name: [] for name in project.config.tasks}
+    for r in summary.results:  # read once: a large run's results come back from disk
+        jobs[r.job.task].append(r)
+    state = {name: _state(jobs[name]) for name in project.config.tasks}
     rows = []
     for name, task in project.config.tasks.items():
         triggers: list[str] = []
@@ -64,11 +67,10 @@ def list_tasks(directory: Path | None, file: Path | None, quiet: bool) -> int:
     return 0
 
 
-def _state(results: Sequence[JobResult], task: str) -> str:
+def _state(mine: Sequence[JobResult]) -> str:
     """`up to date`, `never ran`, `failed`, `2/5 to run`, `modified`… for one task's
     jobs. `failed`: each job to run failed the last time (a check, its verdict remembered
     or not), as `claw why` says."""
-    mine = [r for r in results if r.job.task == task]
     statuses = [r.status for r in mine]
     if not statuses:
         return "no items"

@@ -113,39 +113,66 @@ OUTSIDE = "> (from outside) "
 
 
 def format_task_entry(*, when: dt.datetime, task: str, jobs: list[NoteJob]) -> str:
-    """One entry for all the jobs a task ran in this run. A task without fan-out reads like a
-    single job. The cost is shown when every job that used tokens has a known price."""
-    from claw_batch.llm.prices import total
+    """One entry for all the jobs a task ran in this run (TaskEntry, for a list)."""
+    entry = TaskEntry()
+    for job in jobs:
+        entry.add(job)
+    return entry.text(when, task)
 
-    seconds = sum(j.seconds for j in jobs)
-    tokens = sum(j.tokens for j in jobs)
-    cost = total(j.cost for j in jobs if j.tokens) if tokens else None  # nothing spent: no "$0"
-    if len(jobs) == 1 and not jobs[0].item:
-        j = jobs[0]
-        return format_entry(
-            when=when,
-            job=task,
-            status=j.status,
-            seconds=seconds,
-            tokens=tokens,
-            text=j.text,
-            cost=cost,
-            outside=j.outside,
+
+class TaskEntry:
+    """A task's entry, gathered as its jobs end: a run of 100,000 jobs keeps their tally
+    and the few it quotes, not their list. A task without fan-out reads like a single job.
+    The cost is shown when every job that used tokens has a known price."""
+
+    def __init__(self) -> None:
+        self.jobs = 0
+        self.counts: dict[str, int] = {}
+        self.seconds = 0.0
+        self.tokens = 0
+        self.cost: float | None = 0.0  # of the jobs that used tokens; None: a price unknown
+        self.failed: list[NoteJob] = []  # the first SHOWN_FAILURES
+        self.done: list[NoteJob] = []  # the first SHOWN_ITEMS
+
+    def quotes(self, status: str) -> bool:
+        """Whether a job that ended so would be quoted: its text is needed only then."""
+        if status == "ok":
+            return len(self.done) < SHOWN_ITEMS
+        return len(self.failed) < SHOWN_FAILURES
+
+    def add(self, job: NoteJob) -> None:
+        self.jobs += 1
+        self.counts[job.status] = self.counts.get(job.status, 0) + 1
+        self.seconds += job.seconds
+        self.tokens += job.tokens
+        if job.tokens:
+            self.cost = None if self.cost is None or job.cost is None else self.cost + job.cost
+        if self.quotes(job.status):
+            (self.done if job.status == "ok" else self.failed).append(job)
+
+    def text(self, when: dt.datetime, task: str) -> str:
+        cost = self.cost if self.tokens else None  # nothing spent: no "$0"
+        if self.jobs == 1 and not (self.failed or self.done)[0].item:
+            j = (self.failed or self.done)[0]
+            return format_entry(
+                when=when,
+                job=task,
+                status=j.status,
+                seconds=self.seconds,
+                tokens=self.tokens,
+                text=j.text,
+                cost=cost,
+                outside=j.outside,
+            )
+        tally = ", ".join(f"{n} {status}" for status, n in sorted(self.counts.items()))
+        head = (
+            f"### {when.strftime('%H:%M')} {task} · {count(self.jobs, 'job')}: {tally} · "
+            f"{self.seconds:.1f} s · {count(self.tokens, 'token')}"
+            + (f" · ${cost:.4f}" if cost is not None else "")
         )
-    counts: dict[str, int] = {}
-    for j in jobs:
-        counts[j.status] = counts.get(j.status, 0) + 1
-    tally = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
-    head = (
-        f"### {when.strftime('%H:%M')} {task} · {count(len(jobs), 'job')}: {tally} · "
-        f"{seconds:.1f} s · {count(tokens, 'token')}"
-        + (f" · ${cost:.4f}" if cost is not None else "")
-    )
-    failed = [j for j in jobs if j.status != "ok"][:SHOWN_FAILURES]
-    done = [j for j in jobs if j.status == "ok"][:SHOWN_ITEMS]
-    lines = [f"{_quote(j)}{_name(j.item)} ✗ {j.status}: {_first(j.text)}" for j in failed]
-    lines += [f"{_quote(j)}{_name(j.item)}: {_first(j.text)}" for j in done]
-    return head + "\n" + "\n".join(lines) + "\n\n"
+        lines = [f"{_quote(j)}{_name(j.item)} ✗ {j.status}: {_first(j.text)}" for j in self.failed]
+        lines += [f"{_quote(j)}{_name(j.item)}: {_first(j.text)}" for j in self.done]
+        return head + "\n" + "\n".join(lines) + "\n\n"
 
 
 def _quote(job: NoteJob) -> str:

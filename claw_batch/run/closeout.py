@@ -10,14 +10,14 @@ import dataclasses
 import datetime as dt
 import functools
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from claw_batch.clock import now_for_run
 from claw_batch.config import Project
 from claw_batch.errors import ClawError, LimitExceeded, TaskFailed
 from claw_batch.memory import notes
-from claw_batch.memory.notes import daily_note_path
+from claw_batch.memory.notes import NoteJob, TaskEntry, daily_note_path
 from claw_batch.plan.jobs import Job
 from claw_batch.plan.uptodate import Decider
 from claw_batch.run.envelope import envelope_chunks
@@ -58,9 +58,8 @@ class CloseOut:
         self.outside: set[Job] = set()  # jobs that read content from outside the project
         self.noted: set[str] = set()  # tasks whose daily-note entry is written
         self.unwritten: list[str] = []  # files of the run's own that could not be written
-        # The answers the daily note quotes (a task's first ok jobs), until its entry is
-        # written: a run's results keep no job's answer.
-        self._answers: dict[str, dict[Job, str]] = {}
+        # The daily note's entry of each task, until it is written.
+        self._entries: dict[str, TaskEntry] = {}
         self._lock = threading.Lock()  # jobs run in threads (-j)
 
     def read_outside(self, job: Job) -> None:
@@ -70,41 +69,36 @@ class CloseOut:
 
     def kept(self, result: JobResult) -> JobResult:
         """The result as the run keeps it to its end: without its answer (a job's whole
-        output, 100,000 of them in a large run). Only the daily note reads answers, and
-        quotes a task's first few ok jobs: theirs wait here for its entry."""
-        if not result.text:
-            return result
+        output, 100,000 of them in a large run). The daily note's entry for its task takes
+        what it needs of it now (claw_batch.memory.TaskEntry)."""
         task = result.job.task
-        if result.status == "ok" and self.notes and not self.dry_run and task not in self.noted:
-            quoted = self._answers.setdefault(task, {})
-            if len(quoted) < notes.SHOWN_ITEMS:
-                quoted[result.job] = result.text
-        return result._replace(text="")
+        if self.notes and not self.dry_run and task not in self.noted:
+            entry = self._entries.get(task)
+            if entry is None:  # in the order of the results
+                entry = self._entries[task] = TaskEntry()
+            if result.status not in NOT_RUN:
+                entry.add(self._note_job(result, entry.quotes(result.status)))
+        return result._replace(text="") if result.text else result
 
-    def note(self, task: str, results: Sequence[JobResult]) -> None:
+    def _note_job(self, r: JobResult, quoted: bool) -> NoteJob:
+        """The job as its task's entry sees it; its text only when the entry quotes it."""
+        with self._lock:
+            outside = r.job in self.outside
+            self.outside.discard(r.job)
+        text = self.redact(r.text if r.status == "ok" else r.error or "") if quoted else ""
+        item, seconds, cost = r.job.item or "", r.duration_s, r.cost_usd
+        return NoteJob(item, r.status, seconds, r.tokens, text, cost, outside)
+
+    def note(self, task: str) -> None:
         """One daily-note entry per task per run, for the jobs that ran."""
-        ran = [r for r in results if r.job.task == task and r.status not in NOT_RUN]
-        answers = self._answers.pop(task, {})
-        if self.dry_run or not self.notes or not ran or task in self.noted:
+        entry = self._entries.pop(task, None)
+        if entry is None or not entry.jobs:
             return
         self.noted.add(task)
-        jobs = [
-            notes.NoteJob(
-                r.job.item or "",
-                r.status,
-                r.duration_s,
-                r.tokens,
-                self.redact(answers.get(r.job, r.text) if r.status == "ok" else r.error or ""),
-                r.cost_usd,
-                r.job in self.outside,
-            )
-            for r in ran
-        ]
-        entry = notes.format_task_entry(when=self.now, task=task, jobs=jobs)
         root, ws = self.project.root, self.project.config.workspace
         path = daily_note_path(root, ws, self.now.date())
         try:
-            notes.append(path, entry)
+            notes.append(path, entry.text(self.now, task))
         except OSError as e:  # a full disk: the note is as it was; the run says so
             self.unwritten.append(f"daily note {shown_path(path, root)}: {e.strerror or e}")
 
@@ -115,8 +109,8 @@ class CloseOut:
         if not self.dry_run:
             self._try(self.hashes.save)
             self._try(self.decider.save)
-            for task in dict.fromkeys(r.job.task for r in summary.results):
-                self.note(task, summary.results)  # tasks the run stopped in the middle of
+            for task in list(self._entries):
+                self.note(task)  # tasks the run stopped in the middle of
             summary = self._settled(summary)
             self._try(functools.partial(self._write_summary, summary))
             self._try(functools.partial(self._end_run, summary))

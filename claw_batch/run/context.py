@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -52,9 +52,11 @@ class RunCache:
     """What a run learns as it goes: what each task produced, which the tasks that need it
     read (their templates its results as `needs.X`, their fingerprints its outputs' hashes);
     and what is the same for every job of a task, computed once. Jobs end on threads (-j):
-    what they produced is added under a lock."""
+    what they produced is added under a lock. What no task reads is not kept: a fan-out of
+    100,000 jobs that nothing needs would hold every output's hash and every answer."""
 
-    def __init__(self) -> None:
+    def __init__(self, readers: Callable[[str], Sequence[str]]) -> None:
+        self.readers = readers  # the tasks after a task that read what it produced
         self.upstream: dict[str, Upstream] = {}  # task -> what `needs.<task>` shows
         self._outputs: dict[str, dict[str, str | None]] = {}  # task -> its outputs' hashes
         self._parts: dict[str, TaskParts] = {}
@@ -71,6 +73,8 @@ class RunCache:
     ) -> None:
         """A job of `task` made `text` (written to `output`) and left `outputs` with these
         hashes; `tainted`: the outside content it read (its text is shown fenced)."""
+        if not self.readers(task):
+            return
         with self._lock:
             self._outputs.setdefault(task, {}).update(outputs)
             self.upstream[task] = joined(self.upstream.get(task), output, text, tainted)

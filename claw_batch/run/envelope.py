@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, get_args
 
 from claw_batch.run.results import Status
@@ -15,8 +15,9 @@ CHUNK = 1 << 16  # characters of summary.json handed to the file at a time
 
 
 def envelope(summary: RunSummary) -> dict[str, Any]:
-    jobs = [_row(r) for r in summary.results]
-    return {**_head(summary), "jobs": jobs, "totals": _totals(summary)}
+    totals = _Totals()
+    jobs = [_row(r, totals) for r in summary.results]
+    return {**_head(summary), "jobs": jobs, "totals": totals.fields()}
 
 
 def envelope_chunks(summary: RunSummary, size: int = CHUNK) -> Iterator[bytes]:
@@ -39,10 +40,11 @@ def _text(summary: RunSummary) -> Iterator[str]:
     for key, value in _head(summary).items():
         yield f"  {json.dumps(key)}: {json.dumps(value)},\n"
     yield '  "jobs": ['
+    totals = _Totals()  # summed as the rows go by: the results are read once
     for n, r in enumerate(summary.results):
-        yield ("\n    " if n == 0 else ",\n    ") + _indented(_row(r), "    ")
-    yield "\n  ],\n" if summary.results else "],\n"
-    yield f'  "totals": {_indented(_totals(summary), "  ")}\n}}'
+        yield ("\n    " if n == 0 else ",\n    ") + _indented(_row(r, totals), "    ")
+    yield "\n  ],\n" if totals.jobs else "],\n"
+    yield f'  "totals": {_indented(totals.fields(), "  ")}\n}}'
 
 
 def _indented(value: dict[str, Any], margin: str) -> str:
@@ -55,7 +57,8 @@ def _head(summary: RunSummary) -> dict[str, Any]:
     return {"run_id": summary.run_id, "exit_code": summary.exit_code, "error": summary.error}
 
 
-def _row(r: JobResult) -> dict[str, Any]:
+def _row(r: JobResult, totals: _Totals) -> dict[str, Any]:
+    totals.add(r)
     return {
         "task": r.job.task,
         "item": r.job.item,
@@ -71,28 +74,35 @@ def _row(r: JobResult) -> dict[str, Any]:
     }
 
 
-def _totals(summary: RunSummary) -> dict[str, Any]:
-    # Every job status, in Status's order; "error" is the ledger's word for a job a run-ending
-    # error stopped, never a result's.
-    counts = {
-        s: sum(1 for r in summary.results if r.status == s)
-        for s in get_args(Status)
-        if s != "error"
-    }
-    return {
-        "jobs": len(summary.results),
-        **counts,
-        "tokens": sum(r.tokens for r in summary.results),
-        "cost_usd": total_cost(summary.results),
-        "duration_s": round(sum(r.duration_s for r in summary.results), 3),
-    }
+class _Totals:
+    """The totals of the jobs' rows, summed as they are written."""
 
+    def __init__(self) -> None:
+        self.jobs = 0
+        # Every job status, in Status's order; "error" is the ledger's word for a job a
+        # run-ending error stopped, never a result's.
+        self.counts = {s: 0 for s in get_args(Status) if s != "error"}
+        self.tokens = 0
+        self.cost: float | None = 0  # of the jobs that used tokens; None: a price unknown
+        self.duration: float = 0
 
-def total_cost(results: Sequence[JobResult]) -> float | None:
-    """USD the jobs cost; None when one that used tokens has no known price."""
-    from claw_batch.llm.prices import total
+    def add(self, r: JobResult) -> None:
+        self.jobs += 1
+        if r.status in self.counts:
+            self.counts[r.status] += 1
+        self.tokens += r.tokens
+        if r.tokens:  # a sum that leaves a job out would be a wrong number (llm.prices.total)
+            self.cost = None if self.cost is None or r.cost_usd is None else self.cost + r.cost_usd
+        self.duration += r.duration_s
 
-    return _usd(total(r.cost_usd for r in results if r.tokens))
+    def fields(self) -> dict[str, Any]:
+        return {
+            "jobs": self.jobs,
+            **self.counts,
+            "tokens": self.tokens,
+            "cost_usd": _usd(self.cost),
+            "duration_s": round(self.duration, 3),
+        }
 
 
 def _usd(value: float | None) -> float | None:

@@ -3,8 +3,10 @@ reports share."""
 
 from __future__ import annotations
 
+import marshal
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Literal, NamedTuple
+from typing import IO, Any, Literal, NamedTuple
 
 from claw_batch.llm.usage import Usage
 from claw_batch.plan.jobs import Job
@@ -65,6 +67,75 @@ def not_run(
     return JobResult(job, status, reason, 0.0, NO_USAGE, output, error, "", reasons=reasons)
 
 
+SPILL = 4096  # results held before they go to disk, together
+
+
+class Results:
+    """A run's job results, in the order they ended. A run of 100,000 jobs does not hold
+    them: past SPILL they go to an unnamed temporary file, SPILL at a time (marshal: a tuple
+    of plain values each), and come back one at a time each time they are read."""
+
+    def __init__(self, results: Iterable[JobResult] = ()) -> None:
+        self._held: list[JobResult] = []
+        self._file: IO[bytes] | None = None
+        self._batches: list[tuple[int, int]] = []  # where each batch is in the file, its size
+        self._count = 0
+        self.statuses: set[Status] = set()  # of every result
+        self.extend(results)
+
+    def extend(self, results: Iterable[JobResult]) -> None:
+        for r in results:
+            self.append(r)
+
+    def append(self, result: JobResult) -> None:
+        self._held.append(result)
+        self._count += 1
+        self.statuses.add(result.status)
+        if len(self._held) >= SPILL:
+            self._spill()
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __iter__(self) -> Iterator[JobResult]:
+        spilled, held = list(self._batches), list(self._held)  # as they are now
+        for start, size in spilled:
+            assert self._file is not None
+            self._file.seek(start)
+            yield from map(_result, marshal.loads(self._file.read(size)))
+        yield from held
+
+    def _spill(self) -> None:
+        if self._file is None:
+            import tempfile
+            import weakref
+
+            self._file = tempfile.TemporaryFile()  # noqa: SIM115 (open while the results are)
+            weakref.finalize(self, self._file.close)
+        data = marshal.dumps([_row(r) for r in self._held])
+        self._batches.append((self._file.seek(0, 2), len(data)))
+        self._file.write(data)
+        self._held = []
+
+
+def _row(r: JobResult) -> tuple[object, ...]:
+    job, u = r.job, r.usage
+    # fmt: off
+    return (
+        job.task, job.item, r.status, r.reason, r.duration_s,
+        u.prompt_tokens, u.completion_tokens, u.cached_tokens,
+        r.output, r.error, r.transcript, r.text, r.findings, r.reasons, r.cost_usd,
+        r.prompt_estimate, r.remembered, r.again,
+    )
+    # fmt: on
+
+
+def _result(row: tuple[Any, ...]) -> JobResult:
+    task, item, status, reason, duration, prompt, completion, cached, *rest = row
+    usage = Usage(prompt, completion, cached) if prompt or completion or cached else NO_USAGE
+    return JobResult(Job(task, item), status, reason, duration, usage, *rest)
+
+
 # What the ledger calls a run that ended with each exit code (SPEC §7).
 RUN_STATUS = {0: "ok", 1: "failed", 2: "error", 3: "limit", 130: "interrupted"}
 
@@ -72,6 +143,6 @@ RUN_STATUS = {0: "ok", 1: "failed", 2: "error", 3: "limit", 130: "interrupted"}
 @dataclass(frozen=True)
 class RunSummary:
     run_id: str
-    results: list[JobResult] = field(default_factory=list)
+    results: Results = field(default_factory=Results)
     exit_code: int = 0
     error: str | None = None  # what stopped the run early (a replay miss, a template error)

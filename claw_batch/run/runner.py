@@ -8,7 +8,7 @@ import datetime as dt
 import io
 import os
 import shlex
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Set
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -28,7 +28,7 @@ from claw_batch.llm.endpoints import Mode, Models, api_keys, missing_keys
 from claw_batch.plan.graph import Graph, build
 from claw_batch.plan.jobs import Job, expand, select_tasks
 from claw_batch.run.lock import ADVICE, ProjectLock
-from claw_batch.run.results import JobResult, RunSummary
+from claw_batch.run.results import JobResult, Results, RunSummary
 from claw_batch.run.session import RunSession, RunSetup
 from claw_batch.safety.redact import Redactor, secrets_from_env
 from claw_batch.store.state import State
@@ -96,8 +96,11 @@ class RunOptions:
         return f"hook {self.hook}" if self.hook else self.trigger
 
 
-def exit_code(results: Sequence[JobResult]) -> int:
-    statuses = {r.status for r in results}
+def exit_code(results: Iterable[JobResult]) -> int:
+    return exit_code_of({r.status for r in results})
+
+
+def exit_code_of(statuses: Set[str]) -> int:
     if "interrupted" in statuses:
         return Interrupted.exit_code
     if "failed" in statuses:
@@ -204,7 +207,7 @@ class Runner:
         code, error = 1, None  # what the ledger says if a bug ends the run
         try:
             run.tasks(names)
-            code = exit_code(self._counted(run.results))
+            code = self._exit_code(run.results)
         except ClawError as e:
             code, error = e.exit_code, self.redact(str(e))
         except KeyboardInterrupt:
@@ -296,10 +299,16 @@ class Runner:
             trigger=o.started_by,
         )
 
-    def _counted(self, results: list[JobResult]) -> list[JobResult]:
+    def _exit_code(self, results: Results) -> int:
+        """The run's exit code: its results are read again only when a job failed or hit a
+        limit, which `on_error: warn` may forgive (100,000 of them come back from disk)."""
+        if results.statuses.isdisjoint(("failed", "limit")):
+            return exit_code_of(results.statuses)
+        return exit_code(self._counted(results))
+
+    def _counted(self, results: Iterable[JobResult]) -> Iterator[JobResult]:
         """The results that decide the exit code: with `on_error: warn`, a job that failed
         because the model could not be reached (or did not answer in time) only warns."""
-        counted = []
         for r in results:
             unreachable = r.reason == "ModelError" or (r.reason or "").startswith("timeout")
             if unreachable and self.project.config.tasks[r.job.task].on_error == "warn":
@@ -308,8 +317,7 @@ class Runner:
                     "not fail the run"
                 )
                 continue
-            counted.append(r)
-        return counted
+            yield r
 
     def _open_state(self) -> State | None:
         path = self.project.root / ".claw" / "state.db"

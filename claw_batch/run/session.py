@@ -28,7 +28,7 @@ from claw_batch.run.context import RunCache, RunContext
 from claw_batch.run.pool import Scheduler
 from claw_batch.run.prepare import Prepared, estimate, fingerprint_of, prepare, task_parts
 from claw_batch.run.record import NOT_UTF8, Recorder, unrecordable
-from claw_batch.run.results import NO_USAGE, JobResult, RunSummary, not_run
+from claw_batch.run.results import NO_USAGE, JobResult, Results, RunSummary, not_run
 from claw_batch.safety.childenv import git_read_only, scrubbed_env
 from claw_batch.safety.paths import checked_output
 from claw_batch.safety.redact import Redactor
@@ -124,8 +124,8 @@ class RunSession:
             force=setup.force,
             dry_run=setup.dry_run,
         )
-        self.cache = RunCache()
-        self.results: list[JobResult] = []
+        self.cache = RunCache(readers=setup.graph.dependents)
+        self.results = Results()
         self.failed: set[str] = set()  # tasks with a job that failed
         # Which files are outside content: watched, or written by a tainted job (the ledger).
         tainted = TaintedFiles(state, config.untrusted, self.hashes.hash, str(root))
@@ -213,10 +213,10 @@ class RunSession:
             check=self.check,
             settle_all=self.settle_all,
             on_result=self.finished,
-            on_task_done=lambda task: self.closing.note(task, self.results),
+            on_task_done=self.closing.note,
         )
         scheduler.run(names)
-        if any(r.status == "interrupted" for r in self.results):
+        if "interrupted" in self.results.statuses:
             raise Interrupted("interrupted")
 
     def close(self, summary: RunSummary) -> RunSummary:
@@ -264,7 +264,7 @@ class RunSession:
             return False
         paired = zip(jobs, outputs, strict=True)
         results = [not_run(job, "up-to-date", (), output) for job, output in paired]
-        self.results += results  # no answers to leave out (CloseOut.kept)
+        self.results.extend(results)  # no answers to leave out (CloseOut.kept)
         self.setup.progress.jobs_up_to_date(results)
         return True
 

@@ -19,10 +19,15 @@ import threading
 from collections.abc import Iterable
 from pathlib import Path
 
+from claw_batch.errors import ClawError
 from claw_batch.store.schema import loaded_path, stored_path
 from claw_batch.store.state import State
 
 CHUNK = 1 << 20
+BATCH = 1024  # file entries a run learns before it writes them to the ledger
+# A file at least this large, hashed by this run and written to the ledger since, is looked
+# up there rather than read again; a smaller one is read again, which costs as much.
+ASK_LEDGER = 1 << 16
 Entry = tuple[int, int, int, int | None, str]  # mtime_ns, size, inode, ctime_ns, sha256
 
 
@@ -58,15 +63,20 @@ SPECIAL = "not a regular file"  # what a FIFO, socket or device path hashes to
 
 class FileHashes:
     """Backed by the `files` table of state.db: loaded when first needed (a run whose jobs
-    all pass the quick check never needs it), written back in one batch."""
+    all pass the quick check never needs it). What a run learns is written back in batches
+    as it goes, not kept: a run of 100,000 jobs would hold its 200,000 files' entries to the
+    end. An entry written is read back from the ledger when asked again (ASK_LEDGER)."""
 
-    def __init__(self, state: State | None, root: Path) -> None:
+    def __init__(self, state: State | None, root: Path, *, batch: int = BATCH) -> None:
         self.root = root
         self._base = str(root)
         self._state = state  # None: nothing known, nothing saved (a new project)
+        self._batch = batch  # entries learned before they are written (a dry run: never)
         self._lock = threading.Lock()
-        self._loaded: dict[str, Entry] | None = None
-        self._changed: dict[str, Entry] = {}
+        self._writer = threading.Lock()  # held while entries are written
+        self._loaded: dict[str, Entry] | None = None  # the table as it was, less what is learned
+        self._changed: dict[str, Entry] = {}  # learned, not yet written
+        self._writing: dict[str, Entry] = {}  # learned, being written
 
     @property
     def _known(self) -> dict[str, Entry]:
@@ -74,6 +84,11 @@ class FileHashes:
             if self._loaded is None:
                 self._loaded = entries(self._state) if self._state else {}
             return self._loaded
+
+    def _entry(self, rel: str) -> Entry | None:
+        """What this process knows of the file: learned and not yet written, or loaded."""
+        known = self._known
+        return self._changed.get(rel) or self._writing.get(rel) or known.get(rel)
 
     def hash(self, rel: str) -> str | None:
         """The sha256 of a project-relative file, or None when it does not exist."""
@@ -85,8 +100,9 @@ class FileHashes:
         if not stat.S_ISREG(st.st_mode):
             return SPECIAL  # a FIFO, socket or device is never opened: it could block forever
         key = (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
-        entries = self._known
-        known = entries.get(rel)
+        known = self._entry(rel)
+        if known is None and st.st_size >= ASK_LEDGER:
+            known = self._written(rel)
         if known is not None and known[:4] == key:
             return known[4]
         return self._learn(rel, key, sha256_file(path, st.st_size))
@@ -105,9 +121,13 @@ class FileHashes:
         return self._learn(rel, key, hashlib.sha256(data).hexdigest())
 
     def _learn(self, rel: str, key: tuple[int, int, int, int], digest: str) -> str:
-        entries = self._known
+        known = self._known
         with self._lock:
-            entries[rel] = self._changed[rel] = (*key, digest)
+            known.pop(rel, None)  # never again in the way of what is learned now
+            self._changed[rel] = (*key, digest)
+            full = len(self._changed) >= self._batch
+        if full and self._state is not None and not self._state.readonly:
+            self._write(wait=False)
         return digest
 
     def stamp(self, paths: Iterable[str]) -> str | None:
@@ -126,17 +146,45 @@ class FileHashes:
         """The stat keys the files had when they were hashed; None when one never was."""
         keys = []
         for rel in paths:
-            entry = self._known.get(rel)
+            entry = self._entry(rel) or self._written(rel)
             if entry is None:
                 return None
             keys.append(f"{entry[0]}:{entry[1]}:{entry[2]}")
         return ";".join(keys)
 
+    def _written(self, rel: str) -> Entry | None:
+        """A file's entry as the ledger has it: learned by this run and written since."""
+        if self._state is None or self._state.readonly:
+            return None
+        rows = self._state.select(
+            "SELECT mtime_ns, size, inode, NULL, sha256 FROM files WHERE path = ?",
+            (stored_path(rel),),
+        )
+        return tuple(rows[0]) if rows else None
+
     def save(self) -> None:
-        with self._lock:
-            changed, self._changed = self._changed, {}
-        if changed and self._state is not None:
-            save_entries(self._state, changed)
+        """What is learned and not yet written, written."""
+        self._write(wait=True)
+
+    def _write(self, *, wait: bool) -> None:
+        """The learned entries into the ledger. A batch written while jobs run gives way to
+        one being written by another thread, and a failure (a full disk) leaves its entries
+        for the next batch, or for `save`, whose failure the run reports."""
+        if not self._writer.acquire(blocking=wait):
+            return
+        try:
+            with self._lock:
+                self._writing, self._changed = self._changed, {}
+            if self._writing and self._state is not None:
+                save_entries(self._state, self._writing)
+        except ClawError:
+            with self._lock:
+                self._changed = {**self._writing, **self._changed}
+            if wait:
+                raise
+        finally:
+            self._writing = {}
+            self._writer.release()
 
 
 def entries(state: State) -> dict[str, Entry]:

@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 from fake_openai import FakeOpenAI, text
-from helpers import make_project
+from helpers import claw, make_project
 
 from claw_batch.clawfile.load import load_project
 from claw_batch.llm.usage import Usage
 from claw_batch.memory.notes import SHOWN_ITEMS
 from claw_batch.plan.jobs import Job
+from claw_batch.run import results as run_results
 from claw_batch.run.envelope import envelope, envelope_chunks
 from claw_batch.run.results import JobResult, RunSummary
 from claw_batch.run.runner import Runner, RunOptions
@@ -90,3 +91,37 @@ def test_the_envelopes_pieces_are_its_text(jobs: int) -> None:
     whole = json.dumps(envelope(summary), indent=2)
     for size in (1, 200, 1 << 16):
         assert b"".join(envelope_chunks(summary, size)).decode() == whole
+
+
+def test_results_kept_on_disk_leave_every_output_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past SPILL results a run keeps them on disk: `--json`, summary.json and the daily
+    note still have every job, in the order they ended, and their totals."""
+    monkeypatch.setattr(run_results, "SPILL", 2)
+    files = {f"inbox/{n}.txt": f"message {n}\n" for n in range(5)}
+    root = make_project(tmp_path / "p", CLAWFILE, files)
+    env = {"CLAW_NOW": "2026-11-22T23:05:00+01:00"}
+    with FakeOpenAI() as srv:
+        n = lambda request: request["messages"][1]["content"][-6]  # noqa: E731
+        srv.handler = lambda request: text("" if n(request) == "3" else f"ANSWER-{n(request)}")
+        r = claw(root, "run", "-k", "--json", env={**env, "OPENAI_BASE_URL": srv.base_url})
+    assert r.exit_code == 1
+    printed = json.loads(r.stdout)
+    (path,) = (root / ".claw" / "runs").glob("*/summary.json")
+    assert json.loads(path.read_text()) == printed
+    jobs = [(j["item"], j["status"], j["output"], bool(j["transcript"])) for j in printed["jobs"]]
+    assert jobs == [
+        (f"inbox/{n}.txt", "failed" if n == 3 else "ok", None if n == 3 else f"out/{n}.md", True)
+        for n in range(5)
+    ]
+    assert printed["jobs"][3]["error"] == "the model's final answer was empty"
+    totals = printed["totals"]
+    assert (totals["jobs"], totals["ok"], totals["failed"]) == (5, 4, 1)
+    assert totals["tokens"] == sum(j["tokens"] for j in printed["jobs"]) > 0
+    (note,) = (root / "workspace").rglob("20*.md")
+    entry = note.read_text()
+    assert "triage · 5 jobs: 1 failed, 4 ok" in entry
+    assert "> inbox/3.txt ✗ failed: the model's final answer was empty" in entry
+    quoted = [line.split(": ")[-1] for line in entry.splitlines() if "ANSWER" in line]
+    assert quoted == ["ANSWER-0", "ANSWER-1", "ANSWER-2"]

@@ -56,3 +56,34 @@ def test_a_fifo_among_the_inputs_is_never_opened(tmp_path: Path) -> None:
     """A FIFO where an input or an output should be would block a hashing open forever."""
     os.mkfifo(tmp_path / "pipe.txt")
     assert FileHashes(None, tmp_path).hash("pipe.txt") == SPECIAL
+
+
+def test_what_a_run_learns_is_written_in_batches_and_read_back(tmp_path: Path) -> None:
+    """A run of 100,000 jobs does not hold its files' entries to its end: they go to the
+    ledger a batch at a time, and the seal of a job finds its files' stat keys there."""
+    state = State(tmp_path / "state.db")
+    for n in range(5):
+        (tmp_path / f"{n}.txt").write_text(f"file {n}\n")
+    hashes = FileHashes(state, tmp_path, batch=2)
+    digests = [hashes.hash(f"{n}.txt") for n in range(5)]
+    assert sorted(entries(state)) == ["0.txt", "1.txt", "2.txt", "3.txt"]  # before save()
+    assert hashes.hashed_stamp(["0.txt", "4.txt"]) == hashes.stamp(["0.txt", "4.txt"])
+    hashes.save()
+    assert [entries(state)[f"{n}.txt"][4] for n in range(5)] == digests
+    (tmp_path / "0.txt").write_text("changed\n")  # written to the ledger: never stale
+    assert hashes.hash("0.txt") == hashlib.sha256(b"changed\n").hexdigest()
+    state.close()
+
+
+def test_a_dry_run_writes_no_entry(tmp_path: Path) -> None:
+    State(tmp_path / "state.db").close()
+    state = State(tmp_path / "state.db", readonly=True)
+    for n in range(3):
+        (tmp_path / f"{n}.txt").write_text(f"file {n}\n")
+    hashes = FileHashes(state, tmp_path, batch=1)
+    assert [hashes.hash(f"{n}.txt") for n in range(3)] == [
+        hashlib.sha256(f"file {n}\n".encode()).hexdigest() for n in range(3)
+    ]
+    assert hashes.hashed_stamp(["0.txt"]) == hashes.stamp(["0.txt"])
+    assert entries(state) == {}
+    state.close()
