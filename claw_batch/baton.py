@@ -30,14 +30,17 @@ from collections.abc import Iterator
 PATIENCE = 0.2  # seconds without a hand-over after which a waiting thread goes on without it
 
 _mutex = threading.Lock()  # guards the three below
-_busy = False  # whether some thread holds the baton
+# The thread that holds the baton (threading.get_ident), None when nobody does. Kept here,
+# not by each thread, so that a Ctrl-C landing anywhere in a hand-over cannot lose it: the
+# thread either holds it, and gives it on when it lets go, or does not.
+_holder: int | None = None
 _handovers = 0  # counts hand-overs, so that a waiter can tell a stuck holder from a busy one
-_waiting: deque[threading.Lock] = deque()  # a locked lock per waiting thread, first come first
-_local = threading.local()  # .member: takes part (inside `held`); .held: holds the baton now
+_waiting: deque[tuple[int, threading.Lock]] = deque()  # each waiting thread, first come first
+_local = threading.local()  # .member: takes part (inside `held`); .away: inside `released`
 
 
 def holding() -> bool:
-    return getattr(_local, "held", False)
+    return _holder == threading.get_ident()
 
 
 @contextlib.contextmanager
@@ -52,21 +55,23 @@ def held() -> Iterator[None]:
         _take()
         yield
     finally:
-        _give()
         _local.member = False
+        let_go()
 
 
 @contextlib.contextmanager
 def released() -> Iterator[None]:
     """Hand the baton on while the block waits for something outside the process; wait for
-    it again after. Nothing changes for a thread outside `held`."""
-    if not getattr(_local, "member", False):
+    it again after. Nothing changes for a thread outside `held`, nor inside a `released`."""
+    if not getattr(_local, "member", False) or getattr(_local, "away", False):
         yield
         return
-    _give()
+    _local.away = True
+    let_go()
     try:
         yield
     finally:
+        _local.away = False
         _take()
 
 
@@ -74,59 +79,57 @@ def pass_on() -> None:
     """Let the threads waiting for the baton have their turn, then take it back: for a thread
     that has just started jobs and should let them start before it goes on."""
     if holding() and _waiting:
-        _give()
+        let_go()
         _take()
 
 
-def _take() -> None:
-    global _busy, _handovers
+def let_go() -> None:
+    """Hand the baton to the next waiting thread, if this one holds it."""
+    global _holder, _handovers
+    me = threading.get_ident()
     with _mutex:
-        if not _busy:
-            _busy = True
+        if _holder != me:
+            return
+        _handovers += 1
+        if _waiting:
+            _holder, turn = _waiting.popleft()
+            turn.release()
+        else:
+            _holder = None
+
+
+def _take() -> None:
+    global _holder, _handovers
+    me = threading.get_ident()
+    with _mutex:
+        if _holder is None or _holder == me:
+            _holder = me
             _handovers += 1
-            _local.held = True
             return
         turn = threading.Lock()
         turn.acquire()
-        _waiting.append(turn)
+        _waiting.append((me, turn))
     while True:
         seen = _handovers
         try:
-            ours = turn.acquire(timeout=PATIENCE)  # released by _give: the baton is ours
-        except BaseException:  # Ctrl-C in the main thread: leave the line
-            if not _leave(turn):
-                _local.held = True
-                _give()  # handed to us meanwhile: on to the next
+            if turn.acquire(timeout=PATIENCE):  # released by let_go: the baton is ours
+                return
+        except BaseException:  # Ctrl-C in the main thread: out of the line, or on with it
+            if not _leave(me, turn):
+                let_go()
             raise
-        if ours:
-            _local.held = True
-            return
         with _mutex:
             if _handovers != seen:
                 continue  # the baton moves: wait for our turn
-        if _leave(turn):
-            _local.held = False  # its holder is stuck: go on without it
-            return
+        if _leave(me, turn):
+            return  # its holder is stuck: go on without it
 
 
-def _leave(turn: threading.Lock) -> bool:
-    """Out of the line of waiters; False if the baton was handed to `turn` already."""
+def _leave(me: int, turn: threading.Lock) -> bool:
+    """Out of the line of waiters; False if the baton was handed to this thread already."""
     with _mutex:
         try:
-            _waiting.remove(turn)
+            _waiting.remove((me, turn))
         except ValueError:
             return False
         return True
-
-
-def _give() -> None:
-    global _busy, _handovers
-    if not holding():
-        return
-    _local.held = False
-    with _mutex:
-        _handovers += 1
-        if _waiting:
-            _waiting.popleft().release()  # theirs now: _busy stays True
-        else:
-            _busy = False

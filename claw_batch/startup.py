@@ -45,5 +45,5 @@ def _do(work: tuple[Callable[[], object], ...]) -> None:
     for w in work:
         try:
             w()
-        except ImportError:  # said where the work is needed, by the job that needs it
+        except Exception:  # said where the work is needed, by the job that needs it
             return

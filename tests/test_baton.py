@@ -6,16 +6,22 @@ from __future__ import annotations
 import _thread
 import os
 import socket
+import stat
 import threading
+import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
 from claw_batch import baton, cancel
 from claw_batch.llm import interruptible
+from claw_batch.llm.breaker import Breaker
 from claw_batch.plan.jobs import Job
 from claw_batch.run.pool import Scheduler
 from claw_batch.run.results import JobResult, not_run
+from claw_batch.safety.atomic import DirSyncs, write_atomic
+from claw_batch.safety.safeopen import write_file
 
 HANG = 30.0  # seconds before a test that should not block says it did (never reached when right)
 
@@ -23,7 +29,7 @@ HANG = 30.0  # seconds before a test that should not block says it did (never re
 @pytest.fixture(autouse=True)
 def clean() -> Iterator[None]:
     yield
-    assert not baton._busy and not baton._waiting, "a test left the baton taken"
+    assert baton._holder is None and not baton._waiting, "a test left the baton taken"
 
 
 def start(target: Callable[[], None]) -> threading.Thread:
@@ -124,7 +130,7 @@ def test_a_holder_stuck_in_a_wait_it_did_not_mark_does_not_block_the_others(
             assert not baton.holding()  # went on without it
 
     first = start(holder)
-    until(lambda: baton._busy)
+    until(lambda: baton._holder is not None)
     second = start(other)
     assert ran.wait(HANG)
     stuck.set()
@@ -140,7 +146,7 @@ def test_ctrl_c_while_waiting_leaves_the_line(monkeypatch: pytest.MonkeyPatch) -
             release.wait(HANG)
 
     thread = start(holder)
-    until(lambda: baton._busy)
+    until(lambda: baton._holder is not None)
     timer = threading.Timer(0.05, _thread.interrupt_main)
     timer.start()
     with pytest.raises(KeyboardInterrupt), baton.held():
@@ -154,7 +160,7 @@ def test_released_and_pass_on_are_no_ops_outside_held() -> None:
     with baton.released():
         assert not baton.holding()
     baton.pass_on()
-    assert not baton._busy
+    assert baton._holder is None
 
 
 def test_a_job_runs_holding_the_baton_and_so_does_the_scheduler(
@@ -209,9 +215,73 @@ def test_waiting_for_a_model_reply_hands_the_baton_on(monkeypatch: pytest.Monkey
     try:
         first = start(reader)
         assert waiting.wait(HANG)
-        until(lambda: not baton._busy)  # the reader waits for its reply without the baton
+        until(lambda: baton._holder is None)  # the reader waits for its reply without the baton
         finish(start(other), first)
         assert got == [5]
     finally:
         ours.close()
         theirs.close()
+
+
+def test_a_released_inside_a_released_neither_takes_the_baton_nor_loses_it() -> None:
+    with baton.held():
+        with baton.released():
+            with baton.released():
+                assert baton._holder is None
+            assert baton._holder is None  # still waiting for the world
+        assert baton.holding()
+    assert baton._holder is None
+
+
+def test_a_holder_that_let_go_twice_after_a_ctrl_c_gives_the_baton_on_once() -> None:
+    """A Ctrl-C in the middle of a hand-over: whoever holds the baton is known to the baton,
+    not only to the thread, so letting go again (the scheduler does, on Ctrl-C) is safe."""
+    with baton.held():
+        baton.let_go()
+        baton.let_go()
+        assert baton._holder is None
+    assert baton._holder is None
+
+
+def test_a_jobs_output_is_synced_without_the_baton_but_a_write_under_a_lock_keeps_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The memory tool and the cassettes write under a lock of theirs: handing the baton on
+    for their fsync would let its next holder wait for that lock, holding the baton."""
+    held_at_fsync: list[bool] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            held_at_fsync.append(baton.holding())
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    with baton.held():
+        write_atomic(tmp_path / "MEMORY.md", "a fact\n")
+        write_file(tmp_path, tmp_path / "out.md", "out.md", b"an answer\n", synced=DirSyncs())
+    assert held_at_fsync == [True, False]
+
+
+def test_waiting_for_another_jobs_probe_hands_the_baton_on() -> None:
+    breaker = Breaker()
+    breaker.failed(breaker.admit("m", time.monotonic() + 10), "HTTP 503", 0.0)
+    probe = breaker.admit("m", time.monotonic() + 10)  # in flight: the others wait for it
+    waiting = threading.Event()
+    real_wait = breaker._cond.wait
+
+    def wait(timeout: float | None = None) -> bool:
+        waiting.set()
+        return real_wait(timeout)
+
+    breaker._cond.wait = wait  # type: ignore[method-assign]
+
+    def job() -> None:
+        with baton.held():
+            breaker.admit("m", time.monotonic() + 10)
+
+    thread = start(job)
+    assert waiting.wait(HANG)
+    until(lambda: baton._holder is None)  # it waits for the probe without the baton
+    breaker.succeeded(probe)
+    finish(thread)

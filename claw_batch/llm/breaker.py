@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from claw_batch import cancel
+from claw_batch import baton, cancel
 from claw_batch.errors import LimitExceeded, ModelError
 
 BACKOFF_BASE = 1.0
@@ -151,7 +151,14 @@ class Breaker:
                 f"timeout: the job's deadline passed while the model endpoint was failing "
                 f"({self._reason})"
             )
-        self._cond.wait(min(left, cancel.POLL))
+        # Without the baton, and without the lock while taking the baton back: its holder may
+        # be waiting for the lock (see `baton`).
+        self._cond.release()
+        try:
+            with baton.released(), self._cond:
+                self._cond.wait(min(left, cancel.POLL))
+        finally:
+            self._cond.acquire()
         cancel.check()
 
     def _too_long(self, wait: float, left: float) -> str:

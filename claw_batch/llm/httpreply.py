@@ -10,11 +10,15 @@ before a first reply). Malformed replies raise `BadReply` (a ValueError), a repl
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Iterator, Mapping
 
 MAX_LINE = 65536  # bytes of a status, header or chunk-size line, as http.client allows
 MAX_HEADERS = 100  # as http.client allows
-PIECE = 65536  # bytes read at a time from a body whose end is not known yet
+PIECE = 65536  # bytes read at a time
+MAX_BODY = 64 * 2**20  # bytes of a body: a chat completion is a few KB, a long stream a few MB
+NUMBER = re.compile(rb"[0-9]{1,18}")  # a Content-Length
+HEX = re.compile(rb"[0-9A-Fa-f]{1,15}")  # a chunk's size
 NO_BODY = (204, 304)  # statuses whose replies never have a body (nor do 1xx)
 
 
@@ -59,15 +63,14 @@ class HttpReply:
         codings = fields.get("transfer-encoding", "").lower()
         self._chunked = codings.rsplit(",", 1)[-1].strip() == "chunked"
         self._left: int | None = None  # body bytes still to read when the length is known
+        self._body: Iterator[bytes] | None = None
         if self.status in NO_BODY:
             self._left = 0
         elif not self._chunked and "content-length" in fields:
-            try:
-                self._left = int(fields["content-length"])
-            except ValueError:
-                raise BadReply(f"bad Content-Length: {fields['content-length']!r}") from None
-            if self._left < 0:
-                raise BadReply(f"bad Content-Length: {self._left}")
+            length = fields["content-length"].encode("latin-1")
+            if not NUMBER.fullmatch(length):
+                raise BadReply(f"bad Content-Length: {length[:40]!r}")
+            self._left = int(length)
         connection = fields.get("connection", "").lower()
         self.will_close = (
             "close" in connection
@@ -79,54 +82,71 @@ class HttpReply:
         return b"".join(self.pieces())
 
     def pieces(self) -> Iterator[bytes]:
-        """The body, in pieces as they arrive."""
+        """The rest of the body, in pieces as they arrive: one iterator for the reply, so a
+        reader that stopped (a stream at its `[DONE]`) is followed where it stopped."""
+        if self._body is None:
+            self._body = self._checked()
+        return self._body
+
+    def _checked(self) -> Iterator[bytes]:
+        """BadReply past MAX_BODY bytes."""
+        read = 0
+        for piece in self._framed():
+            read += len(piece)
+            if read > MAX_BODY:
+                raise BadReply(f"the reply's body is larger than {MAX_BODY // 2**20} MB")
+            yield piece
+
+    def _framed(self) -> Iterator[bytes]:
         if self._chunked:
             yield from self._chunks()
         elif self._left is None:
             while piece := self._fp.read1(PIECE):
                 yield piece
         else:
-            while self._left:
-                piece = self._fp.read1(min(self._left, PIECE))
-                if not piece:
-                    raise ShortReply(f"the reply ended {self._left} bytes short")
-                self._left -= len(piece)
-                yield piece
+            yield from self._exactly(self._left)
+            self._left = 0
+
+    def _exactly(self, size: int) -> Iterator[bytes]:
+        while size:
+            piece = self._fp.read1(min(size, PIECE))
+            if not piece:
+                raise ShortReply(f"the reply ended {size} bytes short")
+            size -= len(piece)
+            yield piece
 
     def lines(self) -> Iterator[bytes]:
         """The body line by line, each with its line ending (the last may have none)."""
-        rest = b""
+        partial: list[bytes] = []  # a line's pieces before its end
         for piece in self.pieces():
-            rest += piece
             start = 0
-            while (end := rest.find(b"\n", start)) >= 0:
-                yield rest[start : end + 1]
+            while (end := piece.find(b"\n", start)) >= 0:
+                yield b"".join([*partial, piece[start : end + 1]])
+                partial.clear()
                 start = end + 1
-            rest = rest[start:]
-        if rest:
-            yield rest
+            if start < len(piece):
+                partial.append(piece[start:])
+        if partial:
+            yield b"".join(partial)
 
     def _chunks(self) -> Iterator[bytes]:
         while True:
             line = _line(self._fp)
-            try:
-                size = int(line.split(b";", 1)[0], 16)
-            except ValueError:
-                raise BadReply(f"bad chunk size: {line[:40]!r}") from None
+            digits = line.split(b";", 1)[0].strip()
+            if not HEX.fullmatch(digits):
+                raise BadReply(f"bad chunk size: {line[:40]!r}")
+            size = int(digits, 16)
             if size == 0:
                 _fields(self._fp)  # the trailer, up to its empty line
                 return
-            data = self._fp.read(size)
-            if len(data) < size:
-                raise ShortReply("the reply ended inside a chunk")
+            yield from self._exactly(size)
             _line(self._fp)  # the chunk's CRLF
-            yield data
 
 
 def _status(fp: io.BufferedReader) -> tuple[str, int]:
-    line = fp.readline(MAX_LINE + 1)
-    if not line:
+    if not fp.peek(1):
         raise ShortReply("the server closed the connection without replying")
+    line = _line(fp)
     parts = line.split(None, 2)
     if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or len(parts[1]) != 3:
         raise BadReply(f"not an HTTP/1.x status line: {line[:80]!r}")

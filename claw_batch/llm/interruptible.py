@@ -96,6 +96,7 @@ def _sliced(
     ready = not wait_first
     while True:
         want = events
+        _left()  # an endpoint that never stops sending is cut at the deadline, and on Ctrl-C
         if ready:
             try:
                 return op()

@@ -98,12 +98,14 @@ class Reply:
         connection, self._connection = self._connection, None
         if connection is None:
             return
-        if kind is None and not self._whole and not self._response.will_close:
-            self._finish(connection)
-        if self._whole and not self._response.will_close:
-            self._pool.release(connection)
-        else:  # not read to its end, or the server closes it: never reused
-            connection.close()
+        try:
+            if kind is None and not self._whole and not self._response.will_close:
+                self._finish(connection)
+        finally:
+            if self._whole and not self._response.will_close:
+                self._pool.release(connection)
+            else:  # not read to its end, or the server closes it: never reused
+                connection.close()
 
     def _finish(self, connection: _Connection) -> None:
         """Read what is left of a body whose reader stopped early (a stream's `[DONE]` comes

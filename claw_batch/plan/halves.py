@@ -29,14 +29,21 @@ def all_in_halves(holds: Callable[[int, int], bool], n: int) -> bool:
         return holds(0, n)
     half = n // 2
     read, write = os.pipe()
+    # Ctrl-C and SIGTERM reach the child too (the terminal signals the whole process group):
+    # blocked in it from its first instruction, they cannot raise into the parent's stack,
+    # which it shares (its except clauses would write the summary, the ledger...). The
+    # parent takes them as soon as the fork returns.
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
     try:
         pid = os.fork()
     except OSError:  # no process to spare: one core it is
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         os.close(read)
         os.close(write)
         return holds(0, n)
     if pid == 0:
         _child(read, write, lambda: holds(half, n))
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     os.close(write)
     mine = False
     try:

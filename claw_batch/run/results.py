@@ -81,6 +81,7 @@ class Results:
         self._batches: list[tuple[int, int]] = []  # where each batch is in the file, its size
         self._count = 0
         self.statuses: set[Status] = set()  # of every result
+        self._spills = True  # False once a spill failed: the rest are held
         self.extend(results)
 
     def extend(self, results: Iterable[JobResult]) -> None:
@@ -91,7 +92,7 @@ class Results:
         self._held.append(result)
         self._count += 1
         self.statuses.add(result.status)
-        if len(self._held) >= SPILL:
+        if len(self._held) >= SPILL and self._spills:
             self._spill()
 
     def __len__(self) -> int:
@@ -106,15 +107,23 @@ class Results:
         yield from held
 
     def _spill(self) -> None:
-        if self._file is None:
-            import tempfile
-            import weakref
+        """The held results to the file; where that cannot be (no room in the temporary
+        folder, a value marshal cannot write), they stay held, and so do later ones."""
+        try:
+            if self._file is None:
+                import tempfile
+                import weakref
 
-            self._file = tempfile.TemporaryFile()  # noqa: SIM115 (open while the results are)
-            weakref.finalize(self, self._file.close)
-        data = marshal.dumps([_row(r) for r in self._held])
-        self._batches.append((self._file.seek(0, 2), len(data)))
-        self._file.write(data)
+                self._file = tempfile.TemporaryFile()  # noqa: SIM115 (open while the results are)
+                weakref.finalize(self, self._file.close)
+            data = marshal.dumps([_row(r) for r in self._held])
+            start = self._file.seek(0, 2)
+            self._file.write(data)
+            self._file.flush()
+        except (OSError, ValueError):
+            self._spills = False
+            return
+        self._batches.append((start, len(data)))
         self._held = []
 
 

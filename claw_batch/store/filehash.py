@@ -156,8 +156,9 @@ class FileHashes:
         """A file's entry as the ledger has it: learned by this run and written since."""
         if self._state is None or self._state.readonly:
             return None
+        ctime = "ctime_ns" if self._state.has_ctime else "NULL"
         rows = self._state.select(
-            "SELECT mtime_ns, size, inode, NULL, sha256 FROM files WHERE path = ?",
+            f"SELECT mtime_ns, size, inode, {ctime}, sha256 FROM files WHERE path = ?",
             (stored_path(rel),),
         )
         return tuple(rows[0]) if rows else None
@@ -177,10 +178,10 @@ class FileHashes:
                 self._writing, self._changed = self._changed, {}
             if self._writing and self._state is not None:
                 save_entries(self._state, self._writing)
-        except ClawError:
+        except BaseException as e:  # a full disk, Ctrl-C: the entries wait for the next try
             with self._lock:
                 self._changed = {**self._writing, **self._changed}
-            if wait:
+            if wait or not isinstance(e, ClawError):
                 raise
         finally:
             self._writing = {}

@@ -7,6 +7,7 @@ import io
 
 import pytest
 
+from claw_batch.llm import httpreply
 from claw_batch.llm.httpreply import MAX_HEADERS, BadReply, HttpReply, ShortReply
 
 
@@ -70,6 +71,9 @@ def test_an_interim_reply_is_passed_over() -> None:
         (b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n", BadReply),
         (b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", BadReply),
         (b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n", BadReply),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 1_0\r\n\r\n0123456789", BadReply),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: +5\r\n\r\n01234", BadReply),
+        (b"HTTP/1.1 200 " + b"x" * 65536 + b"Content-Length: 3\r\n\r\nabc", BadReply),
         (b"HTTP/1.1 200 OK\r\nContent-Le", ShortReply),
         (b"HTTP/1.1 200 OK\r\n" + b"X: 1\r\n" * (MAX_HEADERS + 1) + b"\r\n", BadReply),
         (b"HTTP/1.1 200 OK\r\nX: " + b"y" * 70000 + b"\r\n\r\n", BadReply),
@@ -86,8 +90,27 @@ def test_what_is_not_a_reply_is_refused(raw: bytes, error: type[Exception]) -> N
         b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort",
         b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n10\r\nshort",
         b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+        # A negative size would read to the connection's end; a huge one allocate it at once.
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n-1\r\n" + b"x" * 100,
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffff\r\nxx",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0x10\r\n" + b"x" * 16,
     ],
 )
 def test_a_body_cut_short_or_garbled_is_an_error_not_an_answer(raw: bytes) -> None:
     with pytest.raises((ShortReply, BadReply)):
         reply(raw).read()
+
+
+def test_a_body_larger_than_any_reply_is_refused_as_it_arrives(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(httpreply, "MAX_BODY", 1000)
+    endless = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"100\r\n" + b"x" * 256
+    with pytest.raises(BadReply, match="larger than"):
+        reply(endless + b"\r\n" + (b"100\r\n" + b"x" * 256 + b"\r\n") * 10).read()
+
+
+def test_a_line_that_spans_many_pieces_comes_whole() -> None:
+    body = b"data: " + b"x" * (3 * httpreply.PIECE) + b"\n\nlast"
+    r = reply(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+    assert list(r.lines()) == [body[: 3 * httpreply.PIECE + 7], b"\n", b"last"]

@@ -77,3 +77,31 @@ def test_either_half_can_say_no(failing: int | None) -> None:
         return failing is None or not start <= failing < end
 
     assert all_in_halves(holds, MIN_SPLIT) is (failing is None)
+
+
+CTRL_C_IN_THE_CHILD = """
+import os, signal
+from claw_batch.plan import halves
+halves.usable_cores = lambda: 2
+real_fork = os.fork
+def fork():  # Ctrl-C reaches the child (the terminal signals the process group) at once
+    pid = real_fork()
+    if pid == 0:
+        os.kill(os.getpid(), signal.SIGINT)
+    return pid
+os.fork = fork
+parent = os.getpid()
+try:
+    print("holds" if halves.all_in_halves(lambda a, b: True, 4000) else "does not hold")
+except KeyboardInterrupt:
+    print("the parent's handler ran in", "the parent" if os.getpid() == parent else "the child")
+"""
+
+
+def test_ctrl_c_in_the_forked_child_never_runs_the_parents_handlers() -> None:
+    """The child shares the parent's stack: a KeyboardInterrupt raised in it would run the
+    run's except clauses (the ledger, summary.json, the daily note) in a second process."""
+    out = subprocess.run(
+        [sys.executable, "-c", CTRL_C_IN_THE_CHILD], capture_output=True, text=True, timeout=60
+    )
+    assert out.stdout.splitlines() == ["holds"], out.stdout + out.stderr

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from claw_batch.store import filehash
 from claw_batch.store.filehash import CHUNK, SPECIAL, FileHashes, entries, sha256_file
 from claw_batch.store.state import State
 
@@ -87,3 +88,25 @@ def test_a_dry_run_writes_no_entry(tmp_path: Path) -> None:
     assert hashes.hashed_stamp(["0.txt"]) == hashes.stamp(["0.txt"])
     assert entries(state) == {}
     state.close()
+
+
+def test_a_large_file_hashed_and_written_in_a_batch_is_not_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its entry comes back from the ledger with every stat key (the ctime included), so the
+    file is known without reading it (64 KB and more are read to be hashed)."""
+    (tmp_path / ".claw").mkdir()
+    state = State(tmp_path / ".claw" / "state.db")
+    (tmp_path / "big.bin").write_bytes(b"x" * (1 << 17))
+    for i in range(2):
+        (tmp_path / f"f{i}").write_text(str(i))
+    hashes = FileHashes(state, tmp_path, batch=2)
+    first = hashes.hash("big.bin")
+    hashes.hash("f0")
+    hashes.hash("f1")  # the batch is full: written to the ledger, and forgotten here
+    reads: list[object] = []
+    real = filehash.sha256_file
+    monkeypatch.setattr(filehash, "sha256_file", lambda *a: reads.append(a) or real(*a))
+    assert hashes.hash("big.bin") == first
+    state.close()
+    assert reads == []
