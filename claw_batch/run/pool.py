@@ -60,6 +60,7 @@ class Scheduler:
                 self._loop()
         except BaseException:
             # Ctrl-C, or a job that stops the run: the others notice and end quickly
+            baton.let_go()  # had a Ctrl-C cut the hand-over short, the jobs still need it
             cancel.cancel()
             self._drain()
             raise
