@@ -61,6 +61,11 @@ def total(costs: Iterable[float | None]) -> float | None:
     return None if None in known else sum(c for c in known if c is not None)
 
 
+def plus(so_far: float | None, cost: float | None) -> float | None:
+    """`total`, one cost at a time (start from 0.0): for sums kept as jobs end."""
+    return None if so_far is None or cost is None else so_far + cost
+
+
 def cost(usage: Usage, price: Price | None) -> float | None:
     """USD; cached prompt tokens (part of the prompt tokens, as the APIs count them) at the
     cached price where there is one."""

@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 from claw_batch import baton
 from claw_batch.figures import count
+from claw_batch.llm.prices import plus
 from claw_batch.memory.memoryfile import NOTES_DIR
 
 
@@ -146,7 +147,7 @@ class TaskEntry:
         self.seconds += job.seconds
         self.tokens += job.tokens
         if job.tokens:
-            self.cost = None if self.cost is None or job.cost is None else self.cost + job.cost
+            self.cost = plus(self.cost, job.cost)
         if self.quotes(job.status):
             (self.done if job.status == "ok" else self.failed).append(job)
 

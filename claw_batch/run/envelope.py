@@ -6,6 +6,7 @@ import json
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, get_args
 
+from claw_batch.llm.prices import plus
 from claw_batch.run.results import Status
 
 if TYPE_CHECKING:
@@ -91,8 +92,8 @@ class _Totals:
         if r.status in self.counts:
             self.counts[r.status] += 1
         self.tokens += r.tokens
-        if r.tokens:  # a sum that leaves a job out would be a wrong number (llm.prices.total)
-            self.cost = None if self.cost is None or r.cost_usd is None else self.cost + r.cost_usd
+        if r.tokens:
+            self.cost = plus(self.cost, r.cost_usd)
         self.duration += r.duration_s
 
     def fields(self) -> dict[str, Any]:
