@@ -3,11 +3,15 @@ a one-line description of the machine (BENCHMARKS.md wants it next to every numb
 
 from __future__ import annotations
 
+import atexit
 import os
 import platform
+import shutil
 import statistics
 import sys
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -19,6 +23,23 @@ def use_repo() -> None:
     for path in (str(TESTS), str(REPO)):
         if path not in sys.path:
             sys.path.insert(0, path)
+
+
+_SCRATCH: list[Path] = []
+
+
+@contextmanager
+def scratch() -> Iterator[str]:
+    """A fresh folder for one measured run's project, removed when the benchmark exits, not
+    when the run ends. The project's machine keeps its files on ext4 without a journal, where
+    the kernel skips inodes freed in the last 60-360 s when it makes a file (`recently_deleted`):
+    right after a benchmark deleted the thousands of files of its previous project, each file
+    the next run made cost up to ~1 ms of kernel CPU, charged to claw. Deleting at the end keeps
+    the harness's own clean-up out of what it measures (BENCHMARKS.md, issue 17)."""
+    if not _SCRATCH:
+        _SCRATCH.append(Path(tempfile.mkdtemp(prefix="claw-bench-")))
+        atexit.register(shutil.rmtree, _SCRATCH[0], True)
+    yield tempfile.mkdtemp(dir=_SCRATCH[0])
 
 
 def median(values: Sequence[float]) -> float:

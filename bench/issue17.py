@@ -30,13 +30,12 @@ import argparse
 import shutil
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from _common import REPO, machine, table, use_repo
+from _common import REPO, machine, scratch, table, use_repo
 from child import spawn
 from leanfake import LeanServer
 
@@ -158,7 +157,7 @@ def example_copy(root: Path) -> Path:
 
 
 def list_row(runs: int) -> Row:
-    with tempfile.TemporaryDirectory() as tmp, LeanServer("done") as srv:
+    with scratch() as tmp, LeanServer("done") as srv:
         root = example_copy(Path(tmp) / "example")
         spawn(["list"], root, srv.env())  # warm-up: bytecode, page cache, the config cache
         walls = [spawn(["list"], root, srv.env()).wall for _ in range(runs)]
@@ -195,7 +194,7 @@ class Scaled:
 
 def scale_rows(sizes: Sequence[int], runs: int) -> tuple[list[Row], str]:
     scaled = []
-    with tempfile.TemporaryDirectory() as tmp, LeanServer("done") as srv:
+    with scratch() as tmp, LeanServer("done") as srv:
         env = srv.env()
         for items in sizes:
             root = fan_out_project(Path(tmp) / f"p{items}", items)
@@ -265,7 +264,7 @@ def scale_rows(sizes: Sequence[int], runs: int) -> tuple[list[Row], str]:
 
 def overhead_row(turns: int, repeat: int) -> tuple[Row, str]:
     runs = []
-    with tempfile.TemporaryDirectory() as tmp, LeanServer("reader", turns=turns) as srv:
+    with scratch() as tmp, LeanServer("reader", turns=turns) as srv:
         for n in range(repeat):
             root = loop_overhead.project(Path(tmp) / f"p{n}", turns)
             spawn(["run", "-q"], root, srv.env())
@@ -310,7 +309,7 @@ def peer_row(prompts: int) -> Row | None:
     llm = Path(sys.executable).with_name("llm")
     if not llm.exists():
         return None
-    with tempfile.TemporaryDirectory() as tmp, LeanServer("done", latency=0.1) as srv:
+    with scratch() as tmp, LeanServer("done", latency=0.1) as srv:
         home = Path(tmp) / "llm-home"
         home.mkdir()
         (home / "extra-openai-models.yaml").write_text(LLM_MODELS.format(base_url=srv.base_url))

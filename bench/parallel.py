@@ -32,14 +32,13 @@ import math
 import os
 import re
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from _common import machine, ms, table, use_repo
+from _common import machine, ms, scratch, table, use_repo
 from child import Child, spawn
 from leanfake import LeanServer
 
@@ -135,7 +134,7 @@ class Run:
 def run_at(items: int, jobs: int, latency: float, extra: Sequence[str] = ()) -> Run:
     """One `claw run -q -j J` over a fresh fan-out of `items` jobs, against a lean server in a
     process of its own (so that the server does not share claw's GIL, nor hide in its CPU)."""
-    with tempfile.TemporaryDirectory() as tmp, LeanServer("triage", latency) as srv:
+    with scratch() as tmp, LeanServer("triage", latency) as srv:
         root = fan_out_project(Path(tmp) / "p", items, TASK)
         finished = spawn(["run", "-q", "-j", str(jobs), *extra], root, srv.env())
         stats = srv.stats()
@@ -151,7 +150,7 @@ def run_at(items: int, jobs: int, latency: float, extra: Sequence[str] = ()) -> 
 def threaded_server_cpu(items: int, jobs: int, latency: float) -> tuple[Child, float]:
     """The same run against tests/fake_openai.FakeOpenAI in this process (a thread per
     connection, what the benchmarks used before): claw's run and the server's CPU seconds."""
-    with tempfile.TemporaryDirectory() as tmp, timed_fake(model, latency) as srv:
+    with scratch() as tmp, timed_fake(model, latency) as srv:
         root = fan_out_project(Path(tmp) / "p", items, TASK)
         cpu = time.process_time()  # this process's threads: the server's (we only wait)
         finished = spawn(["run", "-q", "-j", str(jobs)], root, fake_env(srv))
@@ -399,7 +398,7 @@ def main() -> int:
     print("the same work at zero latency (claw's own cost):\n")
     print(zero_latency_table(zero), end="\n\n")
 
-    with tempfile.TemporaryDirectory() as tmp, timed_fake(model) as srv:
+    with scratch() as tmp, timed_fake(model) as srv:
         root = fan_out_project(Path(tmp) / "p", items, TASK)
         profiled = profile_claw(root, ["run", "-C", str(root), "-q", "-j", "1"], fake_env(srv))
     turns = items * TURNS

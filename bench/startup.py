@@ -20,13 +20,12 @@ import argparse
 import json
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from _common import REPO, machine, median, ms, p90, table
+from _common import REPO, machine, median, ms, p90, scratch, table
 from child import spawn
 from leanfake import LeanServer
 
@@ -103,7 +102,7 @@ def first_requests(runs: int, *, ran_before: bool) -> list[float]:
     from fullrun import fan_out_project  # imports the test fakes: only for this row
 
     firsts = []
-    with tempfile.TemporaryDirectory() as tmp, LeanServer("done") as srv:
+    with scratch() as tmp, LeanServer("done") as srv:
         project = fan_out_project(Path(tmp) / "ran", 1)
         if ran_before:
             for _ in range(2):  # the first makes .claw/, the second writes the config cache
