@@ -172,3 +172,49 @@ def test_a_run_that_runs_no_command_loads_no_sandbox(tmp_path: Path, server: Fak
     server.enqueue(text("hi"))
     names = ("claw_batch.sandbox.bubblewrap", "ctypes")
     assert loaded(root, ["run", "-q", "plain"], fake_env(server), names) == []
+
+
+two_cores = pytest.mark.skipif(
+    len(os.sched_getaffinity(0)) < 2, reason="validation aside needs a second core"
+)
+
+
+@two_cores
+def test_a_first_run_validates_its_clawfile_in_a_child(tmp_path: Path, server: FakeOpenAI) -> None:
+    """A project's first run (and the first after an edit) validates its clawfile in a forked
+    child while it imports its own modules (claw_batch.clawfile.aside): the run's process
+    never loads the validator, and the run is as it always was."""
+    root = make_project(tmp_path / "p", CLAWFILE)
+    server.enqueue(text("hi"))
+    names = ("claw_batch.clawfile.validate", "claw_batch.clawfile.checks")
+    assert loaded(root, ["run", "-q", "plain"], fake_env(server), names) == []
+    assert (root / "out/hi.md").read_text() == "hi\n"
+    server.enqueue(text("hi again"))  # .claw/ is there now: the child's document is kept
+    assert loaded(root, ["run", "-q", "-B", "plain"], fake_env(server), names) == []
+    assert loaded(root, ["list"], {}, VALIDATORS) == []  # and read: it is current
+
+
+@two_cores
+@pytest.mark.parametrize(
+    "clawfile",
+    [
+        CLAWFILE.replace("output: out/hi.md", "output: out/hi.md\n    colour: red"),
+        "version: 1\ntasks: [",
+        CLAWFILE.replace('"say hi"', '"say {{ nope"'),
+    ],
+    ids=["unknown-key", "broken-yaml", "broken-template"],
+)
+def test_a_clawfile_the_child_refuses_is_refused_as_always(tmp_path: Path, clawfile: str) -> None:
+    """The message and exit code of an invalid clawfile are the in-process validator's, word
+    for word (`claw validate` validates in-process), and the run stops before any job."""
+    root = make_project(tmp_path / "p", clawfile)
+    env = {**os.environ, "OPENAI_BASE_URL": "http://127.0.0.1:9", "OPENAI_API_KEY": "sk-x"}
+
+    def claw(*args: str) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "claw_batch", *args]
+        return subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, timeout=60)
+
+    ran, validated = claw("run", "-q"), claw("validate")
+    assert ran.returncode == validated.returncode == 2
+    assert ran.stderr == validated.stderr and "clawfile.yaml" in ran.stderr
+    assert not (root / "out").exists()
