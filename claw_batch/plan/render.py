@@ -18,6 +18,8 @@ STAGED = "git diff --cached"  # how the staged changes are named: the diff, the 
 if TYPE_CHECKING:
     import jinja2
 
+    from claw_batch.safety.paths import Policy
+
 # Every name a prompt template may use (SPEC §3). `claw validate` refuses any other.
 TEMPLATE_VARIABLES = frozenset(
     {"task", "today", "now", "item", "inputs", "needs", "files", "git", "read", "glob"}
@@ -42,13 +44,27 @@ class Item:
         """`outside`: the file came from outside the project (a watched folder): its names
         are shown defused wherever a template prints them, and used as they are by read().
         So is a name that is not UTF-8 (a byte shown as `\\xff`: no text holds it as is)."""
-        p = Path(relpath)
-        parts = (relpath, p.name, p.stem, p.suffix, p.parent.as_posix())
+        parts = (relpath, *_name_parts(relpath))
         named = outside or SURROGATE.search(relpath) is not None
         return cls(*(Name(part) for part in parts)) if named else cls(*parts)
 
     def __str__(self) -> str:
         return self.path
+
+
+def _name_parts(relpath: str) -> tuple[str, str, str, str]:
+    """(name, stem, suffix, parent) as PurePosixPath gives them: by string operations for a
+    plain relative path (what a fan-out's glob yields), a job's two renders each ask it."""
+    components = relpath.split("/")
+    if not all(c and c != "." for c in components):  # "", "/a", "a//b", "./a", "a/": pathlib's
+        p = Path(relpath)
+        return p.name, p.stem, p.suffix, p.parent.as_posix()
+    name = components[-1]
+    parent = relpath[: -len(name) - 1] if len(components) > 1 else "."
+    dot = name.rfind(".")
+    if 0 < dot < len(name) - 1:
+        return name, name[:dot], name[dot:], parent
+    return name, name, "", parent
 
 
 def listing(
@@ -192,13 +208,15 @@ def reader(
     """The template `read()`: a file for which `outside` holds (project-relative) is fenced,
     and `saw` is told its path (the job that reads it is tainted). A file over
     READ_HELPER_LIMIT is cut, the cut marked in the text and told to `cut`."""
-    from claw_batch.safety.paths import Policy
-
-    policy = Policy(root)
+    made: list[Policy] = []  # made at the first read(): a Policy resolves its root
 
     def read(path: str) -> str:
+        from claw_batch.safety.paths import Policy
         from claw_batch.safety.safeopen import read_head
 
+        if not made:
+            made.append(Policy(root))
+        policy = made[0]
         real = policy.resolve_read(path)
         shown = policy.relative(real)
         # Where it was checked, and only a regular file: a FIFO swapped in would hang the run.

@@ -254,7 +254,10 @@ def _render_path(
     if template is None:
         return None
     where = f"clawfile.yaml:tasks.{job.task}"
-    if job.item is not None:  # a path names the file as it is (a prompt shows it defused)
+    shown = variables.get("item")
+    # A path names the file as it is (a prompt shows it defused): the prompt's item, unless
+    # that is shown defused (outside content, a name not UTF-8).
+    if job.item is not None and not (isinstance(shown, render.Item) and type(shown.path) is str):
         variables = {**variables, "item": render.Item.of(job.item)}
     untrusted = run.project.config.untrusted  # an {% include %} of such a file is fenced
     return render.render(
