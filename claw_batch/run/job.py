@@ -227,7 +227,7 @@ class _Execution:
                 Message("user", redact(key_prompt(self.ctx, p))),
             )
         loop = self._loop(started, keys)
-        shown = redact(system.text)
+        shown = _redacted(redact, system.text)
         self.on_event("system", content=shown)
         self.on_event("user", content=prompt)
         result = loop.run([Message("system", shown), Message("user", prompt)])
@@ -311,6 +311,23 @@ class _Execution:
                 raise TaskFailed(f"output {p.output}: {e.strerror or e}") from e
         verdict = json.loads(text) if p.task.check else None
         return Outcome(text, result, p.output, verdict)
+
+
+# The last system prompt redacted, with the redactor and the text it came from: the jobs of
+# a task share one text (agent.systemprompt hands out the same object while none of its files
+# changes), so it is redacted once for them rather than once each. A Redactor's answer
+# depends on the text alone.
+_last_redacted: tuple[Callable[[str], str], str, str] | None = None
+
+
+def _redacted(redact: Callable[[str], str], text: str) -> str:
+    global _last_redacted
+    last = _last_redacted
+    if last is not None and last[0] is redact and last[1] is text:
+        return last[2]
+    shown = redact(text)
+    _last_redacted = (redact, text, shown)
+    return shown
 
 
 def _sandbox(policy: Policy, task: Task) -> Deferred:

@@ -65,6 +65,7 @@ class Recorder:
         self.run_id = run_id
         self.root = root
         self.run_dir = run_dir  # the run's transcripts
+        self._run_dir_shown = run_dir.relative_to(root).as_posix()  # once, not once a job
         self.hashes = hashes
         self.decider = decider  # seals a success for the quick check
         self.cache = cache  # what the tasks after a job see of it
@@ -91,8 +92,8 @@ class Recorder:
         return JobSink(job, transcript, self.state, self.run_id, progress)
 
     def shown(self, transcript: Transcript) -> str:
-        """The transcript's path as results and the ledger name it."""
-        return transcript.path.relative_to(self.root).as_posix()
+        """The transcript's path as results and the ledger name it (one of `transcript`'s)."""
+        return f"{self._run_dir_shown}/{transcript.path.name}"
 
     def ended(self, r: JobResult, started: dt.datetime) -> None:
         """A job that did not succeed."""
