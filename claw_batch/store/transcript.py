@@ -96,9 +96,9 @@ def _system_line(redact: Redactor, t: float, fields: dict[str, Any]) -> str:
     global _last_system
     content = fields.get("content")
     last = _last_system
-    if len(fields) == 1 and last is not None:
-        if last[0] is redact and last[1] == t and last[2] is content:
-            return last[3]
+    same = last is not None and last[0] is redact and last[1] == t and last[2] is content
+    if same and len(fields) == 1 and last is not None:
+        return last[3]
     line = redact(_encode({"t": t, "type": "system", **fields})) + "\n"
     if len(fields) == 1 and isinstance(content, str):
         _last_system = (redact, t, content, line)
