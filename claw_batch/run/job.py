@@ -19,7 +19,7 @@ from claw_batch import startup
 from claw_batch.agent import answers
 from claw_batch.agent.budget import JobBudget
 from claw_batch.agent.loop import LoopResult, LoopSettings, ToolLoop
-from claw_batch.config import Task, provider_keys
+from claw_batch.config import Task
 from claw_batch.errors import LimitExceeded, TaskFailed, ToolError
 from claw_batch.llm.messages import Message
 from claw_batch.plan.fingerprint import Fingerprint
@@ -31,7 +31,6 @@ from claw_batch.run.prepare import Prepared, key_prompt, system_prompt
 from claw_batch.run.record import Recorder
 from claw_batch.run.results import JobResult, Status
 from claw_batch.safety.atomic import DirSyncs
-from claw_batch.safety.childenv import scrubbed_env
 from claw_batch.safety.paths import Policy, checked_output
 from claw_batch.safety.safeopen import write_file
 from claw_batch.sandbox.deferred import Deferred
@@ -275,11 +274,8 @@ class _Execution:
         )
 
     def _env(self) -> dict[str, str]:
-        """The run's scrubbed environment and the task's `permissions.env`, never a
-        provider's key (validation refuses those names too)."""
-        keys = provider_keys(self.ctx.project.config)
-        names = [n for n in self.p.task.permissions.env if n not in keys]
-        return {**scrubbed_env(names), **self.ctx.env}
+        """The job's own copy of its task's tool environment (prepare.TaskSame.env)."""
+        return dict(self.p.env)
 
     def _budget(self) -> JobBudget:
         task = self.p.task

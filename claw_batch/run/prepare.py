@@ -6,17 +6,18 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from claw_batch.agent import answers, systemprompt
-from claw_batch.config import Task
+from claw_batch.config import Task, provider_keys
 from claw_batch.plan import render
 from claw_batch.plan.fingerprint import Fingerprint, TaskParts, digest, fingerprint, task_digest
 from claw_batch.plan.jobs import Job, glob_files
 from claw_batch.run.context import RunCache, RunContext
 from claw_batch.safety import control
+from claw_batch.safety.childenv import scrubbed_env
 from claw_batch.safety.paths import Policy
 from claw_batch.skills import offer
 from claw_batch.skills import skill as skills
@@ -48,6 +49,7 @@ class Prepared:
     # watch task's globs. Empty: nothing (yet; its tools may still read some).
     tainted: tuple[str, ...] = ()
     cuts: tuple[str, ...] = ()  # what its templates' read() cut (render.clipped)
+    env: Mapping[str, str] = field(default_factory=dict)  # its tools' (TaskSame.env)
 
     @property
     def declared_outputs(self) -> tuple[str, ...]:
@@ -91,6 +93,7 @@ def prepare(
         inputs=read,
         tainted=tainted,
         cuts=tuple(dict.fromkeys(cuts)),
+        env=same.env,
     )
 
 
@@ -103,6 +106,9 @@ class TaskSame:
     tainted_tools: Mapping[str, Tool]  # for one that did (offered_tools)
     granted: tuple[str, ...]  # control.granted
     skill_dirs: tuple[str, ...]  # the real directories of its skills
+    # What its tools' processes start from: the run's scrubbed environment and the task's
+    # `permissions.env`, never a provider's key (validation refuses those names too).
+    env: Mapping[str, str]
 
 
 def task_same(run: RunContext, cache: RunCache, name: str) -> TaskSame:
@@ -116,9 +122,16 @@ def task_same(run: RunContext, cache: RunCache, name: str) -> TaskSame:
             tainted_tools=MappingProxyType(offered_tools(task, tainted=True)),
             granted=control.granted(task),
             skill_dirs=tuple(d for s in offered if (d := s.readable_directory(root))),
+            env=MappingProxyType(_tool_env(run, task)),
         )
 
     return cache.same(name, compute)
+
+
+def _tool_env(run: RunContext, task: Task) -> dict[str, str]:
+    keys = provider_keys(run.project.config)
+    names = [n for n in task.permissions.env if n not in keys]
+    return {**scrubbed_env(names), **run.env}
 
 
 def task_parts(run: RunContext, cache: RunCache, name: str) -> TaskParts:
