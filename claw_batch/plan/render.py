@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import subprocess
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -276,6 +277,53 @@ def render(
     `untrusted`: globs of files whose content `read()` shows fenced; `outside`: which files
     are outside content (the ledger's answer; default: `untrusted`), which an `{% include %}`
     shows fenced, telling `saw`."""
+    text = plain(source, variables)
+    if text is not None:
+        return text
+    return _jinja(source, name, variables, root, untrusted, outside, saw)
+
+
+# `{{ name }}` or `{{ name.part }}` of an Item, spaces around it or not: what an output path
+# (`out/{{ item.stem }}.md`) and many a short prompt hold.
+_PLACEHOLDER = re.compile(r"\{\{ *([A-Za-z_][A-Za-z0-9_]*)(?:\.(path|name|stem|suffix|dir))? *\}\}")
+PLAIN_LIMIT = 100_000  # characters: a longer text is left to Jinja, and its bounds
+
+
+def plain(source: str, variables: Mapping[str, Any]) -> str | None:
+    """The template rendered without Jinja, when it is text with no brace and no carriage
+    return around placeholders of plain strings (a variable that is a `str`, or a part of
+    an Item that is one): the text Jinja makes of it (its finalize shows a plain string as
+    it is), two fewer sandboxed renders a fan-out job. None: Jinja renders it (anything
+    else, a value shown defused or fenced, a name it does not know, a surrogate)."""
+    pieces = _PLACEHOLDER.split(source)  # text, name, part, text, name, part, ..., text
+    for text in pieces[::3]:
+        if "{" in text or "}" in text or "\r" in text:
+            return None
+    for i in range(1, len(pieces), 3):
+        value = variables.get(pieces[i])
+        part = pieces[i + 1]
+        if part is not None:
+            if type(value) is not Item:
+                return None
+            value = getattr(value, part)
+        if type(value) is not str:
+            return None
+        pieces[i], pieces[i + 1] = value, ""
+    text = "".join(pieces)
+    if len(text) > PLAIN_LIMIT or SURROGATE.search(text):
+        return None
+    return text
+
+
+def _jinja(
+    source: str,
+    name: str,
+    variables: Mapping[str, Any],
+    root: Path,
+    untrusted: tuple[str, ...],
+    outside: Callable[[str], bool] | None,
+    saw: Callable[[str], None] | None,
+) -> str:
     import jinja2
 
     from claw_batch.plan import templatebounds
