@@ -8,6 +8,7 @@ microseconds instead of importing a validation stack.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -209,12 +210,13 @@ class Clawfile:
     prices: Mapping[str, Price] = field(default_factory=dict)
     budget: Budget | None = None  # the clawfile-wide per_day / per_week cap
 
-    @property
+    @functools.cached_property
     def untrusted(self) -> tuple[str, ...]:
         """Globs of the files that come from outside the project, whichever task reads them:
         what the watch tasks watch, everything else in the folders they watch (a dropped
         folder, a file the globs do not match), and the done:/failed: folders those files are
-        moved to. A watch glob at the project root marks only what it matches."""
+        moved to. A watch glob at the project root marks only what it matches. Once per
+        clawfile: every job asks it several times."""
         from claw_batch.globs import fixed_dir
 
         found: list[str] = []

@@ -346,7 +346,7 @@ def test_a_runner_that_is_not_root_writes_as_itself_with_no_capability(tmp_path:
 
 # --- what decides the next run: never changed, never made, whatever the write globs say -------
 
-CONTROL = (  # the lead's list in prepare.policy_for, given here explicitly
+CONTROL = (  # the lead's list in prepare._policy, given here explicitly
     "clawfile.yaml",
     "prompts",
     "skills",

@@ -279,8 +279,19 @@ def message_chars(m: Message) -> int:
 
 
 def spec_chars(specs: Sequence[ToolSpec]) -> int:
-    """What the tools' descriptions add to prompt_tokens' count of characters."""
-    return sum(len(json.dumps(t.parameters)) + len(t.description) for t in specs)
+    """What the tools' descriptions add to prompt_tokens' count of characters: counted once
+    for the jobs that are handed the same spec objects (Tool.spec), not once a job."""
+    global _last_spec_chars
+    counted, chars = _last_spec_chars
+    if len(counted) == len(specs) and all(a is b for a, b in zip(counted, specs, strict=True)):
+        return chars
+    chars = sum(len(json.dumps(t.parameters)) + len(t.description) for t in specs)
+    _last_spec_chars = (tuple(specs), chars)
+    return chars
+
+
+# The specs spec_chars counted last, and their characters (one tuple: threads read it whole).
+_last_spec_chars: tuple[tuple[ToolSpec, ...], int] = ((), 0)
 
 
 def _dialect(markup: toolmarkup.Markup | None, sent: Message) -> dict[str, str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import subprocess
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -17,6 +18,8 @@ STAGED = "git diff --cached"  # how the staged changes are named: the diff, the 
 
 if TYPE_CHECKING:
     import jinja2
+
+    from claw_batch.safety.paths import Policy
 
 # Every name a prompt template may use (SPEC §3). `claw validate` refuses any other.
 TEMPLATE_VARIABLES = frozenset(
@@ -42,13 +45,27 @@ class Item:
         """`outside`: the file came from outside the project (a watched folder): its names
         are shown defused wherever a template prints them, and used as they are by read().
         So is a name that is not UTF-8 (a byte shown as `\\xff`: no text holds it as is)."""
-        p = Path(relpath)
-        parts = (relpath, p.name, p.stem, p.suffix, p.parent.as_posix())
+        parts = (relpath, *_name_parts(relpath))
         named = outside or SURROGATE.search(relpath) is not None
         return cls(*(Name(part) for part in parts)) if named else cls(*parts)
 
     def __str__(self) -> str:
         return self.path
+
+
+def _name_parts(relpath: str) -> tuple[str, str, str, str]:
+    """(name, stem, suffix, parent) as PurePosixPath gives them: by string operations for a
+    plain relative path (what a fan-out's glob yields), a job's two renders each ask it."""
+    components = relpath.split("/")
+    if not all(c and c != "." for c in components):  # "", "/a", "a//b", "./a", "a/": pathlib's
+        p = Path(relpath)
+        return p.name, p.stem, p.suffix, p.parent.as_posix()
+    name = components[-1]
+    parent = relpath[: -len(name) - 1] if len(components) > 1 else "."
+    dot = name.rfind(".")
+    if 0 < dot < len(name) - 1:
+        return name, name[:dot], name[dot:], parent
+    return name, name, "", parent
 
 
 def listing(
@@ -192,13 +209,15 @@ def reader(
     """The template `read()`: a file for which `outside` holds (project-relative) is fenced,
     and `saw` is told its path (the job that reads it is tainted). A file over
     READ_HELPER_LIMIT is cut, the cut marked in the text and told to `cut`."""
-    from claw_batch.safety.paths import Policy
-
-    policy = Policy(root)
+    made: list[Policy] = []  # made at the first read(): a Policy resolves its root
 
     def read(path: str) -> str:
+        from claw_batch.safety.paths import Policy
         from claw_batch.safety.safeopen import read_head
 
+        if not made:
+            made.append(Policy(root))
+        policy = made[0]
         real = policy.resolve_read(path)
         shown = policy.relative(real)
         # Where it was checked, and only a regular file: a FIFO swapped in would hang the run.
@@ -258,6 +277,53 @@ def render(
     `untrusted`: globs of files whose content `read()` shows fenced; `outside`: which files
     are outside content (the ledger's answer; default: `untrusted`), which an `{% include %}`
     shows fenced, telling `saw`."""
+    text = plain(source, variables)
+    if text is not None:
+        return text
+    return _jinja(source, name, variables, root, untrusted, outside, saw)
+
+
+# `{{ name }}` or `{{ name.part }}` of an Item, spaces around it or not: what an output path
+# (`out/{{ item.stem }}.md`) and many a short prompt hold.
+_PLACEHOLDER = re.compile(r"\{\{ *([A-Za-z_][A-Za-z0-9_]*)(?:\.(path|name|stem|suffix|dir))? *\}\}")
+PLAIN_LIMIT = 100_000  # characters: a longer text is left to Jinja, and its bounds
+
+
+def plain(source: str, variables: Mapping[str, Any]) -> str | None:
+    """The template rendered without Jinja, when it is text with no brace and no carriage
+    return around placeholders of plain strings (a variable that is a `str`, or a part of
+    an Item that is one): the text Jinja makes of it (its finalize shows a plain string as
+    it is), two fewer sandboxed renders a fan-out job. None: Jinja renders it (anything
+    else, a value shown defused or fenced, a name it does not know, a surrogate)."""
+    pieces = _PLACEHOLDER.split(source)  # text, name, part, text, name, part, ..., text
+    for text in pieces[::3]:
+        if "{" in text or "}" in text or "\r" in text:
+            return None
+    for i in range(1, len(pieces), 3):
+        value = variables.get(pieces[i])
+        part = pieces[i + 1]
+        if part is not None:
+            if type(value) is not Item:
+                return None
+            value = getattr(value, part)
+        if type(value) is not str:
+            return None
+        pieces[i], pieces[i + 1] = value, ""
+    text = "".join(pieces)
+    if len(text) > PLAIN_LIMIT or SURROGATE.search(text):
+        return None
+    return text
+
+
+def _jinja(
+    source: str,
+    name: str,
+    variables: Mapping[str, Any],
+    root: Path,
+    untrusted: tuple[str, ...],
+    outside: Callable[[str], bool] | None,
+    saw: Callable[[str], None] | None,
+) -> str:
     import jinja2
 
     from claw_batch.plan import templatebounds

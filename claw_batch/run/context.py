@@ -19,6 +19,7 @@ from claw_batch.skills.skill import Skill
 
 if TYPE_CHECKING:
     from claw_batch.agent.budget import Spend
+    from claw_batch.run.prepare import TaskSame
     from claw_batch.taint.ledger import TaintedFiles
 
 
@@ -60,6 +61,7 @@ class RunCache:
         self.upstream: dict[str, Upstream] = {}  # task -> what `needs.<task>` shows
         self._outputs: dict[str, dict[str, str | None]] = {}  # task -> its outputs' hashes
         self._parts: dict[str, TaskParts] = {}
+        self._same: dict[str, TaskSame] = {}
         self._control: Control | None = None  # the project's control paths, once read
         self._lock = threading.Lock()
 
@@ -91,6 +93,12 @@ class RunCache:
         if task not in self._parts:
             self._parts[task] = compute()
         return self._parts[task]
+
+    def same(self, task: str, compute: Callable[[], TaskSame]) -> TaskSame:
+        """What every job of the task is offered and granted, computed once."""
+        if task not in self._same:
+            self._same[task] = compute()
+        return self._same[task]
 
     def control(self, compute: Callable[[], Control]) -> Control:
         if self._control is None:

@@ -19,7 +19,7 @@ from claw_batch import startup
 from claw_batch.agent import answers
 from claw_batch.agent.budget import JobBudget
 from claw_batch.agent.loop import LoopResult, LoopSettings, ToolLoop
-from claw_batch.config import Task, provider_keys
+from claw_batch.config import Task
 from claw_batch.errors import LimitExceeded, TaskFailed, ToolError
 from claw_batch.llm.messages import Message
 from claw_batch.plan.fingerprint import Fingerprint
@@ -31,7 +31,6 @@ from claw_batch.run.prepare import Prepared, key_prompt, system_prompt
 from claw_batch.run.record import Recorder
 from claw_batch.run.results import JobResult, Status
 from claw_batch.safety.atomic import DirSyncs
-from claw_batch.safety.childenv import scrubbed_env
 from claw_batch.safety.paths import Policy, checked_output
 from claw_batch.safety.safeopen import write_file
 from claw_batch.sandbox.deferred import Deferred
@@ -227,7 +226,7 @@ class _Execution:
                 Message("user", redact(key_prompt(self.ctx, p))),
             )
         loop = self._loop(started, keys)
-        shown = redact(system.text)
+        shown = _redacted(redact, system.text)
         self.on_event("system", content=shown)
         self.on_event("user", content=prompt)
         result = loop.run([Message("system", shown), Message("user", prompt)])
@@ -275,11 +274,8 @@ class _Execution:
         )
 
     def _env(self) -> dict[str, str]:
-        """The run's scrubbed environment and the task's `permissions.env`, never a
-        provider's key (validation refuses those names too)."""
-        keys = provider_keys(self.ctx.project.config)
-        names = [n for n in self.p.task.permissions.env if n not in keys]
-        return {**scrubbed_env(names), **self.ctx.env}
+        """The job's own copy of its task's tool environment (prepare.TaskSame.env)."""
+        return dict(self.p.env)
 
     def _budget(self) -> JobBudget:
         task = self.p.task
@@ -311,6 +307,23 @@ class _Execution:
                 raise TaskFailed(f"output {p.output}: {e.strerror or e}") from e
         verdict = json.loads(text) if p.task.check else None
         return Outcome(text, result, p.output, verdict)
+
+
+# The last system prompt redacted, with the redactor and the text it came from: the jobs of
+# a task share one text (agent.systemprompt hands out the same object while none of its files
+# changes), so it is redacted once for them rather than once each. A Redactor's answer
+# depends on the text alone.
+_last_redacted: tuple[Callable[[str], str], str, str] | None = None
+
+
+def _redacted(redact: Callable[[str], str], text: str) -> str:
+    global _last_redacted
+    last = _last_redacted
+    if last is not None and last[0] is redact and last[1] is text:
+        return last[2]
+    shown = redact(text)
+    _last_redacted = (redact, text, shown)
+    return shown
 
 
 def _sandbox(policy: Policy, task: Task) -> Deferred:

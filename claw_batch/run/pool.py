@@ -33,6 +33,9 @@ class Scheduler:
         settle_all: Callable[[str, list[Job]], bool],
         on_result: Callable[[JobResult], bool],  # True: start no more jobs
         on_task_done: Callable[[str], None],
+        # Writes what the jobs that ended left for later (run.record): called when no job
+        # starts, as a job that starts writes it with its own start.
+        flush: Callable[[], None] = lambda: None,
     ) -> None:
         self.jobs = max(1, jobs)
         self.upstream = upstream
@@ -41,6 +44,7 @@ class Scheduler:
         self.settle_all = settle_all
         self.on_result = on_result
         self.on_task_done = on_task_done
+        self.flush = flush
         self._waiting: list[str] = []
         self._done: set[str] = set()
         self._remaining: dict[str, int] = {}
@@ -70,7 +74,8 @@ class Scheduler:
 
     def _loop(self) -> None:
         while True:
-            self._fill()
+            if not self._fill():
+                self.flush()
             if not self._running:
                 return
             # A queue the jobs report to as they end, not concurrent.futures.wait: that
@@ -102,9 +107,11 @@ class Scheduler:
         self._pool.submit(_in_turn, job, work, self._ends, self._ended)
         self._running.add(job)
 
-    def _fill(self) -> None:
+    def _fill(self) -> bool:
         """Start jobs while there are free slots; a job that need not run (up to date,
-        skipped) is settled here at once, which may release its dependents."""
+        skipped) is settled here at once, which may release its dependents. True when a
+        job started."""
+        started = False
         self._release()
         queue, running, check = self._queue, self._running, self.check
         while queue and not self._stopping and len(running) < self.jobs:
@@ -121,9 +128,11 @@ class Scheduler:
             work = check(job)
             if not isinstance(work, JobResult):
                 self._start(job, work)
+                started = True
                 baton.pass_on()  # the job sends its first request before the next is checked
             elif self._settle(job, work):  # its task is done: tasks waiting on it may start
                 self._release()
+        return started
 
     def _finish(self, job: Job) -> None:
         result, error = self._ends.pop(job)
@@ -160,6 +169,7 @@ class Scheduler:
                         progress = True
 
     def _task_done(self, name: str) -> None:
+        self.flush()  # its jobs' records before what follows a task (its daily note entry)
         self._done.add(name)
         self.on_task_done(name)
 

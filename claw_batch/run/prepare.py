@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from claw_batch.agent import answers, systemprompt
-from claw_batch.config import Task
+from claw_batch.config import Task, provider_keys
 from claw_batch.plan import render
 from claw_batch.plan.fingerprint import Fingerprint, TaskParts, digest, fingerprint, task_digest
 from claw_batch.plan.jobs import Job, glob_files
 from claw_batch.run.context import RunCache, RunContext
 from claw_batch.safety import control
+from claw_batch.safety.childenv import scrubbed_env
 from claw_batch.safety.paths import Policy
 from claw_batch.skills import offer
 from claw_batch.skills import skill as skills
@@ -47,6 +49,7 @@ class Prepared:
     # watch task's globs. Empty: nothing (yet; its tools may still read some).
     tainted: tuple[str, ...] = ()
     cuts: tuple[str, ...] = ()  # what its templates' read() cut (render.clipped)
+    env: Mapping[str, str] = field(default_factory=dict)  # its tools' (TaskSame.env)
 
     @property
     def declared_outputs(self) -> tuple[str, ...]:
@@ -70,7 +73,7 @@ def prepare(
     schema = answers.VERDICT_SCHEMA if task.check else task.json_schema
     output = _render_path(run, job, task.output, variables)
     outputs = tuple(_render_path(run, job, p, variables) or "" for p in task.outputs)
-    offered = offered_skills(run, task)
+    same = task_same(run, cache, job.task)
     parts = task_parts(run, cache, job.task)
     prompt = _prompt(run, job, variables, schema, fenced.append)
     read = tuple(sorted({*inputs, *([job.item] if job.item else [])}))
@@ -81,16 +84,54 @@ def prepare(
         prompt=prompt,
         variables=variables,
         parts=parts,
-        skills=offered,
+        skills=same.skills,
         output=output,
         outputs=outputs,
         schema=schema,
-        policy=policy_for(run, cache, task, output, outputs, offered),
-        tools=offered_tools(task, tainted=bool(tainted)),
+        policy=_policy(run, cache, task, same, (output, *outputs)),
+        tools=same.tainted_tools if tainted else same.tools,
         inputs=read,
         tainted=tainted,
         cuts=tuple(dict.fromkeys(cuts)),
+        env=same.env,
     )
+
+
+@dataclass(frozen=True)
+class TaskSame:
+    """What every job of a task is offered and granted, whatever its item: once per run."""
+
+    skills: tuple[skills.Skill, ...]
+    tools: Mapping[str, Tool]  # for a job that read no outside content
+    tainted_tools: Mapping[str, Tool]  # for one that did (offered_tools)
+    granted: tuple[str, ...]  # control.granted
+    skill_dirs: tuple[str, ...]  # the real directories of its skills
+    # What its tools' processes start from: the run's scrubbed environment and the task's
+    # `permissions.env`, never a provider's key (validation refuses those names too).
+    env: Mapping[str, str]
+
+
+def task_same(run: RunContext, cache: RunCache, name: str) -> TaskSame:
+    def compute() -> TaskSame:
+        task = run.project.config.tasks[name]
+        offered = offered_skills(run, task)
+        root = run.project.root
+        return TaskSame(
+            skills=offered,
+            tools=MappingProxyType(offered_tools(task)),
+            tainted_tools=MappingProxyType(offered_tools(task, tainted=True)),
+            granted=control.granted(task),
+            skill_dirs=tuple(d for s in offered if (d := s.readable_directory(root))),
+            env=MappingProxyType(_tool_env(run, task)),
+        )
+
+    return cache.same(name, compute)
+
+
+def _tool_env(run: RunContext, task: Task) -> dict[str, str]:
+    keys = provider_keys(run.project.config)
+    names = [n for n in task.permissions.env if n not in keys]
+    return {**scrubbed_env(names), **run.env}
 
 
 def task_parts(run: RunContext, cache: RunCache, name: str) -> TaskParts:
@@ -254,7 +295,10 @@ def _render_path(
     if template is None:
         return None
     where = f"clawfile.yaml:tasks.{job.task}"
-    if job.item is not None:  # a path names the file as it is (a prompt shows it defused)
+    shown = variables.get("item")
+    # A path names the file as it is (a prompt shows it defused): the prompt's item, unless
+    # that is shown defused (outside content, a name not UTF-8).
+    if job.item is not None and not (isinstance(shown, render.Item) and type(shown.path) is str):
         variables = {**variables, "item": render.Item.of(job.item)}
     untrusted = run.project.config.untrusted  # an {% include %} of such a file is fenced
     return render.render(
@@ -282,24 +326,19 @@ def offered_skills(run: RunContext, task: Task) -> tuple[skills.Skill, ...]:
     return tuple(skills.select(run.skills, task.skills, tool_names(task)))
 
 
-def policy_for(
-    run: RunContext,
-    cache: RunCache,
-    task: Task,
-    output: str | None,
-    outputs: tuple[str, ...],
-    offered: tuple[skills.Skill, ...] = (),
+def _policy(
+    run: RunContext, cache: RunCache, task: Task, same: TaskSame, paths: tuple[str | None, ...]
 ) -> Policy:
-    declared = tuple(p for p in [output, *outputs] if p)
+    """Where the job's tools may read and write: `paths`, its rendered outputs."""
     cassettes = run.models.mode.cassettes
     ctl = cache.control(lambda: control.of(run.project, cassettes))
     return Policy(
         run.project.root,
         write_globs=tuple(task.permissions.write),
-        outputs=declared,
+        outputs=tuple(p for p in paths if p),
         protected=ctl.never,
         control=ctl.paths,
-        granted=control.granted(task),
+        granted=same.granted,
         untrusted=run.project.config.untrusted,
-        skill_dirs=tuple(d for s in offered if (d := s.readable_directory(run.project.root))),
+        skill_dirs=same.skill_dirs,
     )

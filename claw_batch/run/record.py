@@ -65,6 +65,7 @@ class Recorder:
         self.run_id = run_id
         self.root = root
         self.run_dir = run_dir  # the run's transcripts
+        self._run_dir_shown = run_dir.relative_to(root).as_posix()  # once, not once a job
         self.hashes = hashes
         self.decider = decider  # seals a success for the quick check
         self.cache = cache  # what the tasks after a job see of it
@@ -91,13 +92,20 @@ class Recorder:
         return JobSink(job, transcript, self.state, self.run_id, progress)
 
     def shown(self, transcript: Transcript) -> str:
-        """The transcript's path as results and the ledger name it."""
-        return transcript.path.relative_to(self.root).as_posix()
+        """The transcript's path as results and the ledger name it (one of `transcript`'s)."""
+        return f"{self._run_dir_shown}/{transcript.path.name}"
 
-    def ended(self, r: JobResult, started: dt.datetime) -> None:
-        """A job that did not succeed."""
+    def ended(self, r: JobResult, started: dt.datetime, *, later: bool = False) -> None:
+        """A job that did not succeed; `later`: as `record`'s."""
         assert self.state is not None
-        self.state.finish_job(JobRecord.of(self.run_id, *_key(r.job), started.isoformat(), r))
+        row = JobRecord.of(self.run_id, *_key(r.job), started.isoformat(), r)
+        self.state.finish_job(row, later=later)
+
+    def flush(self) -> None:
+        """Write what `record` left for later: called when no job is starting (the next job
+        to start writes it in the transaction of its own start)."""
+        if self.state is not None:
+            self.state.flush()
 
     def record(
         self,
@@ -107,7 +115,9 @@ class Recorder:
         fp: Fingerprint,
         tainted: str | None = None,
     ) -> None:
-        """`tainted`: what outside content the job read (its result is shown fenced)."""
+        """`tainted`: what outside content the job read (its result is shown fenced). The
+        job's records are written with the next job's start, or by `flush`: whoever runs the
+        jobs calls it when none is starting (the scheduler)."""
         assert self.state is not None
         task, item = _key(r.job)
         if p.task.check:  # a failed verdict is given again while nothing changes
@@ -116,7 +126,7 @@ class Recorder:
             elif r.status == "ok":
                 self.verdicts().forget(task, item)
         if r.status != "ok":
-            self.ended(r, started)
+            self.ended(r, started, later=True)
             return
         # The output the runner wrote holds r.text: hashed from it, not read back (a file the
         # model's tools wrote is read).
@@ -130,7 +140,7 @@ class Recorder:
         quick = self.decider.seal(r.job, fp, list(written))
         done = Done.of(task, item, fp.value, fp.parts, written, r.text, quick, tainted)
         row = JobRecord.of(self.run_id, task, item, started.isoformat(), r)
-        self.state.succeed_job(row, done, self.synced.sync)
+        self.state.succeed_job(row, done, self.synced.sync, later=True)
         self.cache.produced(task, outputs, r.output, r.text, tainted)
 
     def recall(self, p: Prepared, fp: Fingerprint, *, dry_run: bool) -> JobResult | None:

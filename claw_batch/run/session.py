@@ -214,6 +214,7 @@ class RunSession:
             settle_all=self.settle_all,
             on_result=self.finished,
             on_task_done=self.closing.note,
+            flush=self.records.flush,
         )
         scheduler.run(names)
         if "interrupted" in self.results.statuses:

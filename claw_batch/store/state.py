@@ -22,6 +22,10 @@ from claw_batch.llm.usage import Usage
 from claw_batch.store.database import Database
 
 INSERT_CALL = "INSERT INTO calls VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+START_JOB = (
+    "INSERT OR REPLACE INTO jobs (run_id, task, item, status, started) "
+    "VALUES (?, ?, ?, 'running', ?)"
+)
 
 Durable = Callable[[], None]  # makes a job's outputs durable (safety.atomic.DirSyncs.sync)
 
@@ -164,6 +168,7 @@ class State(Database):
         )
 
     def end_run(self, run_id: str, finished: str, status: str, exit_code: int) -> None:
+        self.flush()  # never a run ended before the jobs it ended
         self._execute(
             "UPDATE runs SET finished = ?, status = ?, exit_code = ? WHERE id = ?",
             (finished, status, exit_code, run_id),
@@ -171,21 +176,28 @@ class State(Database):
 
     def start_job(self, run_id: str, task: str, item: str, started: str) -> None:
         """Mark the job running and forget its last success (the `forget_done` trigger), in
-        one statement and so one transaction: a job killed from here on is never taken for
-        done. One statement where a transaction of four would hand the GIL to another job
-        at each of them (-j 32)."""
-        self._execute(
-            "INSERT OR REPLACE INTO jobs (run_id, task, item, status, started) "
-            "VALUES (?, ?, ?, 'running', ?)",
-            (run_id, task, item, started),
-        )
+        one statement: a job killed from here on is never taken for done. The ends of jobs
+        left for later (`later`) go in the same transaction, when no other thread is writing
+        them: at -j 1 the end of one job and the start of the next are one transaction."""
+        row = (run_id, task, item, started)
+        with self._ends_lock:
+            carry = bool(self._ends) and not self._writing
+            if carry:
+                self._writing = True
+        if carry:
+            self._write_ends(start=row)
+        else:  # one statement, so one transaction
+            self._execute(START_JOB, row)
 
-    def succeed_job(self, r: JobRecord, done: Done, durable: Durable | None = None) -> None:
+    def succeed_job(
+        self, r: JobRecord, done: Done, durable: Durable | None = None, *, later: bool = False
+    ) -> None:
         """Record success with the output hashes (after the outputs are safely on disk): the
         job's row, its model calls and its `done` row in one transaction (see _end_job).
         `durable` finishes putting them there (their folders' fsyncs): it is called before
-        that transaction, once for all the jobs that share it and end together."""
-        self._end_job(r, done, durable)
+        that transaction, once for all the jobs that share it and end together. `later`: in
+        the transaction of the next job to start, or of `flush`, whichever comes first."""
+        self._end_job(r, done, durable, later)
 
     def sealed(self, task: str) -> list[tuple[str, str | None]]:
         """The task's jobs with a last success and their quick seals (plan.quickcheck.TaskKey),
@@ -215,30 +227,46 @@ class State(Database):
             with self.transaction():
                 self.db.executemany("UPDATE done SET quick = ? WHERE task = ? AND item = ?", rows)
 
-    def finish_job(self, r: JobRecord) -> None:
-        """Record how the job ended, with its model calls, in one transaction."""
-        self._end_job(r, None, None)
+    def finish_job(self, r: JobRecord, *, later: bool = False) -> None:
+        """Record how the job ended, with its model calls, in one transaction (`later`: as
+        succeed_job's)."""
+        self._end_job(r, None, None, later)
 
-    def _end_job(self, r: JobRecord, done: Done | None, durable: Durable | None) -> None:
+    def flush(self) -> None:
+        """Write the ends left for later, unless another thread is writing them already."""
+        with self._ends_lock:
+            if not self._ends or self._writing:
+                return
+            self._writing = True
+        self._write_ends()
+
+    def _end_job(
+        self, r: JobRecord, done: Done | None, durable: Durable | None, later: bool = False
+    ) -> None:
         """Group commit: the thread that finds no other writing writes every job that ended
         meanwhile, in one transaction per batch, until none is left; a job that ends while
         another thread writes leaves its rows to it and goes on at once. At -j 32 a
         transaction of its own per job held the ledger for several GIL hand-overs each, and
         the jobs queued behind it. A process killed outright can lose the rows of jobs that
         ended in its last moments (their outputs are on disk; they run again); close()
-        writes whatever is left."""
+        writes whatever is left.
+
+        `later`: the job's rows wait for the next job to start (start_job), for another
+        thread's batch, or for `flush`: whoever runs the jobs flushes when none starts."""
         with self._ends_lock:
             self._ends.append((r, done, durable))
-            if self._writing:
+            if self._writing or later:
                 return
             self._writing = True
         self._write_ends()
 
-    def _write_ends(self) -> None:
+    def _write_ends(self, start: tuple[str, str, str, str] | None = None) -> None:
+        """The ends waiting, in batches, until none is left; `start`: a job's start row
+        (start_job), in the first batch's transaction."""
         while True:
             with self._ends_lock:
                 batch, self._ends = self._ends, []
-                if not batch:
+                if not batch and start is None:
                     self._writing = False
                     return
             try:
@@ -246,12 +274,16 @@ class State(Database):
                     for sync in {id(d): d for _, _, d in batch if d is not None}.values():
                         sync()  # never a job recorded done before its outputs are durable
                 with self.transaction():
-                    self._write_batch(batch)
+                    if batch:
+                        self._write_batch(batch)
+                    if start is not None:
+                        self.db.execute(START_JOB, start)
             except BaseException:
                 with self._ends_lock:
                     self._ends[:0] = batch  # for close(), or the next job, to try again
                     self._writing = False
                 raise
+            start = None
 
     def _write_batch(self, batch: list[tuple[JobRecord, Done | None, Durable | None]]) -> None:
         self._insert(

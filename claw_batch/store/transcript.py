@@ -46,8 +46,11 @@ class Transcript:
         self._started = time.monotonic()
 
     def event(self, kind: str, **fields: Any) -> None:
-        record = {"t": round(time.monotonic() - self._started, 3), "type": kind, **fields}
-        line = _encode(record)
+        t = round(time.monotonic() - self._started, 3)
+        if kind == "system":  # the system prompt the jobs of a task share: see _system_line
+            self._lines.append(_system_line(self.redact, t, fields))
+            return
+        line = _encode({"t": t, "type": kind, **fields})
         self._lines.append(self.redact(line) + "\n")
 
     def flush(self) -> None:
@@ -80,6 +83,26 @@ class Transcript:
 
     def _unwritten(self, error: OSError) -> str:
         return f"transcript {self.path}: {error.strerror or error}"
+
+
+# The last system event's line, with what it was made of: (redactor, t, content, line).
+_last_system: tuple[Redactor, float, object, str] | None = None
+
+
+def _system_line(redact: Redactor, t: float, fields: dict[str, Any]) -> str:
+    """A `system` event's line, encoded and redacted once for the jobs whose system prompt
+    is one text (agent.systemprompt hands them one object) and that write it at the same
+    `t` (0.0 or so: it is a job's second event): the line is the same."""
+    global _last_system
+    content = fields.get("content")
+    last = _last_system
+    same = last is not None and last[0] is redact and last[1] == t and last[2] is content
+    if same and len(fields) == 1 and last is not None:
+        return last[3]
+    line = redact(_encode({"t": t, "type": "system", **fields})) + "\n"
+    if len(fields) == 1 and isinstance(content, str):
+        _last_system = (redact, t, content, line)
+    return line
 
 
 def read_events(path: Path) -> list[dict[str, Any]]:

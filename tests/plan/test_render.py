@@ -13,7 +13,7 @@ from fake_openai import FakeOpenAI, Reply, call, text, tool_calls
 from helpers import claw, make_project
 
 from claw_batch.errors import ClawfileError
-from claw_batch.plan.render import GitInfo, Item, render
+from claw_batch.plan.render import GitInfo, Item, _jinja, plain, render
 from claw_batch.safety.untrusted import fence
 
 
@@ -421,3 +421,49 @@ def test_read_never_cuts_inside_a_character(tmp_path: Path) -> None:
     assert r.stderr.splitlines()[0] == f"claw: warning: triage: {cut}"
     (request,) = server.requests
     assert request["messages"][1]["content"] == f"Triage it: a{'é' * 99_999}\n[claw: {cut}]\n"
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "out/{{ item.stem }}.md",
+        "out/{{item.dir}}/{{ item.name }}{{  item.suffix  }}",
+        "Summarise {{ item.path }} in one line.\n",
+        "{{ task }} on {{ today }} at {{ now }}",
+        "fixed/path.md",
+        "",
+        "tab\there {{ item.stem }} trailing\n\n",
+    ],
+)
+def test_a_plain_template_renders_as_jinja_renders_it(tmp_path: Path, template: str) -> None:
+    """Text and placeholders of plain strings are rendered without Jinja (`plain`), to the
+    same text."""
+    variables = {
+        "task": "t",
+        "today": "2026-11-22",
+        "now": "2026-11-22T23:05:00+01:00",
+        "item": Item.of("inbox/sub/a.tar.gz"),
+    }
+    assert plain(template, variables) is not None
+    args = (template, "p.md", variables, tmp_path, (), None, None)
+    assert render(template, "p.md", variables, root=tmp_path) == _jinja(*args)
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "{{ item.stem | upper }}",  # a filter
+        "{{ item.stem }}{% if task %}x{% endif %}",  # a statement
+        "{# a comment #}{{ task }}",
+        "{{- task }}",  # whitespace control
+        "{{ item.__class__ }}",  # what the sandbox refuses
+        "{{ todya }}",  # undefined: Jinja says so
+        "{{ inputs }}",  # not a string
+        "a}b {{ task }}",
+        "a\r\n{{ task }}",  # Jinja makes \r\n a \n
+        "{{ item.stem }}",  # an outside file's name: shown defused
+    ],
+)
+def test_anything_else_is_left_to_jinja(template: str) -> None:
+    item = Item.of("inbox/a.txt", outside=template == "{{ item.stem }}")
+    assert plain(template, {"task": "t", "inputs": [], "item": item}) is None

@@ -124,3 +124,23 @@ def test_ctrl_c_just_after_a_job_was_handed_to_the_pool_still_reports_it(
     with pytest.raises(KeyboardInterrupt):
         scheduler.run(["t"])
     assert [r.job for r in reported] == [job]
+
+
+def test_the_scheduler_flushes_the_ledger_when_no_job_starts_and_before_a_task_is_done() -> None:
+    """What the jobs that ended left for later (run.record) goes with the next job's start:
+    the scheduler writes it itself only when no job starts, and before a task's end is said
+    (its daily note entry comes after its jobs' records)."""
+    said: list[str] = []
+    jobs = [Job("t", f"{i}.txt") for i in range(3)]
+    scheduler = Scheduler(
+        jobs=1,
+        upstream=lambda name: (),
+        expand=lambda name: list(jobs),
+        check=lambda j: lambda: not_run(j, "ok", ()),
+        on_result=lambda result: said.append(f"result {result.job.item}") and False,
+        settle_all=lambda name, jobs: False,
+        on_task_done=lambda name: said.append(f"done {name}"),
+        flush=lambda: said.append("flush"),
+    )
+    scheduler.run(["t"])
+    assert said == ["result 0.txt", "result 1.txt", "result 2.txt", "flush", "done t", "flush"]

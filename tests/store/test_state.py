@@ -140,3 +140,46 @@ def test_a_batch_of_ends_larger_than_one_statement_takes(tmp_path: Path) -> None
         assert conn.execute("SELECT count(*) FROM calls").fetchone() == (450,)
         done = conn.execute("SELECT item FROM done ORDER BY item").fetchall()
         assert done == [(item,) for item in items if int(item) % 2]
+
+
+def jobs_status(db: Path) -> dict[str, str]:
+    with sqlite3.connect(db) as conn:
+        return dict(conn.execute("SELECT item, status FROM jobs").fetchall())
+
+
+def done_items(db: Path) -> list[str]:
+    with sqlite3.connect(db) as conn:
+        return [item for (item,) in conn.execute("SELECT item FROM done ORDER BY item")]
+
+
+def test_the_ends_left_for_later_go_in_the_transaction_of_the_next_start(tmp_path: Path) -> None:
+    """-j 1: the end of one job and the start of the next are one transaction; a job that
+    starts with nothing left for later takes one statement, as ever."""
+    state, db = open_run(tmp_path)
+    state.record_call(RUN, "t", "a", 1, "m", USAGE, 0.1)
+    state.succeed_job(record("a"), Done.of("t", "a", "fp", {}, {}, "text"), later=True)
+    assert (jobs_status(db)["a"], done_items(db), calls(db)) == ("running", [], [])
+    said: list[str] = []
+    state.db.set_trace_callback(said.append)
+    state.start_job(RUN, "t", "c", "2026-11-22T00:00:00")
+    assert (said.count("BEGIN IMMEDIATE"), said.count("COMMIT")) == (1, 1)
+    assert (jobs_status(db)["a"], jobs_status(db)["c"]) == ("ok", "running")
+    assert (done_items(db), calls(db)) == (["a"], [("a", 1, 10)])
+    said.clear()
+    state.start_job(RUN, "t", "d", "2026-11-22T00:00:00")
+    assert "BEGIN IMMEDIATE" not in said and jobs_status(db)["d"] == "running"
+    state.close()
+
+
+def test_the_ends_left_for_later_are_written_by_flush_and_before_the_run_ends(
+    tmp_path: Path,
+) -> None:
+    state, db = open_run(tmp_path)
+    state.finish_job(record("a", "failed"), later=True)
+    assert jobs_status(db)["a"] == "running"
+    state.flush()
+    assert jobs_status(db)["a"] == "failed"
+    state.finish_job(record("b", "failed"), later=True)
+    state.end_run(RUN, "2026-11-22T00:01:00", "failed", 1)
+    assert jobs_status(db)["b"] == "failed"
+    state.close()
