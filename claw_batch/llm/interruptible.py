@@ -58,7 +58,14 @@ def _left() -> float | None:
 
 def send_all(sock: socket.socket, data: bytes, timeout: float | None) -> None:
     """All of `data` on the non-blocking `sock`; `timeout`: seconds any one wait may last."""
-    view = memoryview(data)
+    _left()
+    try:  # a request fits the socket's buffer: sent at once, as `_sliced` would, for less
+        sent = sock.send(data)
+    except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+        sent = 0
+    if sent == len(data):
+        return
+    view = memoryview(data)[sent:]
     while view:
         sent = _sliced(functools.partial(sock.send, view), sock, timeout, select.POLLOUT)
         view = view[sent:]
