@@ -25,6 +25,7 @@ NEVER_SEARCHED = (".git", STATE_DIR)  # not matched by globs, inputs or fan-out
 # Outside the project anyway, but named in the refusal: /proc/self/environ holds the runner's
 # keys, /dev/zero never ends, a FIFO or a device can block or act when opened.
 KERNEL_FILESYSTEMS = ("/proc", "/sys", "/dev")
+_KERNEL_PREFIXES = tuple(f"{top}/" for top in KERNEL_FILESYSTEMS)  # what is under one
 
 
 @dataclass(frozen=True)
@@ -121,7 +122,9 @@ class Policy:
                 f"refused {doing} {path}: it changed while it was being resolved (a symlink "
                 "or a rename raced the check); nothing was done"
             ) from None
-        kernel = next((top for top in KERNEL_FILESYSTEMS if _is_under(real, top)), None)
+        kernel = None
+        if real.startswith(_KERNEL_PREFIXES) or real in KERNEL_FILESYSTEMS:
+            kernel = next(top for top in KERNEL_FILESYSTEMS if _is_under(real, top))
         if kernel is not None and not _is_under(root, kernel):  # even with the root at /
             raise ToolError(
                 f"refused {doing} {path}: it resolves to {real}, in {kernel}, which tools "

@@ -100,8 +100,9 @@ def read_bytes(fd: int, size: int, limit: int) -> bytes:
 
 
 def open_dir(fd: int) -> int:
-    """A readable fd of the directory behind an O_PATH fd (for scandir)."""
-    return os.open(link(fd), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    """A readable fd of the directory behind an O_PATH fd (for scandir): its `.`, opened in
+    it — the very directory, as through its /proc link, without the walk through /proc."""
+    return os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=fd)
 
 
 def write_file(

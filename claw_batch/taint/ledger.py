@@ -89,7 +89,8 @@ class TaintedFiles:
     def outside(self, rel: str) -> bool:
         """Whether the project-relative file is outside content: watched, tainted, or the
         working-tree copy of a staged file."""
-        if any(globs.match(g, rel) for g in self.untrusted) or self.tainted(rel):
+        untrusted = self.untrusted
+        if (untrusted and any(globs.match(g, rel) for g in untrusted)) or self.tainted(rel):
             return True
         return self.root is not None and self.git.is_copy(self.root, rel)
 
@@ -98,10 +99,15 @@ class TaintedFiles:
         looked at once for all, and git's copies only while something is staged."""
         root = self.root
         found = None if root is None else self.git.now(root)
-        for rel in rels:
-            if any(globs.match(g, rel) for g in self.untrusted) or self.tainted(rel):
+        copies = found is not None and bool(found.copies)
+        untrusted = self.untrusted
+        rows = self.rows  # added to in place: a mark made meanwhile is seen
+        for rel in rels:  # a listing's every entry: only what can say yes is looked at
+            if untrusted and any(globs.match(g, rel) for g in untrusted):
                 return True
-            if found is not None and found.copies and self.git.is_copy(root or "", rel, found):
+            if rel in rows and self.tainted(rel):
+                return True
+            if copies and self.git.is_copy(root or "", rel, found):
                 return True
         return False
 

@@ -218,3 +218,14 @@ def test_kernel_files_are_refused_even_with_the_root_at_slash() -> None:
     shm = Path("/dev/shm")
     if shm.is_dir():
         assert Policy(shm).resolve_read("x.txt") == shm / "x.txt"
+
+
+def test_a_kernel_filesystem_itself_is_refused_and_a_sibling_named_like_one_is_not() -> None:
+    policy = Policy(Path("/"))
+    assert refused(policy.resolve_read, "/dev").startswith(
+        "refused reading /dev: it resolves to /dev, in /dev, which tools never"
+    )
+    assert refused(policy.resolve_read, "proc").startswith(
+        "refused reading proc: it resolves to /proc, in /proc, which tools never"
+    )
+    assert policy.resolve_read("/procfiles/x") == Path("/procfiles/x")  # not under /proc
