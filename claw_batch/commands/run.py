@@ -156,7 +156,6 @@ FIRST_REQUEST_NEEDS = (
     "claw_batch.agent.loop",
     "claw_batch.llm.transport",
     "claw_batch.llm.openai_compat",
-    "claw_batch.plan.templatesandbox",
     "claw_batch.tools.registry",
 )
 
