@@ -147,9 +147,11 @@ class State(Database):
 
     def close(self) -> None:
         try:
-            if self._ends and not self._writing:  # a batch that failed, tried once more
-                with self._ends_lock:
-                    self._writing = True
+            # What is left: a batch that failed, tried once more, or one a Ctrl-C in the
+            # scheduler's flush left claimed but unwritten (no job thread writes by now).
+            with self._ends_lock:
+                left, self._writing = bool(self._ends), True
+            if left:
                 self._write_ends()
             if self._calls:  # jobs that never reached finish_job: keep what they cost
                 with self.transaction():
@@ -264,12 +266,14 @@ class State(Database):
         """The ends waiting, in batches, until none is left; `start`: a job's start row
         (start_job), in the first batch's transaction."""
         while True:
-            with self._ends_lock:
-                batch, self._ends = self._ends, []
-                if not batch and start is None:
-                    self._writing = False
-                    return
-            try:
+            batch: list[tuple[JobRecord, Done | None, Durable | None]] = []
+            try:  # from the batch's taking on: a Ctrl-C in the scheduler's flush loses none
+                with self._ends_lock:
+                    batch = self._ends
+                    self._ends = []
+                    if not batch and start is None:
+                        self._writing = False
+                        return
                 with baton.released():  # fsyncs of the outputs' folders
                     for sync in {id(d): d for _, _, d in batch if d is not None}.values():
                         sync()  # never a job recorded done before its outputs are durable
@@ -280,7 +284,8 @@ class State(Database):
                         self.db.execute(START_JOB, start)
             except BaseException:
                 with self._ends_lock:
-                    self._ends[:0] = batch  # for close(), or the next job, to try again
+                    if self._ends is not batch:  # for close(), or the next job, to try again
+                        self._ends[:0] = batch
                     self._writing = False
                 raise
             start = None

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 from pathlib import Path
+
+import pytest
 
 from claw_batch.store.state import Done, JobRecord, State
 
@@ -183,3 +186,37 @@ def test_the_ends_left_for_later_are_written_by_flush_and_before_the_run_ends(
     state.end_run(RUN, "2026-11-22T00:01:00", "failed", 1)
     assert jobs_status(db)["b"] == "failed"
     state.close()
+
+
+class _InterruptedLock:
+    """A lock whose `fire_on`-th release is followed by a Ctrl-C: the main thread's signal
+    handler (SIGINT, or SIGTERM made one) runs at that bytecode."""
+
+    def __init__(self, fire_on: int) -> None:
+        self.lock, self.released, self.fire_on = threading.Lock(), 0, fire_on
+
+    def __enter__(self) -> None:
+        self.lock.acquire()
+
+    def __exit__(self, *_: object) -> None:
+        self.lock.release()
+        self.released += 1
+        if self.released == self.fire_on:
+            raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize("fire_on", [1, 2], ids=["after-claiming-the-writer", "after-the-batch"])
+def test_a_ctrl_c_in_the_scheduler_s_flush_loses_no_ended_job(tmp_path: Path, fire_on: int) -> None:
+    """The scheduler (the main thread, where Ctrl-C lands) writes the ends left for later: an
+    interrupt anywhere in its flush leaves them for end_run and close, written once."""
+    state, db = open_run(tmp_path)
+    state.succeed_job(record("a"), Done.of("t", "a", "fp", {}, {}, "text"), later=True)
+    state._ends_lock = _InterruptedLock(fire_on)  # type: ignore[assignment]
+    with pytest.raises(KeyboardInterrupt):
+        state.flush()
+    state._ends_lock = threading.Lock()
+    state.end_run(RUN, "2026-11-22T00:01:00", "interrupted", 130)
+    state.close()
+    with sqlite3.connect(db) as c:
+        assert c.execute("SELECT status FROM jobs WHERE item = 'a'").fetchall() == [("ok",)]
+        assert c.execute("SELECT item FROM done").fetchall() == [("a",)]
