@@ -11,6 +11,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from claw_batch.config import Project, Task
 from claw_batch.plan import render
@@ -112,12 +113,12 @@ class TaskKey:
         seals: Sequence[tuple[str, str | None]],
         items: Sequence[str | None],
         stamp: Callable[[list[str]], str | None],
-    ) -> list[str | None] | None:
+    ) -> Sequence[str | None] | None:
         """`unchanged` for jobs of this task, `seals[i]` the (item, seal) of the job of
-        `items[i]` as the ledger has it: the output each one's result names (None: none), or
-        None when one does not hold (no seal, another item). One loop, nothing made per job
-        (a no-op asks it of 100,000 jobs at once), on two cores when there are that many
-        (claw_batch.plan.halves)."""
+        `items[i]` as the ledger has it: the output each one's result names (None: none;
+        each read from its seal when asked), or None when one does not hold (no seal,
+        another item). One loop, nothing made per job (a no-op asks it of 100,000 jobs at
+        once), on two cores when there are that many (claw_batch.plan.halves)."""
         quick = self.quick
 
         def holds(start: int, end: int) -> bool:
@@ -132,7 +133,22 @@ class TaskKey:
 
         if not all_in_halves(holds, len(seals)):
             return None
-        return [self.first_output(sealed) for _, sealed in seals if sealed]
+        return _FirstOutputs(seals)
+
+
+class _FirstOutputs(Sequence[str | None]):
+    """The output each seal names, read from it when asked (TaskKey.first_output)."""
+
+    def __init__(self, seals: Sequence[tuple[str, str | None]]) -> None:
+        self.seals = seals
+
+    def __len__(self) -> int:
+        return len(self.seals)
+
+    def __getitem__(self, i: Any) -> Any:  # an index or a slice, as Sequence has it
+        if isinstance(i, slice):
+            return [self[n] for n in range(*i.indices(len(self)))]
+        return TaskKey.first_output(self.seals[i][1] or "")
 
 
 def _git_state(root: Path) -> list[str]:

@@ -97,7 +97,7 @@ class Decider:
         # When it does not hold, decide() stats it again: the full check that follows dwarfs it
         return False if outputs is None else outputs[0]
 
-    def sealed_outputs(self, task: str, jobs: Sequence[Job]) -> list[str | None] | None:
+    def sealed_outputs(self, task: str, jobs: Sequence[Job]) -> Sequence[str | None] | None:
         """`sealed_output` of jobs of one task at once: the output each one's result names
         when every seal holds; None as soon as one does not."""
         seals = self.seal_rows(task)

@@ -28,7 +28,7 @@ from claw_batch.run.context import RunCache, RunContext
 from claw_batch.run.pool import Scheduler
 from claw_batch.run.prepare import Prepared, estimate, fingerprint_of, prepare, task_parts
 from claw_batch.run.record import NOT_UTF8, Recorder, unrecordable
-from claw_batch.run.results import NO_USAGE, JobResult, Results, RunSummary, not_run
+from claw_batch.run.results import NO_USAGE, JobResult, Results, RunSummary, UpToDate, not_run
 from claw_batch.safety.childenv import git_read_only, scrubbed_env
 from claw_batch.safety.paths import checked_output
 from claw_batch.safety.redact import Redactor
@@ -262,8 +262,7 @@ class RunSession:
         outputs = self.decider.sealed_outputs(task, jobs)
         if outputs is None:
             return False
-        paired = zip(jobs, outputs, strict=True)
-        results = [not_run(job, "up-to-date", (), output) for job, output in paired]
+        results = UpToDate(jobs, outputs)  # each made when read: a no-op reads few
         self.results.extend(results)  # no answers to leave out (CloseOut.kept)
         self.setup.progress.jobs_up_to_date(results)
         return True
