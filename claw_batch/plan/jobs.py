@@ -5,9 +5,10 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from claw_batch.config import Clawfile
 from claw_batch.errors import ClawfileError, UsageError
@@ -22,6 +23,28 @@ class Job:
     @property
     def name(self) -> str:
         return f"{self.task}[{self.item}]" if self.item else self.task
+
+
+class Items(Sequence[Job]):
+    """The jobs of a fan-out task over `items`, each made when it is read: a no-op's 100,000
+    jobs are counted and paired with their results, seldom read one by one."""
+
+    def __init__(self, task: str, items: Sequence[str]) -> None:
+        self.task = task
+        self.items = items
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, i: Any) -> Any:  # an index or a slice, as Sequence has it
+        if isinstance(i, slice):
+            return [Job(self.task, item) for item in self.items[i]]
+        return Job(self.task, self.items[i])
+
+    def __iter__(self) -> Iterator[Job]:
+        task = self.task
+        for item in self.items:
+            yield Job(task, item)
 
 
 def select_tasks(config: Clawfile, targets: Sequence[str]) -> list[str]:

@@ -113,12 +113,14 @@ class TaskKey:
         seals: Sequence[tuple[str, str | None]],
         items: Sequence[str | None],
         stamp: Callable[[list[str]], str | None],
+        first: Callable[[], bool] | None = None,
     ) -> Sequence[str | None] | None:
         """`unchanged` for jobs of this task, `seals[i]` the (item, seal) of the job of
         `items[i]` as the ledger has it: the output each one's result names (None: none;
         each read from its seal when asked), or None when one does not hold (no seal,
         another item). One loop, nothing made per job (a no-op asks it of 100,000 jobs at
-        once), on two cores when there are that many (claw_batch.plan.halves)."""
+        once), on two cores when there are that many (claw_batch.plan.halves); `first`, a
+        check the forked half makes before its share, must hold too."""
         quick = self.quick
 
         def holds(start: int, end: int) -> bool:
@@ -131,7 +133,7 @@ class TaskKey:
                     return False
             return True
 
-        if not all_in_halves(holds, len(seals)):
+        if not all_in_halves(holds, len(seals), first):
             return None
         return _FirstOutputs(seals)
 

@@ -16,7 +16,8 @@ from typing import Any, Literal, Protocol
 from claw_batch.config import Task
 from claw_batch.plan.fingerprint import Fingerprint
 from claw_batch.plan.graph import Graph
-from claw_batch.plan.jobs import Job
+from claw_batch.plan.halves import pays
+from claw_batch.plan.jobs import Items, Job
 from claw_batch.plan.quickcheck import TaskKey, keyed
 from claw_batch.store.filehash import FileHashes
 from claw_batch.store.lastrun import LastRun, last_runs
@@ -83,6 +84,10 @@ class Decider:
         self.force = force
         self.dry_run = dry_run
         self._rows: dict[str, list[tuple[str, str | None]]] = {}  # see seal_rows()
+        # Per task settled by settle_task(): its jobs and their outputs; or the tasks where
+        # that check did not hold.
+        self._settled: dict[str, tuple[Sequence[Job], Sequence[str | None]]] = {}
+        self._unsettled: set[str] = set()
         self._sealed: dict[str, dict[str, str | None]] = {}  # see sealed()
         self.keys: dict[str, TaskKey | None] = {}  # per task, for the quick check
         self.pending: set[str] = set()  # dry run: tasks that would run
@@ -97,15 +102,50 @@ class Decider:
         # When it does not hold, decide() stats it again: the full check that follows dwarfs it
         return False if outputs is None else outputs[0]
 
+    def settle_task(self, task: str, jobs_of: Callable[[], Sequence[Job]]) -> Sequence[Job] | None:
+        """The jobs of a large task as the ledger has them, when the quick check holds for
+        every one and its listing (`jobs_of`), made meanwhile by the forked half of that
+        check (claw_batch.plan.halves), finds the same items: a no-op's listing is then off
+        this process's path, and its jobs are made only when read. None: list the jobs and
+        check them as ever (`sealed_outputs` then answers from this check)."""
+        seals = self.seal_rows(task)
+        if not pays(len(seals)) or task in self._settled or task in self._unsettled:
+            return None
+        key = self.task_key(task)
+        if key is None or self.graph.dependents(task):
+            return None
+        items = [item for item, _ in seals]
+
+        def listed() -> bool:
+            jobs = jobs_of()
+            return len(jobs) == len(items) and all(
+                job.item == item for job, item in zip(jobs, items, strict=True)
+            )
+
+        outputs = key.all_unchanged(seals, items, self.hashes.stamp, first=listed)
+        if outputs is None:
+            self._unsettled.add(task)
+            return None
+        jobs = Items(task, items)
+        self._settled[task] = (jobs, outputs)
+        return jobs
+
     def sealed_outputs(self, task: str, jobs: Sequence[Job]) -> Sequence[str | None] | None:
         """`sealed_output` of jobs of one task at once: the output each one's result names
         when every seal holds; None as soon as one does not."""
+        settled = self._settled.get(task)
+        if settled is not None and jobs is settled[0]:
+            return settled[1]
         seals = self.seal_rows(task)
         if len(seals) != len(jobs):  # items came or went since: their seals, by name
             sealed = self.sealed(task)
             seals = [(job.item or "", sealed.get(job.item or "")) for job in jobs]
             if not all(seal for _, seal in seals):
                 return None
+        elif task in self._unsettled and all(
+            job.item == item for job, (item, _) in zip(jobs, seals, strict=True)
+        ):
+            return None  # the jobs settle_task checked, and one did not hold
         key = self.task_key(task)
         if key is None or self.graph.dependents(task):
             return None

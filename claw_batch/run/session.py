@@ -10,7 +10,7 @@ import dataclasses
 import datetime as dt
 import functools
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -223,9 +223,15 @@ class RunSession:
         """The run's last writes (claw_batch.run.closeout); the summary as they leave it."""
         return self.closing.close(summary)
 
-    def _expand(self, name: str) -> list[Job]:
-        """The task's jobs, when its turn comes; the progress display counts them."""
-        jobs = self.setup.jobs_of(name)
+    def _expand(self, name: str) -> Sequence[Job]:
+        """The task's jobs, when its turn comes; the progress display counts them. A large
+        task found up to date has them from the ledger, listed meanwhile by the forked half
+        of its check (Decider.settle_task)."""
+        jobs = None
+        if not any(n in self.failed for n in self.setup.graph.upstream(name)):
+            jobs = self.decider.settle_task(name, lambda: self.setup.jobs_of(name))
+        if jobs is None:
+            jobs = self.setup.jobs_of(name)
         self.setup.progress.expect(name, len(jobs))
         return jobs
 
@@ -252,7 +258,7 @@ class RunSession:
             return stops and not self.setup.keep_going
         return False
 
-    def settle_all(self, task: str, jobs: list[Job]) -> bool:
+    def settle_all(self, task: str, jobs: Sequence[Job]) -> bool:
         """Whether every job of the task is up to date by the quick check, taken for all of
         them at once (a no-op's 100,000 jobs: one loop, no check and no scheduling a job);
         if so, their results are recorded. Else each job takes `check` in turn."""
