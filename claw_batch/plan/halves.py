@@ -43,8 +43,18 @@ def all_in_halves(
 ) -> bool:
     """`holds(0, n)` (and `first()`), asked of chunks `holds(start, end)` taken in turn by
     this process and a forked child when it `pays`; here, in one call, when it does not."""
+    said = None if first is None else lambda: b"" if first() else None
+    return shared(holds, n, said) is not None
+
+
+def shared(
+    holds: Callable[[int, int], bool], n: int, first: Callable[[], bytes | None] | None = None
+) -> bytes | None:
+    """`all_in_halves`, where `first` says None when it does not hold, else a few bytes for
+    this process (what the child found); those bytes, or None when a check did not hold."""
     if not pays(n):
-        return (first is None or first()) and holds(0, n)
+        said = b"" if first is None else first()
+        return said if said is not None and holds(0, n) else None
     chunk = max(CHUNK, -(-n // _MAX_CHUNKS))
     take, put = os.pipe()
     os.write(put, b"".join(_START.pack(start) for start in range(0, n, chunk)))
@@ -61,22 +71,24 @@ def all_in_halves(
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         for fd in (take, read, write):
             os.close(fd)
-        return (first is None or first()) and holds(0, n)
+        said = b"" if first is None else first()
+        return said if said is not None and holds(0, n) else None
     if pid == 0:
-        _child(read, write, lambda: _first(take, first) and _chunks(take, holds, n, chunk))
+        _child(read, write, lambda: _mine(take, first, holds, n, chunk))
     signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     os.close(write)
-    mine = False
+    mine, answer = False, b""
     try:
         mine = _chunks(take, holds, n, chunk)
-        theirs = mine and os.read(read, 1) == b"1"
+        while mine and (more := os.read(read, 65536)):
+            answer += more
     finally:
         os.close(read)
         os.close(take)
         if not mine:  # its answer no longer matters
             os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
-    return theirs
+    return answer[1:] if answer[:1] == b"1" else None
 
 
 def _chunks(take: int, holds: Callable[[int, int], bool], n: int, chunk: int) -> bool:
@@ -91,16 +103,23 @@ def _chunks(take: int, holds: Callable[[int, int], bool], n: int, chunk: int) ->
             return False
 
 
-def _first(take: int, first: Callable[[], bool] | None) -> bool:
-    """The child's own check, before any chunk; when it does not hold (or raises), the
-    chunks are taken, for the parent to stop at once."""
+def _mine(
+    take: int,
+    first: Callable[[], bytes | None] | None,
+    holds: Callable[[int, int], bool],
+    n: int,
+    chunk: int,
+) -> bytes | None:
+    """The child's share: its own check, then chunks. When its check does not hold (or
+    raises), the chunks are taken, for the parent to stop at once."""
     try:
-        if first is None or first():
-            return True
+        said = b"" if first is None else first()
     except Exception:
-        pass
-    _drain(take)
-    return False
+        said = None
+    if said is None:
+        _drain(take)
+        return None
+    return said if _chunks(take, holds, n, chunk) else None
 
 
 def _span(start: bytes, n: int, chunk: int) -> tuple[int, int]:
@@ -113,12 +132,15 @@ def _drain(take: int) -> None:
         pass
 
 
-def _child(read: int, write: int, holds: Callable[[], bool]) -> NoReturn:
-    """The forked half: one byte, then out without running anything of the parent's (no
-    atexit, no buffers flushed twice, the ledger's connection untouched). Whatever it
-    raises is a "does not hold"."""
+def _child(read: int, write: int, answer: Callable[[], bytes | None]) -> NoReturn:
+    """The forked half: `1` and what it found, or `0`, then out without running anything of
+    the parent's (no atexit, no buffers flushed twice, the ledger's connection untouched).
+    Whatever it raises is a "does not hold"."""
     try:
         os.close(read)
-        os.write(write, b"1" if holds() else b"0")
+        said = answer()
+        data = b"0" if said is None else b"1" + said
+        while data:
+            data = data[os.write(write, data) :]
     finally:
         os._exit(0)

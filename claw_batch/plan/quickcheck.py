@@ -113,32 +113,45 @@ class TaskKey:
         seals: Sequence[tuple[str, str | None]],
         items: Sequence[str | None],
         stamp: Callable[[list[str]], str | None],
-        first: Callable[[], bool] | None = None,
     ) -> Sequence[str | None] | None:
         """`unchanged` for jobs of this task, `seals[i]` the (item, seal) of the job of
         `items[i]` as the ledger has it: the output each one's result names (None: none;
         each read from its seal when asked), or None when one does not hold (no seal,
         another item). One loop, nothing made per job (a no-op asks it of 100,000 jobs at
-        once), on two cores when there are that many (claw_batch.plan.halves); `first`, a
-        check the forked half makes before its share, must hold too."""
+        once), on two cores when there are that many (claw_batch.plan.halves)."""
+        if not all_in_halves(self.holds(seals, items, stamp), len(seals)):
+            return None
+        return FirstOutputs(seals)
+
+    def holds(
+        self,
+        seals: Sequence[tuple[str, str | None]],
+        items: Sequence[str | None],
+        stamp: Callable[[list[str]], str | None],
+        gone: Callable[[int], bool] | None = None,
+    ) -> Callable[[int, int], bool]:
+        """`all_unchanged`'s check of the jobs `start` to `end`. `gone(i)`: whether the job
+        `i`, whose item is missing, is no job at all (its item was removed since it ran);
+        without it, a missing item does not hold."""
         quick = self.quick
 
         def holds(start: int, end: int) -> bool:
-            for (name, sealed), item in zip(seals[start:end], items[start:end], strict=True):
+            jobs = zip(seals[start:end], items[start:end], strict=True)
+            for i, ((name, sealed), item) in enumerate(jobs, start):
                 if not sealed or name != (item or ""):
                     return False
                 digest, *outputs = sealed.split("\n")
                 now = stamp([item, *outputs] if item else outputs)
+                if now is None and gone and item and stamp([item]) is None and gone(i):
+                    continue
                 if now is None or digest != quick(now):
                     return False
             return True
 
-        if not all_in_halves(holds, len(seals), first):
-            return None
-        return _FirstOutputs(seals)
+        return holds
 
 
-class _FirstOutputs(Sequence[str | None]):
+class FirstOutputs(Sequence[str | None]):
     """The output each seal names, read from it when asked (TaskKey.first_output)."""
 
     def __init__(self, seals: Sequence[tuple[str, str | None]]) -> None:

@@ -166,7 +166,13 @@ def test_a_no_op_lists_its_fan_out_in_the_forked_child(tmp_path: Path, server: F
     assert listed_where(root, env, log) == (["child", "parent"], {"up-to-date": MIN_SPLIT, "ok": 1})
     assert listed_where(root, env, log) == (["child"], {"up-to-date": MIN_SPLIT + 1})
 
-    (root / "inbox/0000.txt").unlink()  # its stat fails first: the child may be cut short
+    (root / "inbox/0000.txt").unlink()  # its ledger row stays: a job no more, not a change
+    assert listed_where(root, env, log) == (["child"], {"up-to-date": MIN_SPLIT})
+    (root / "inbox/0001.txt").write_text("changed\n")  # found first: the child may be cut short
+    where, counts = listed_where(root, env, log)
+    assert (where[-1:], counts) == (["parent"], {"up-to-date": MIN_SPLIT - 1, "ok": 1})
+    (root / "inbox/0002.txt").unlink()
+    (root / "inbox/0000.txt").write_text("item 0000\n")  # back, as it was: its seal is old
     where, counts = listed_where(root, env, log)
     assert (where[-1:], counts) == (["parent"], {"up-to-date": MIN_SPLIT})
 
