@@ -126,7 +126,8 @@ class Decider:
             missing.append(i)  # to be found in what the child says was removed
             return True
 
-        said = shared(key.holds(seals, items, self.hashes.stamp, gone), len(seals), listing)
+        holds = key.holds(seals, items, self.hashes.stamp, gone, self.hashes.stamp_pair)
+        said = shared(holds, len(seals), listing)
         removed = set(_unpack(said)) if said else set()
         if said is None or not removed.issuperset(missing):
             self._unsettled.add(task)
@@ -158,7 +159,8 @@ class Decider:
         key = self.task_key(task)
         if key is None or self.graph.dependents(task):
             return None
-        return key.all_unchanged(seals, [job.item for job in jobs], self.hashes.stamp)
+        items = [job.item for job in jobs]
+        return key.all_unchanged(seals, items, self.hashes.stamp, self.hashes.stamp_pair)
 
     def seal_rows(self, task: str) -> list[tuple[str, str | None]]:
         """The task's jobs with a last success and their quick seals (None: none), in the
