@@ -25,6 +25,11 @@ class Job:
         return f"{self.task}[{self.item}]" if self.item else self.task
 
 
+def items_of(jobs: Sequence[Job]) -> Sequence[str | None]:
+    """The jobs' items, without making the jobs of `Items`."""
+    return jobs.items if isinstance(jobs, Items) else [job.item for job in jobs]
+
+
 class Items(Sequence[Job]):
     """The jobs of a fan-out task over `items`, each made when it is read: a no-op's 100,000
     jobs are counted and paired with their results, seldom read one by one."""
@@ -143,8 +148,9 @@ class _Inside:
         return os.path.commonpath([self.real_root, real]) == self.real_root
 
 
-def expand(config: Clawfile, root: Path, task: str) -> list[Job]:
-    """The task's jobs: one per `foreach:` match or watched file, else the task itself."""
+def expand(config: Clawfile, root: Path, task: str) -> Sequence[Job]:
+    """The task's jobs: one per `foreach:` match or watched file (made when read), else the
+    task itself."""
     patterns = config.tasks[task].item_globs
     if not patterns:
         return [Job(task)]
@@ -152,4 +158,4 @@ def expand(config: Clawfile, root: Path, task: str) -> list[Job]:
         items = glob_files(root, patterns[0])
     else:
         items = sorted({item for pattern in patterns for item in glob_files(root, pattern)})
-    return [Job(task, item) for item in items]
+    return Items(task, items)

@@ -18,7 +18,7 @@ from claw_batch.config import Task
 from claw_batch.plan.fingerprint import Fingerprint
 from claw_batch.plan.graph import Graph
 from claw_batch.plan.halves import pays, shared
-from claw_batch.plan.jobs import Items, Job
+from claw_batch.plan.jobs import Items, Job, items_of
 from claw_batch.plan.quickcheck import FirstOutputs, TaskKey, keyed
 from claw_batch.store.filehash import FileHashes
 from claw_batch.store.lastrun import LastRun, last_runs
@@ -159,7 +159,7 @@ class Decider:
         key = self.task_key(task)
         if key is None or self.graph.dependents(task):
             return None
-        items = [job.item for job in jobs]
+        items = items_of(jobs)
         return key.all_unchanged(seals, items, self.hashes.stamp, self.hashes.stamp_pair)
 
     def seal_rows(self, task: str) -> list[tuple[str, str | None]]:
@@ -286,7 +286,7 @@ class _Listing:
         self.removed: frozenset[int] | None = None  # once listed
 
     def __call__(self) -> bytes | None:
-        listed = [job.item for job in self.jobs_of()]
+        listed = list(items_of(self.jobs_of()))
         if listed == self.items:
             self.removed = frozenset()
             return b""

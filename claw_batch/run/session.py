@@ -53,7 +53,7 @@ class RunSetup:
     redact: Redactor
     progress: Progress
     environ: Mapping[str, str]
-    jobs_of: Callable[[str], list[Job]]  # a task's jobs, when its turn comes
+    jobs_of: Callable[[str], Sequence[Job]]  # a task's jobs, when its turn comes
     dry_run: bool = False
     detail: bool = True  # a dry run prepares each job that would run (RunOptions.detail)
     force: bool = False
