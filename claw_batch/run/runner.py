@@ -297,6 +297,7 @@ class Runner:
             hook=o.hook,
             command=o.command,
             trigger=o.started_by,
+            handed=bool(o.only),
         )
 
     def _exit_code(self, results: Results) -> int:

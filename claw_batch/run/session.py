@@ -64,6 +64,7 @@ class RunSetup:
     hook: str | None = None  # the git hook the run serves: its tools cannot commit or stash
     command: str = "claw"  # as typed (RunOptions.command)
     trigger: str = "hand"  # what started the run (RunOptions.started_by)
+    handed: bool = False  # claw watch: the jobs are the files handed over, not every match
 
 
 class Preparation:
@@ -228,7 +229,8 @@ class RunSession:
         task found up to date has them from the ledger, listed meanwhile by the forked half
         of its check (Decider.settle_task)."""
         jobs = None
-        if not any(n in self.failed for n in self.setup.graph.upstream(name)):
+        upstream = self.setup.graph.upstream(name)
+        if not self.setup.handed and not any(n in self.failed for n in upstream):
             jobs = self.decider.settle_task(name, lambda: self.setup.jobs_of(name))
         if jobs is None:
             jobs = self.setup.jobs_of(name)
