@@ -56,29 +56,44 @@ from fullrun import (  # noqa: E402
 TARGET = 1.0  # seconds for 100,000 jobs: issue 17 (0.5 s for 10,000 was issue 3's)
 TARGET_ITEMS = 100_000
 
-# Where a no-op's time goes; rows nest.
+# Where a no-op's time goes; rows nest. This process only: the forked child (plan/halves.py:
+# its share of the stat pass, and the listing of a large task's fan-out) is not profiled.
 PHASES = (
     ("imports (inside the run)", "<frozen importlib._bootstrap>", "_find_and_load"),
     ("load the clawfile (validated-config cache)", "claw_batch/clawfile/load.py", "load_project"),
-    ("glob the fan-out", "claw_batch/plan/jobs.py", "glob_files"),
+    ("open the ledger (its page check when not stamped)", "claw_batch/store/database.py", "_setup"),
     ("run under the lock", "claw_batch/run/runner.py", "_run"),
-    ("  a task's jobs, checked together", "claw_batch/run/session.py", "settle_all"),
-    ("    load the ledger: the task's seals", "claw_batch/store/state.py", "sealed"),
-    ("    the task key, once per task", "claw_batch/plan/quickcheck.py", "of"),
-    ("    quick check of every job", "claw_batch/plan/quickcheck.py", "all_unchanged"),
     (
-        "      the stat pass: this half, then the forked child's answer",
-        "claw_batch/plan/halves.py",
-        "all_in_halves",
+        "  sweep the output folders' temp files",
+        "claw_batch/safety/tempsweep.py",
+        "sweep_run_folders",
     ),
-    ("        stat item and output", "claw_batch/store/filehash.py", "stamp"),
-    ("    the up-to-date results", "claw_batch/run/results.py", "not_run"),
+    ("  a task's jobs, when its turn comes", "claw_batch/run/session.py", "_expand"),
+    ("    a large task settled from its ledger", "claw_batch/plan/uptodate.py", "settle_task"),
+    ("      load the ledger: the task's seals", "claw_batch/store/state.py", "sealed"),
+    ("      the task key, once per task", "claw_batch/plan/quickcheck.py", "of"),
+    (
+        "      the stat pass: this process's chunks, then the child's answer",
+        "claw_batch/plan/halves.py",
+        "shared",
+    ),
+    ("        stat item and output", "claw_batch/store/filehash.py", "stamp_pair"),
+    (
+        "    glob the fan-out here (not settled from the ledger)",
+        "claw_batch/plan/jobs.py",
+        "glob_files",
+    ),
+    ("  a task's jobs, checked together", "claw_batch/run/session.py", "settle_all"),
+    (
+        "    quick check of every job (not settled)",
+        "claw_batch/plan/quickcheck.py",
+        "all_unchanged",
+    ),
     ("  a job checked on its own (not taken)", "claw_batch/run/session.py", "check"),
     ("  full check: prepare (not taken)", "claw_batch/run/prepare.py", "prepare"),
     ("  progress", "claw_batch/terminal/progress.py", "jobs_up_to_date"),
     ("  end of run", "claw_batch/run/closeout.py", "close"),
 )
-
 
 # For scale, the least a no-op can do in Python: list the inputs, stat each input and output,
 # compare with the (mtime, size, inode) recorded after the setup run. argv: the record.

@@ -666,6 +666,15 @@ def page_damaged(db: Path, table: str = "done") -> dict[str, int]:
     return {"page": root}
 
 
+def page_damaged_mtime_kept(db: Path) -> None:
+    """The same, its mtime put back (as `cp -p`, rsync or `touch -r` leave a file): a run
+    that skips the page check of a ledger unchanged since its last clean close (ledgerfile)
+    must not take it for unchanged."""
+    before = db.stat()
+    page_damaged(db)
+    os.utime(db, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+
 def wrong_schema(db: Path) -> None:
     db.unlink()
     with contextlib.closing(sqlite3.connect(db)) as other:
@@ -680,13 +689,14 @@ def wrong_schema(db: Path) -> None:
         (truncated, "database disk image is malformed"),
         (last_page_lost, "database disk image is malformed"),
         (page_damaged, "database disk image is malformed"),
+        (page_damaged_mtime_kept, "database disk image is malformed"),
         (
             wrong_schema,
             "its table jobs has no column duration_s, item, output, reason, run_id, "
             "started, status, task",
         ),
     ],
-    ids=["garbage", "truncated", "last-page-lost", "page-damaged", "wrong-schema"],
+    ids=["garbage", "truncated", "last-page-lost", "page-damaged", "mtime-kept", "wrong-schema"],
 )
 def test_a_corrupt_ledger_is_moved_aside_and_every_job_runs_again(
     tmp_path: Path, damage: Any, why: str

@@ -5,9 +5,10 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from claw_batch.config import Clawfile
 from claw_batch.errors import ClawfileError, UsageError
@@ -22,6 +23,33 @@ class Job:
     @property
     def name(self) -> str:
         return f"{self.task}[{self.item}]" if self.item else self.task
+
+
+def items_of(jobs: Sequence[Job]) -> Sequence[str | None]:
+    """The jobs' items, without making the jobs of `Items`."""
+    return jobs.items if isinstance(jobs, Items) else [job.item for job in jobs]
+
+
+class Items(Sequence[Job]):
+    """The jobs of a fan-out task over `items`, each made when it is read: a no-op's 100,000
+    jobs are counted and paired with their results, seldom read one by one."""
+
+    def __init__(self, task: str, items: Sequence[str]) -> None:
+        self.task = task
+        self.items = items
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, i: Any) -> Any:  # an index or a slice, as Sequence has it
+        if isinstance(i, slice):
+            return [Job(self.task, item) for item in self.items[i]]
+        return Job(self.task, self.items[i])
+
+    def __iter__(self) -> Iterator[Job]:
+        task = self.task
+        for item in self.items:
+            yield Job(task, item)
 
 
 def select_tasks(config: Clawfile, targets: Sequence[str]) -> list[str]:
@@ -120,8 +148,9 @@ class _Inside:
         return os.path.commonpath([self.real_root, real]) == self.real_root
 
 
-def expand(config: Clawfile, root: Path, task: str) -> list[Job]:
-    """The task's jobs: one per `foreach:` match or watched file, else the task itself."""
+def expand(config: Clawfile, root: Path, task: str) -> Sequence[Job]:
+    """The task's jobs: one per `foreach:` match or watched file (made when read), else the
+    task itself."""
     patterns = config.tasks[task].item_globs
     if not patterns:
         return [Job(task)]
@@ -129,4 +158,4 @@ def expand(config: Clawfile, root: Path, task: str) -> list[Job]:
         items = glob_files(root, patterns[0])
     else:
         items = sorted({item for pattern in patterns for item in glob_files(root, pattern)})
-    return [Job(task, item) for item in items]
+    return Items(task, items)

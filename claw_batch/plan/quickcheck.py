@@ -11,6 +11,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from claw_batch.config import Project, Task
 from claw_batch.plan import render
@@ -112,27 +113,68 @@ class TaskKey:
         seals: Sequence[tuple[str, str | None]],
         items: Sequence[str | None],
         stamp: Callable[[list[str]], str | None],
-    ) -> list[str | None] | None:
+        pair: Callable[[str, str], str | None] | None = None,
+    ) -> Sequence[str | None] | None:
         """`unchanged` for jobs of this task, `seals[i]` the (item, seal) of the job of
-        `items[i]` as the ledger has it: the output each one's result names (None: none), or
-        None when one does not hold (no seal, another item). One loop, nothing made per job
-        (a no-op asks it of 100,000 jobs at once), on two cores when there are that many
-        (claw_batch.plan.halves)."""
-        quick = self.quick
+        `items[i]` as the ledger has it: the output each one's result names (None: none;
+        each read from its seal when asked), or None when one does not hold (no seal,
+        another item). One loop, nothing made per job (a no-op asks it of 100,000 jobs at
+        once), on two cores when there are that many (claw_batch.plan.halves)."""
+        if not all_in_halves(self.holds(seals, items, stamp, pair=pair), len(seals)):
+            return None
+        return FirstOutputs(seals)
+
+    def holds(
+        self,
+        seals: Sequence[tuple[str, str | None]],
+        items: Sequence[str | None],
+        stamp: Callable[[list[str]], str | None],
+        gone: Callable[[int], bool] | None = None,
+        pair: Callable[[str, str], str | None] | None = None,
+    ) -> Callable[[int, int], bool]:
+        """`all_unchanged`'s check of the jobs `start` to `end`. `gone(i)`: whether the job
+        `i`, whose item is missing, is no job at all (its item was removed since it ran);
+        without it, a missing item does not hold. `pair(item, output)`: `stamp` of the two,
+        for the common job (a no-op's 100,000)."""
+        prefix = self._prefix
 
         def holds(start: int, end: int) -> bool:
-            for (name, sealed), item in zip(seals[start:end], items[start:end], strict=True):
+            jobs = zip(seals[start:end], items[start:end], strict=True)
+            for i, ((name, sealed), item) in enumerate(jobs, start):
                 if not sealed or name != (item or ""):
                     return False
-                digest, *outputs = sealed.split("\n")
-                now = stamp([item, *outputs] if item else outputs)
-                if now is None or digest != quick(now):
+                digest, newline, paths = sealed.partition("\n")
+                if pair and item and paths and "\n" not in paths:
+                    now = pair(item, paths)
+                else:
+                    outputs = paths.split("\n") if newline else []
+                    now = stamp([item, *outputs] if item else outputs)
+                if now is None and gone and item and stamp([item]) is None and gone(i):
+                    continue
+                if now is None:
+                    return False
+                quick = prefix.copy()  # TaskKey.quick
+                quick.update(now.encode())
+                if digest != quick.hexdigest():
                     return False
             return True
 
-        if not all_in_halves(holds, len(seals)):
-            return None
-        return [self.first_output(sealed) for _, sealed in seals if sealed]
+        return holds
+
+
+class FirstOutputs(Sequence[str | None]):
+    """The output each seal names, read from it when asked (TaskKey.first_output)."""
+
+    def __init__(self, seals: Sequence[tuple[str, str | None]]) -> None:
+        self.seals = seals
+
+    def __len__(self) -> int:
+        return len(self.seals)
+
+    def __getitem__(self, i: Any) -> Any:  # an index or a slice, as Sequence has it
+        if isinstance(i, slice):
+            return [self[n] for n in range(*i.indices(len(self)))]
+        return TaskKey.first_output(self.seals[i][1] or "")
 
 
 def _git_state(root: Path) -> list[str]:

@@ -9,6 +9,7 @@ one of them changed, and says which (`claw why`); an output edited by hand is ke
 from __future__ import annotations
 
 import dataclasses
+import struct
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
@@ -16,8 +17,9 @@ from typing import Any, Literal, Protocol
 from claw_batch.config import Task
 from claw_batch.plan.fingerprint import Fingerprint
 from claw_batch.plan.graph import Graph
-from claw_batch.plan.jobs import Job
-from claw_batch.plan.quickcheck import TaskKey, keyed
+from claw_batch.plan.halves import pays, shared
+from claw_batch.plan.jobs import Items, Job, items_of
+from claw_batch.plan.quickcheck import FirstOutputs, TaskKey, keyed
 from claw_batch.store.filehash import FileHashes
 from claw_batch.store.lastrun import LastRun, last_runs
 from claw_batch.store.state import Done, State
@@ -83,6 +85,10 @@ class Decider:
         self.force = force
         self.dry_run = dry_run
         self._rows: dict[str, list[tuple[str, str | None]]] = {}  # see seal_rows()
+        # Per task settled by settle_task(): its jobs and their outputs; or the tasks where
+        # that check did not hold.
+        self._settled: dict[str, tuple[Sequence[Job], Sequence[str | None]]] = {}
+        self._unsettled: set[str] = set()
         self._sealed: dict[str, dict[str, str | None]] = {}  # see sealed()
         self.keys: dict[str, TaskKey | None] = {}  # per task, for the quick check
         self.pending: set[str] = set()  # dry run: tasks that would run
@@ -97,19 +103,64 @@ class Decider:
         # When it does not hold, decide() stats it again: the full check that follows dwarfs it
         return False if outputs is None else outputs[0]
 
-    def sealed_outputs(self, task: str, jobs: Sequence[Job]) -> list[str | None] | None:
+    def settle_task(self, task: str, jobs_of: Callable[[], Sequence[Job]]) -> Sequence[Job] | None:
+        """The jobs of a large task as the ledger has them, when the quick check holds for
+        every one and its listing (`jobs_of`), made meanwhile by the forked half of that
+        check (claw_batch.plan.halves), finds the same items, or the same but for items
+        removed since they ran (their files gone): a no-op's listing is then off this
+        process's path, and its jobs are made only when read. None: list the jobs and check
+        them as ever (`sealed_outputs` then answers from this check)."""
+        seals = self.seal_rows(task)
+        if not pays(len(seals)) or task in self._settled or task in self._unsettled:
+            return None
+        key = self.task_key(task)
+        if key is None or self.graph.dependents(task):
+            return None
+        items = [item for item, _ in seals]
+        listing = _Listing(items, jobs_of)
+        missing: list[int] = []  # this process's jobs whose item is gone
+
+        def gone(i: int) -> bool:
+            if listing.removed is not None:  # the child, which listed them
+                return i in listing.removed
+            missing.append(i)  # to be found in what the child says was removed
+            return True
+
+        holds = key.holds(seals, items, self.hashes.stamp, gone, self.hashes.stamp_pair)
+        said = shared(holds, len(seals), listing)
+        removed = set(_unpack(said)) if said else set()
+        if said is None or not removed.issuperset(missing):
+            self._unsettled.add(task)
+            return None
+        outputs: Sequence[str | None] = FirstOutputs(seals)
+        if removed:
+            kept = [i for i in range(len(seals)) if i not in removed]
+            items, outputs = [items[i] for i in kept], [outputs[i] for i in kept]
+        jobs = Items(task, items)
+        self._settled[task] = (jobs, outputs)
+        return jobs
+
+    def sealed_outputs(self, task: str, jobs: Sequence[Job]) -> Sequence[str | None] | None:
         """`sealed_output` of jobs of one task at once: the output each one's result names
         when every seal holds; None as soon as one does not."""
+        settled = self._settled.get(task)
+        if settled is not None and jobs is settled[0]:
+            return settled[1]
         seals = self.seal_rows(task)
         if len(seals) != len(jobs):  # items came or went since: their seals, by name
             sealed = self.sealed(task)
             seals = [(job.item or "", sealed.get(job.item or "")) for job in jobs]
             if not all(seal for _, seal in seals):
                 return None
+        elif task in self._unsettled and all(
+            job.item == item for job, (item, _) in zip(jobs, seals, strict=True)
+        ):
+            return None  # the jobs settle_task checked, and one did not hold
         key = self.task_key(task)
         if key is None or self.graph.dependents(task):
             return None
-        return key.all_unchanged(seals, [job.item for job in jobs], self.hashes.stamp)
+        items = items_of(jobs)
+        return key.all_unchanged(seals, items, self.hashes.stamp, self.hashes.stamp_pair)
 
     def seal_rows(self, task: str) -> list[tuple[str, str | None]]:
         """The task's jobs with a last success and their quick seals (None: none), in the
@@ -222,6 +273,33 @@ class Decider:
             self.last[job.task] = last_runs(self.state, job.task)
         last = self.last[job.task].get(job.item or "")
         return (last.describe() if last else None) or NEVER_RAN
+
+
+class _Listing:
+    """What the forked half of `Decider.settle_task` asks first: the task's listing, which
+    must be its sealed `items` but for some removed (their positions, packed); None when it
+    is not."""
+
+    def __init__(self, items: list[str], jobs_of: Callable[[], Sequence[Job]]) -> None:
+        self.items = items
+        self.jobs_of = jobs_of
+        self.removed: frozenset[int] | None = None  # once listed
+
+    def __call__(self) -> bytes | None:
+        listed = list(items_of(self.jobs_of()))
+        if listed == self.items:
+            self.removed = frozenset()
+            return b""
+        there = set(listed)
+        if [item for item in self.items if item in there] != listed:
+            return None  # an item with no seal
+        removed = [i for i, item in enumerate(self.items) if item not in there]
+        self.removed = frozenset(removed)
+        return struct.pack(f"={len(removed)}I", *removed)
+
+
+def _unpack(positions: bytes) -> tuple[int, ...]:
+    return struct.unpack(f"={len(positions) // 4}I", positions)
 
 
 def _kept(

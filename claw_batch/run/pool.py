@@ -5,7 +5,7 @@ task, and of independent tasks, run side by side."""
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from claw_batch import baton, cancel
@@ -26,11 +26,11 @@ class Scheduler:
         *,
         jobs: int,
         upstream: Callable[[str], tuple[str, ...]],
-        expand: Callable[[str], list[Job]],
+        expand: Callable[[str], Sequence[Job]],
         check: Callable[[Job], JobResult | Callable[[], JobResult]],
         # A task's jobs settled at once when none of them need run (the quick check of a
         # whole task); False: each is checked in turn.
-        settle_all: Callable[[str, list[Job]], bool],
+        settle_all: Callable[[str, Sequence[Job]], bool],
         on_result: Callable[[JobResult], bool],  # True: start no more jobs
         on_task_done: Callable[[str], None],
         # Writes what the jobs that ended left for later (run.record): called when no job
@@ -49,7 +49,7 @@ class Scheduler:
         self._done: set[str] = set()
         self._remaining: dict[str, int] = {}
         # Jobs in the order they are checked; a task's come in as one entry (settle_all)
-        self._queue: deque[Job | tuple[str, list[Job]]] = deque()
+        self._queue: deque[Job | tuple[str, Sequence[Job]]] = deque()
         self._running: set[Job] = set()
         # Every job started says how it ended in _ends, then puts itself on _ended.
         self._ends: dict[Job, Ended] = {}

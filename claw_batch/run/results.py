@@ -4,7 +4,7 @@ reports share."""
 from __future__ import annotations
 
 import marshal
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any, Literal, NamedTuple
 
@@ -67,26 +67,64 @@ def not_run(
     return JobResult(job, status, reason, 0.0, NO_USAGE, output, error, "", reasons=reasons)
 
 
+class UpToDate(Sequence[JobResult]):
+    """The results of a task's jobs found up to date together (a no-op's 100,000): each
+    made when it is read, from the job and the output its result names."""
+
+    def __init__(self, jobs: Sequence[Job], outputs: Sequence[str | None]) -> None:
+        self.jobs = jobs
+        self.outputs = outputs
+
+    def __len__(self) -> int:
+        return len(self.jobs)
+
+    def __getitem__(self, i: Any) -> Any:  # an index or a slice, as Sequence has it
+        if isinstance(i, slice):
+            return [self[n] for n in range(*i.indices(len(self)))]
+        return not_run(self.jobs[i], "up-to-date", (), self.outputs[i])
+
+    def __iter__(self) -> Iterator[JobResult]:
+        for job, output in zip(self.jobs, self.outputs, strict=True):
+            yield not_run(job, "up-to-date", (), output)
+
+
 SPILL = 4096  # results held before they go to disk, together
 
 
 class Results:
     """A run's job results, in the order they ended. A run of 100,000 jobs does not hold
     them: past SPILL they go to an unnamed temporary file, SPILL at a time (marshal: a tuple
-    of plain values each), and come back one at a time each time they are read."""
+    of plain values each), and come back one at a time each time they are read. A block of
+    up-to-date jobs (UpToDate) is kept as it is, in its place: it holds no more than its jobs
+    and their outputs."""
 
     def __init__(self, results: Iterable[JobResult] = ()) -> None:
         self._held: list[JobResult] = []
         self._file: IO[bytes] | None = None
-        self._batches: list[tuple[int, int]] = []  # where each batch is in the file, its size
+        # In order: where each batch is in the file and its size, or a block.
+        self._batches: list[tuple[int, int] | UpToDate] = []
         self._count = 0
         self.statuses: set[Status] = set()  # of every result
         self._spills = True  # False once a spill failed: the rest are held
         self.extend(results)
 
     def extend(self, results: Iterable[JobResult]) -> None:
+        if isinstance(results, UpToDate):
+            if results:
+                self._block(results)
+            return
         for r in results:
             self.append(r)
+
+    def _block(self, block: UpToDate) -> None:
+        if self._held and self._spills:
+            self._spill()  # what came before it, before it
+        if self._held:  # held since a spill failed: the block goes with them
+            self._held.extend(block)
+        else:
+            self._batches.append(block)
+        self._count += len(block)
+        self.statuses.add("up-to-date")
 
     def append(self, result: JobResult) -> None:
         self._held.append(result)
@@ -100,7 +138,11 @@ class Results:
 
     def __iter__(self) -> Iterator[JobResult]:
         spilled, held = list(self._batches), list(self._held)  # as they are now
-        for start, size in spilled:
+        for batch in spilled:
+            if isinstance(batch, UpToDate):
+                yield from batch
+                continue
+            start, size = batch
             assert self._file is not None
             self._file.seek(start)
             yield from map(_result, marshal.loads(self._file.read(size)))

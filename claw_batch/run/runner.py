@@ -8,7 +8,7 @@ import datetime as dt
 import io
 import os
 import shlex
-from collections.abc import Callable, Iterable, Iterator, Mapping, Set
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -149,7 +149,7 @@ class Runner:
         when its turn comes, after the upstream ran."""
         return [job for name in self.tasks() for job in self.jobs_of(name)]
 
-    def jobs_of(self, name: str) -> list[Job]:
+    def jobs_of(self, name: str) -> Sequence[Job]:
         """The task's jobs; in a run for `claw watch`, the files it hands over."""
         only = [job for job in self.options.only if job.task == name]
         return only or expand(self.project.config, self.project.root, name)
@@ -297,6 +297,7 @@ class Runner:
             hook=o.hook,
             command=o.command,
             trigger=o.started_by,
+            handed=bool(o.only),
         )
 
     def _exit_code(self, results: Results) -> int:

@@ -10,7 +10,7 @@ import dataclasses
 import datetime as dt
 import functools
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,7 +28,7 @@ from claw_batch.run.context import RunCache, RunContext
 from claw_batch.run.pool import Scheduler
 from claw_batch.run.prepare import Prepared, estimate, fingerprint_of, prepare, task_parts
 from claw_batch.run.record import NOT_UTF8, Recorder, unrecordable
-from claw_batch.run.results import NO_USAGE, JobResult, Results, RunSummary, not_run
+from claw_batch.run.results import NO_USAGE, JobResult, Results, RunSummary, UpToDate, not_run
 from claw_batch.safety.childenv import git_read_only, scrubbed_env
 from claw_batch.safety.paths import checked_output
 from claw_batch.safety.redact import Redactor
@@ -53,7 +53,7 @@ class RunSetup:
     redact: Redactor
     progress: Progress
     environ: Mapping[str, str]
-    jobs_of: Callable[[str], list[Job]]  # a task's jobs, when its turn comes
+    jobs_of: Callable[[str], Sequence[Job]]  # a task's jobs, when its turn comes
     dry_run: bool = False
     detail: bool = True  # a dry run prepares each job that would run (RunOptions.detail)
     force: bool = False
@@ -64,6 +64,7 @@ class RunSetup:
     hook: str | None = None  # the git hook the run serves: its tools cannot commit or stash
     command: str = "claw"  # as typed (RunOptions.command)
     trigger: str = "hand"  # what started the run (RunOptions.started_by)
+    handed: bool = False  # claw watch: the jobs are the files handed over, not every match
 
 
 class Preparation:
@@ -224,9 +225,16 @@ class RunSession:
         """The run's last writes (claw_batch.run.closeout); the summary as they leave it."""
         return self.closing.close(summary)
 
-    def _expand(self, name: str) -> list[Job]:
-        """The task's jobs, when its turn comes; the progress display counts them."""
-        jobs = self.setup.jobs_of(name)
+    def _expand(self, name: str) -> Sequence[Job]:
+        """The task's jobs, when its turn comes; the progress display counts them. A large
+        task found up to date has them from the ledger, listed meanwhile by the forked half
+        of its check (Decider.settle_task)."""
+        jobs = None
+        upstream = self.setup.graph.upstream(name)
+        if not self.setup.handed and not any(n in self.failed for n in upstream):
+            jobs = self.decider.settle_task(name, lambda: self.setup.jobs_of(name))
+        if jobs is None:
+            jobs = self.setup.jobs_of(name)
         self.setup.progress.expect(name, len(jobs))
         return jobs
 
@@ -253,7 +261,7 @@ class RunSession:
             return stops and not self.setup.keep_going
         return False
 
-    def settle_all(self, task: str, jobs: list[Job]) -> bool:
+    def settle_all(self, task: str, jobs: Sequence[Job]) -> bool:
         """Whether every job of the task is up to date by the quick check, taken for all of
         them at once (a no-op's 100,000 jobs: one loop, no check and no scheduling a job);
         if so, their results are recorded. Else each job takes `check` in turn."""
@@ -263,8 +271,7 @@ class RunSession:
         outputs = self.decider.sealed_outputs(task, jobs)
         if outputs is None:
             return False
-        paired = zip(jobs, outputs, strict=True)
-        results = [not_run(job, "up-to-date", (), output) for job, output in paired]
+        results = UpToDate(jobs, outputs)  # each made when read: a no-op reads few
         self.results.extend(results)  # no answers to leave out (CloseOut.kept)
         self.setup.progress.jobs_up_to_date(results)
         return True

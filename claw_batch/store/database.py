@@ -121,6 +121,8 @@ class Database:
 
     def close(self) -> None:
         self.db.close()
+        if not self.readonly:  # checked as it opened: the next opening may skip that
+            ledgerfile.closed(self.path)
 
     def select(self, sql: str, args: tuple[object, ...] = ()) -> list[sqlite3.Row]:
         """A read of another module's table (the taint ledger's), on the shared connection."""

@@ -142,6 +142,16 @@ class FileHashes:
             keys.append(f"{st.st_mtime_ns}:{st.st_size}:{st.st_ino}")
         return ";".join(keys)
 
+    def stamp_pair(self, first: str, second: str) -> str | None:
+        """`stamp([first, second])`, in one step: a fan-out job's item and its one output,
+        100,000 times in a no-op."""
+        base = self._base + "/"
+        try:
+            a, b = os.stat(base + first), os.stat(base + second)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        return f"{a.st_mtime_ns}:{a.st_size}:{a.st_ino};{b.st_mtime_ns}:{b.st_size}:{b.st_ino}"
+
     def hashed_stamp(self, paths: Iterable[str]) -> str | None:
         """The stat keys the files had when they were hashed; None when one never was."""
         keys = []

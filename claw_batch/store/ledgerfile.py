@@ -4,11 +4,22 @@ mean to a user, and moving a corrupt one aside.
 Corrupt: garbage, a truncated file, tables without the columns every version of the ledger
 had (another program's) — SQLite and `verify` see these at once — or a damaged page. A run
 has SQLite check the pages of what it reads whole (the `done` and `files` tables: ~10 ms for
-10,000 jobs, however long the history in `runs`, `jobs` and `calls`); damage found anywhere
-later marks the ledger suspect, and the next run checks every page. A `claw run` moves a
-corrupt ledger aside as `state.db.corrupt-<time>`, as it was found, and starts a new one:
-every job runs again. A write SQLite cannot make (a full disk) is `ledger .claw/state.db: No
-space left on device`.
+10,000 jobs, ~0.12 s for 100,000, however long the history in `runs`, `jobs` and `calls`);
+damage found anywhere later marks the ledger suspect, and the next run checks every page. A
+`claw run` moves a corrupt ledger aside as `state.db.corrupt-<time>`, as it was found, and
+starts a new one: every job runs again. A write SQLite cannot make (a full disk) is `ledger
+.claw/state.db: No space left on device`.
+
+The page check is not paid again for a ledger nothing has written since a connection that
+checked it closed it cleanly (`closed`): that close leaves `state.db.checked`, the ledger's
+stat keys (device, inode, size, mtime, ctime) as it left it, and no WAL (SQLite deletes it
+when its last connection closes; a run killed or cut off by a power loss leaves it). An
+opening trusts it only when the ledger's stat keys are those, no WAL is there and the stamp
+was written in a later clock tick than the ledger's last change (a write in the same tick
+would leave the keys as they were): any other write — another program's, a copy put in its
+place, one that put the mtime back — moves the ctime at least, and the pages are checked.
+Between a check and that close, only the connection's own SQLite writes the file (the run
+holds the project lock; no job's tool may write .claw/).
 """
 
 from __future__ import annotations
@@ -38,6 +49,9 @@ BULK = ("done", "files")  # the tables a run reads whole
 BY_TABLE = sqlite3.sqlite_version_info >= (3, 33, 0)
 # SQLite's primary result codes (sqlite3.Error.sqlite_errorcode, Python 3.11+).
 SQLITE_BUSY, SQLITE_IOERR, SQLITE_CORRUPT, SQLITE_FULL, SQLITE_NOTADB = 5, 10, 11, 13, 26
+STAMP = "claw-ledger-checked-1"  # the first word of state.db.checked
+# Ledgers this process found damage in since it opened them: never stamped as checked.
+_damaged: set[Path] = set()
 
 
 class Corrupt(Exception):
@@ -51,16 +65,52 @@ def shown(path: Path) -> str:
 
 def pages_to_check(path: Path) -> tuple[str, ...] | None:
     """The tables whose pages a run checks: those it reads whole, every one (`()`) when the
-    ledger is suspect."""
+    ledger is suspect, none (None) when it has not changed since it was checked and closed
+    cleanly. Asked before the connection's first read (which makes the WAL)."""
     if _suspect_mark(path).exists() or not BY_TABLE:
         return ()
+    if _unchanged_since_checked(path):
+        return None
     return BULK
 
 
 def suspect(path: Path) -> None:
     """Damage was found in the open ledger: the next run checks every page of it."""
+    _damaged.add(path)
+    with contextlib.suppress(OSError):
+        _checked_mark(path).unlink(missing_ok=True)
     with contextlib.suppress(OSError):
         _suspect_mark(path).touch()
+
+
+def closed(path: Path) -> None:
+    """A connection that checked the ledger as it opened it (or found it unchanged since a
+    check) closed it and found no damage: stamp it, for the next opening (module docstring).
+    Nothing when SQLite left a WAL (another connection is open) or the stamp cannot be
+    written: the next opening checks the pages."""
+    if path in _damaged or _suspect_mark(path).exists() or _wal(path).exists():
+        return
+    mark = _checked_mark(path)
+    try:
+        line = _stamp(os.stat(path))
+        fd = os.open(mark, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        try:
+            written = os.write(fd, line)
+            changed = os.stat(path).st_ctime_ns
+            # The stamp must be from a later clock tick than the ledger's last change. A
+            # file system's timestamps come from a clock that ticks every few ms; Linux
+            # (6.13+) gives a fine-grained one to a change of a file whose times were read.
+            for _ in range(3):
+                if os.fstat(fd).st_mtime_ns > changed:
+                    break
+                os.utime(fd)
+        finally:
+            os.close(fd)
+        if written != len(line) or _stamp(os.stat(path)) != line:  # it changed meanwhile
+            mark.unlink()
+    except OSError:
+        with contextlib.suppress(OSError):
+            mark.unlink(missing_ok=True)
 
 
 def unusable(path: Path, problem: Corrupt) -> str:
@@ -118,14 +168,48 @@ def move_aside(path: Path) -> Path:
     os.replace(path, aside)
     with contextlib.suppress(FileNotFoundError):
         os.replace(path.with_name(path.name + "-wal"), aside.with_name(aside.name + "-wal"))
-    for gone in (path.with_name(path.name + "-shm"), _suspect_mark(path)):
+    gone = (path.with_name(path.name + "-shm"), _suspect_mark(path), _checked_mark(path))
+    for file in gone:
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(gone)
+            os.unlink(file)
+    _damaged.discard(path)
     return aside
 
 
 def _suspect_mark(path: Path) -> Path:
     return path.with_name(path.name + ".suspect")
+
+
+def _checked_mark(path: Path) -> Path:
+    return path.with_name(path.name + ".checked")
+
+
+def _wal(path: Path) -> Path:
+    return path.with_name(path.name + "-wal")
+
+
+def _stamp(st: os.stat_result) -> bytes:
+    """What `state.db.checked` holds for a ledger with these stat keys."""
+    keys = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    return f"{STAMP} {' '.join(map(str, keys))}\n".encode()
+
+
+def _unchanged_since_checked(path: Path) -> bool:
+    """Whether the ledger is as a connection that had checked it left it (`closed`)."""
+    try:
+        fd = os.open(_checked_mark(path), os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        stamped, line = os.fstat(fd), os.read(fd, 256)
+        st = os.stat(path)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    if _wal(path).exists():
+        return False
+    return line == _stamp(st) and stamped.st_mtime_ns > st.st_ctime_ns
 
 
 def _code(error: sqlite3.Error) -> int | None:

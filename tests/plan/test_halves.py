@@ -1,5 +1,5 @@
-"""The quick check of a large task on two cores (plan.halves): the forked child's half is
-checked as closely as this process's own."""
+"""The quick check of a large task on two cores (plan.halves): the forked child's share is
+checked as closely as this process's own; a no-op's listing of its fan-out is the child's."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import pytest
 from fake_openai import FakeOpenAI, echo_prompt
 from helpers import claw, make_project
 
+from claw_batch.plan import halves
 from claw_batch.plan.halves import MIN_SPLIT, all_in_halves
 
 CLAWFILE = """
@@ -77,6 +78,103 @@ def test_either_half_can_say_no(failing: int | None) -> None:
         return failing is None or not start <= failing < end
 
     assert all_in_halves(holds, MIN_SPLIT) is (failing is None)
+
+
+@pytest.fixture
+def two_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Forks, even beside the test runner's threads: the child runs nothing but `holds`."""
+    monkeypatch.setattr(halves, "pays", lambda n: n >= MIN_SPLIT)
+
+
+def test_every_chunk_is_checked_once_by_one_process_or_the_other(
+    tmp_path: Path, two_cores: None
+) -> None:
+    log = tmp_path / "spans"
+    n = 10 * halves.CHUNK + 7
+
+    def holds(start: int, end: int) -> bool:
+        fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        os.write(fd, f"{os.getpid()} {start} {end}\n".encode())  # one write: atomic
+        os.close(fd)
+        return True
+
+    assert all_in_halves(holds, n)
+    spans = [line.split() for line in log.read_text().splitlines()]
+    assert sorted((int(a), int(b)) for _, a, b in spans) == [
+        (start, min(start + halves.CHUNK, n)) for start in range(0, n, halves.CHUNK)
+    ]
+    if (os.cpu_count() or 1) >= 2:
+        assert len({pid for pid, _, _ in spans}) in (1, 2)  # the child may come too late
+
+
+@pytest.mark.parametrize("answer", [True, False, "raises"])
+def test_the_childs_own_check_counts(two_cores: None, answer: bool | str) -> None:
+    def first() -> bool:
+        if answer == "raises":
+            raise OSError("a listing that failed")
+        return bool(answer)
+
+    assert all_in_halves(lambda start, end: True, MIN_SPLIT, first) is (answer is True)
+
+
+LISTED_WHERE = """
+import json, os, sys
+from claw_batch.plan import halves, jobs
+from claw_batch.cli import main
+halves.usable_cores = lambda: 2
+parent, glob_files, log = os.getpid(), jobs.glob_files, sys.argv[1]
+def listed(root, pattern):
+    with open(log, "a") as f:
+        f.write("parent\\n" if os.getpid() == parent else "child\\n")
+    return glob_files(root, pattern)
+jobs.glob_files = listed
+sys.argv = ["claw", "run", "--json"]
+main()
+"""
+
+
+def listed_where(root: Path, env: dict[str, str], log: Path) -> tuple[list[str], dict[str, int]]:
+    """Where `claw run --json` listed the fan-out (the forked child, or this process), and
+    how many jobs of each status it reported."""
+    log.unlink(missing_ok=True)
+    done = subprocess.run(
+        [sys.executable, "-c", LISTED_WHERE, str(log)],
+        cwd=root,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    counts: dict[str, int] = {}
+    for job in json.loads(done.stdout)["jobs"]:
+        counts[job["status"]] = counts.get(job["status"], 0) + 1
+    return log.read_text().splitlines(), counts
+
+
+def test_a_no_op_lists_its_fan_out_in_the_forked_child(tmp_path: Path, server: FakeOpenAI) -> None:
+    """The jobs come from the ledger; the child's listing must find the same items, else
+    the run lists them itself and a new item runs, a removed one is gone."""
+    items = {f"inbox/{n:04}.txt": f"item {n:04}\n" for n in range(MIN_SPLIT)}
+    root = make_project(tmp_path / "p", CLAWFILE, items)
+    env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-x"}
+    assert claw(root, "run", "-q", "-j", "8", env=env).exit_code == 0
+    log = tmp_path / "listed"
+    assert listed_where(root, env, log) == (["child"], {"up-to-date": MIN_SPLIT})
+
+    (root / "inbox/9999.txt").write_text("a new one\n")
+    assert listed_where(root, env, log) == (["child", "parent"], {"up-to-date": MIN_SPLIT, "ok": 1})
+    assert listed_where(root, env, log) == (["child"], {"up-to-date": MIN_SPLIT + 1})
+
+    (root / "inbox/0000.txt").unlink()  # its ledger row stays: a job no more, not a change
+    assert listed_where(root, env, log) == (["child"], {"up-to-date": MIN_SPLIT})
+    (root / "inbox/0001.txt").write_text("changed\n")  # found first: the child may be cut short
+    where, counts = listed_where(root, env, log)
+    assert (where[-1:], counts) == (["parent"], {"up-to-date": MIN_SPLIT - 1, "ok": 1})
+    (root / "inbox/0002.txt").unlink()
+    (root / "inbox/0000.txt").write_text("item 0000\n")  # back, as it was: its seal is old
+    where, counts = listed_where(root, env, log)
+    assert (where[-1:], counts) == (["parent"], {"up-to-date": MIN_SPLIT})
 
 
 CTRL_C_IN_THE_CHILD = """

@@ -110,3 +110,13 @@ def test_a_large_file_hashed_and_written_in_a_batch_is_not_read_again(
     assert hashes.hash("big.bin") == first
     state.close()
     assert reads == []
+
+
+def test_the_stamp_of_a_pair_is_the_stamp_of_both(tmp_path: Path) -> None:
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in/a.txt").write_text("a")
+    (tmp_path / "b.md").write_text("bb")
+    hashes = FileHashes(None, tmp_path)
+    assert hashes.stamp_pair("in/a.txt", "b.md") == hashes.stamp(["in/a.txt", "b.md"])
+    assert hashes.stamp_pair("in/a.txt", "gone.md") is None
+    assert hashes.stamp_pair("in/a.txt/x", "b.md") is None  # a file taken for a folder
