@@ -19,7 +19,8 @@ was written in a later clock tick than the ledger's last change (a write in the 
 would leave the keys as they were): any other write — another program's, a copy put in its
 place, one that put the mtime back — moves the ctime at least, and the pages are checked.
 Between a check and that close, only the connection's own SQLite writes the file (the run
-holds the project lock; no job's tool may write .claw/).
+holds the project lock; no sandboxed job may write .claw/). A command run unsandboxed
+(`sandbox: none`) could: a process in which one ran beside a `.claw/` stamps nothing there.
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ SQLITE_BUSY, SQLITE_IOERR, SQLITE_CORRUPT, SQLITE_FULL, SQLITE_NOTADB = 5, 10, 1
 STAMP = "claw-ledger-checked-1"  # the first word of state.db.checked
 # Ledgers this process found damage in since it opened them: never stamped as checked.
 _damaged: set[Path] = set()
+# The `.claw/` folders (real paths) beside which this process ran a command unsandboxed.
+_unguarded: set[str] = set()
 
 
 class Corrupt(Exception):
@@ -83,14 +86,24 @@ def suspect(path: Path) -> None:
         _suspect_mark(path).touch()
 
 
+def unguarded(folder: Path) -> None:
+    """A command runs outside the sandbox in the project of `folder` (its `.claw/`): it may
+    write the ledgers there, so none of them is stamped when this process closes it."""
+    _unguarded.add(os.path.realpath(folder))
+
+
 def closed(path: Path) -> None:
     """A connection that checked the ledger as it opened it (or found it unchanged since a
     check) closed it and found no damage: stamp it, for the next opening (module docstring).
     Nothing when SQLite left a WAL (another connection is open) or the stamp cannot be
     written: the next opening checks the pages."""
+    mark = _checked_mark(path)
+    if os.path.realpath(path.parent) in _unguarded:
+        with contextlib.suppress(OSError):
+            mark.unlink(missing_ok=True)
+        return
     if path in _damaged or _suspect_mark(path).exists() or _wal(path).exists():
         return
-    mark = _checked_mark(path)
     try:
         line = _stamp(os.stat(path))
         fd = os.open(mark, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)

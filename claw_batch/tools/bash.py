@@ -28,6 +28,7 @@ from claw_batch import baton, cancel
 from claw_batch.errors import ToolError
 from claw_batch.sandbox.ceilings import CHECK_SECONDS, Watch
 from claw_batch.sandbox.command import Command
+from claw_batch.store import ledgerfile
 from claw_batch.tools.base import ToolContext
 
 # With pattern permissions a command must be one simple command: these would chain, pipe,
@@ -56,6 +57,7 @@ def bash(
     if ctx.sandbox is None:
         if ctx.on_event is not None:
             ctx.on_event("unsandboxed", command=command)
+        ledgerfile.unguarded(ctx.root / ".claw")  # it may write the ledger: not stamped
         # what the command reads (claw_batch.taint.jobtaint); other jobs run meanwhile (baton)
         with ctx.taint.watching(), baton.released():
             ran = run(plain, cwd=ctx.root, timeout=limit)

@@ -5,8 +5,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import sqlite3
 from pathlib import Path
+
+import fake_openai
+import pytest
+from fake_openai import FakeOpenAI, call, tool_calls
+from helpers import claw_process, make_project
 
 from claw_batch.store import ledgerfile
 from claw_batch.store.ledgerfile import BULK, pages_to_check
@@ -125,3 +131,35 @@ def test_a_ledger_read_only_is_not_stamped(tmp_path: Path) -> None:
     State(db, readonly=True).close()
     assert not stamp.exists()
     assert pages_to_check(db) == BULK
+
+
+UNSANDBOXED = """
+version: 1
+model: fake-model
+tasks:
+  look:
+    prompt: "Look around with bash."
+    output: out/look.md
+    tools: [bash]
+    permissions: {bash: true}
+    sandbox: none
+"""
+
+
+@pytest.mark.parametrize("sandbox", ["none", "bubblewrap"])
+def test_a_run_that_ran_a_command_unsandboxed_leaves_no_stamp(tmp_path: Path, sandbox: str) -> None:
+    """An unsandboxed command may write .claw/ (damage the ledger) between the check at opening
+    and the clean close: that close must not vouch for the pages, so the next run checks them."""
+    if sandbox == "bubblewrap" and shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap is not installed")
+    root = make_project(tmp_path / "p", UNSANDBOXED.replace("sandbox: none", f"sandbox: {sandbox}"))
+    with FakeOpenAI() as server:
+        server.enqueue(tool_calls(call("bash", {"command": "true"})))
+        server.enqueue(fake_openai.text("looked"))
+        env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-test-0123"}
+        done = claw_process(root, "run", "-q", env=env)
+    assert done.returncode == 0, done.stderr
+    stamped = (root / ".claw/state.db.checked").exists()
+    assert stamped == (sandbox == "bubblewrap")
+    if not stamped:
+        assert pages_to_check(root / ".claw/state.db") == BULK
