@@ -156,6 +156,7 @@ FIRST_REQUEST_NEEDS = (
     "claw_batch.agent.loop",
     "claw_batch.llm.transport",
     "claw_batch.llm.openai_compat",
+    "claw_batch.plan.templatesandbox",
     "claw_batch.tools.registry",
 )
 
