@@ -63,18 +63,11 @@ def jobs_option(fn: F) -> F:
     )(fn)
 
 
-def load(
-    directory: Path | None,
-    file: Path | None,
-    *,
-    cache: Use = "read",
-    meanwhile: Callable[[], object] | None = None,
-) -> Project:
-    """The project; `cache` says whether an unchanged clawfile may skip validation, and
-    `meanwhile` what to do while a child process validates one that cannot."""
+def load(directory: Path | None, file: Path | None, *, cache: Use = "read") -> Project:
+    """The project; `cache` says whether an unchanged clawfile may skip validation."""
     from claw_batch.clawfile.load import load_project
 
-    return load_project(directory, file, cache=cache, meanwhile=meanwhile)
+    return load_project(directory, file, cache=cache)
 
 
 def handle_errors(fn: Callable[..., int | None]) -> Callable[..., None]:

@@ -101,10 +101,7 @@ def run(
 
     if record and replay:
         raise UsageError("--record and --replay exclude each other")
-    if dry_run:
-        project = load(directory, file)
-    else:  # a clawfile to validate is validated aside while the run's own modules load
-        project = load(directory, file, cache="write", meanwhile=_before_first_request)
+    project = load(directory, file, cache="read" if dry_run else "write")
     select: Selection | None = None
     if due:  # the schedule's modules, for the run that asks for them
         from claw_batch.triggers.due import DueSlots
@@ -140,25 +137,6 @@ def run(
         out.write(b"\n")
         out.flush()
     return summary.exit_code
-
-
-def _before_first_request() -> None:
-    """Import what a run needs before its first model request (the rest comes after it,
-    claw_batch.startup)."""
-    import importlib
-
-    for name in FIRST_REQUEST_NEEDS:
-        importlib.import_module(name)
-
-
-FIRST_REQUEST_NEEDS = (
-    "claw_batch.run.job",
-    "claw_batch.agent.loop",
-    "claw_batch.llm.transport",
-    "claw_batch.llm.openai_compat",
-    "claw_batch.plan.templatesandbox",
-    "claw_batch.tools.registry",
-)
 
 
 def _run(project: Project, options: RunOptions, progress: Progress, *, due: bool) -> RunSummary:
