@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from fake_openai import FakeOpenAI, echo_prompt
-from helpers import claw, make_project
+from helpers import claw, claw_process, make_project
 
 from claw_batch.plan import halves
 from claw_batch.plan.halves import MIN_SPLIT, all_in_halves
@@ -39,14 +39,7 @@ def server() -> Iterator[FakeOpenAI]:
 def statuses(root: Path, env: dict[str, str]) -> dict[str, str]:
     """`claw run --json` in a process of its own: one thread, so it may fork (this one runs
     the fake server's)."""
-    done = subprocess.run(
-        [sys.executable, "-m", "claw_batch", "run", "--json"],
-        cwd=root,
-        env={**os.environ, **env},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = claw_process(root, "run", "--json", env=env)
     assert done.returncode == 0, done.stderr
     return {j["item"]: j["status"] for j in json.loads(done.stdout)["jobs"]}
 
