@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from _common import REPO, machine, ms, table, use_repo
+from _common import REPO, machine, ms, scratch, table, use_repo
 
 use_repo()
 
@@ -385,7 +385,7 @@ def dir_bytes(path: Path, pattern: str) -> int:
 
 
 def full_run(items: int, jobs: int) -> Growth:
-    with tempfile.TemporaryDirectory() as tmp, timed_fake(lambda body: text("done")) as srv:
+    with scratch() as tmp, timed_fake(lambda body: text("done")) as srv:
         root = fan_out_project(Path(tmp) / "p", items)
         run = run_claw(root, ["run", "-j", str(jobs)], fake_env(srv))
         visits = sorted(TimedHandler.visits, key=lambda v: v.arrived)
@@ -490,7 +490,7 @@ class Chain:
 
 def chain_run(items: int, jobs: int) -> Chain:
     """Two chained fan-outs of `items` jobs each: a full run, then a no-op."""
-    with tempfile.TemporaryDirectory() as tmp, timed_fake(lambda body: text("done")) as srv:
+    with scratch() as tmp, timed_fake(lambda body: text("done")) as srv:
         root = fan_out_project(Path(tmp) / "p", items, DOWNSTREAM)
         run = run_claw(root, ["run", "-q", "-j", str(jobs)], fake_env(srv))
         if len(srv.requests) != 2 * items:
@@ -523,7 +523,7 @@ def chain_table(chains: Sequence[Chain]) -> str:
 
 
 def profile_full_run(items: int) -> tuple[Profiled, int]:
-    with tempfile.TemporaryDirectory() as tmp, timed_fake(lambda body: text("done")) as srv:
+    with scratch() as tmp, timed_fake(lambda body: text("done")) as srv:
         root = fan_out_project(Path(tmp) / "p", items)
         profiled = profile_claw(root, ["run", "-C", str(root), "-j", "1"], fake_env(srv))
         return profiled, len(srv.requests)

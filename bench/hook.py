@@ -30,12 +30,11 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from _common import REPO, machine, median, ms, p90, table, use_repo
+from _common import REPO, machine, median, ms, p90, scratch, table, use_repo
 
 use_repo()
 
@@ -174,7 +173,7 @@ def main() -> int:
     print(f"machine: {machine()}; claw_batch at {revision()}; {load()}\n")
     verdict = text(json.dumps({"ok": True, "summary": "fine", "findings": []}))
 
-    with tempfile.TemporaryDirectory() as tmp, timed_fake(lambda body: verdict) as srv:
+    with scratch() as tmp, timed_fake(lambda body: verdict) as srv:
         env = {k: v for k, v in fake_env(srv).items() if k != "PYTHONDONTWRITEBYTECODE"}
         root = make_repo(Path(tmp) / "repo")
         timed([PYTHON, "-m", "claw_batch", "hook", "install"], root, env)

@@ -27,14 +27,13 @@ import itertools
 import json
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from _common import machine, ms, table, use_repo
+from _common import machine, ms, scratch, table, use_repo
 
 use_repo()
 
@@ -100,7 +99,7 @@ class _TimedHandler(_Handler):
 
 def run_over_http(turns: int) -> tuple[list[Visit], float, float]:
     """One `claw run`: the server's visits, and when the run started and ended."""
-    with tempfile.TemporaryDirectory() as tmp, FakeOpenAI() as srv:
+    with scratch() as tmp, FakeOpenAI() as srv:
         root = project(Path(tmp) / "p", turns)
         srv._server.RequestHandlerClass = _TimedHandler  # socketserver's documented attribute
         _TimedHandler.visits = []
@@ -133,7 +132,7 @@ class LoopTrace:
 
 
 def run_loop_only(turns: int) -> LoopTrace:
-    with tempfile.TemporaryDirectory() as tmp:
+    with scratch() as tmp:
         root = project(Path(tmp) / "p", turns)
         trace = LoopTrace([], [0.0] * (turns + 2))
 

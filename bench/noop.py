@@ -31,12 +31,11 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from _common import machine, median, ms, table, use_repo
+from _common import machine, median, ms, scratch, table, use_repo
 from child import Child, spawn
 from leanfake import LeanServer
 
@@ -359,7 +358,7 @@ def main() -> int:
     began = time.perf_counter()
     print(f"machine: {machine()}; claw_batch at {revision()}; {load()}\n")
 
-    with tempfile.TemporaryDirectory() as tmp, LeanServer("done") as srv:
+    with scratch() as tmp, LeanServer("done") as srv:
         env = srv.env()
         project = set_up(Path(tmp), items, env, args.setup_jobs)
         srv.stats()  # from here on, every request is one too many

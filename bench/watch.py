@@ -28,14 +28,13 @@ import os
 import random
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from _common import machine, median, ms, table, use_repo
+from _common import machine, median, ms, scratch, table, use_repo
 
 use_repo()
 
@@ -121,7 +120,7 @@ def p95(values: list[float]) -> float:
 
 def latency(drops: int, settle: float, jobs: int) -> tuple[list[float], list[float]]:
     seen = Seen()
-    with FakeOpenAI() as srv, tempfile.TemporaryDirectory() as tmp:
+    with FakeOpenAI() as srv, scratch() as tmp:
         srv.handler = seen
         root = project(Path(tmp) / "p")
         watching = Watching(root, fake_env(srv), settle, jobs)
@@ -150,7 +149,7 @@ def burst(files: int, settle: float, jobs: int) -> tuple[float, float, int, int]
     """Wall time from the first drop to the last file in done/; the time of the drops alone;
     the number of requests and of outputs."""
     seen = Seen()
-    with FakeOpenAI() as srv, tempfile.TemporaryDirectory() as tmp:
+    with FakeOpenAI() as srv, scratch() as tmp:
         srv.handler = seen
         root = project(Path(tmp) / "p")
         watching = Watching(root, fake_env(srv), settle, jobs)
