@@ -105,7 +105,7 @@ def first_requests(runs: int, *, ran_before: bool) -> list[float]:
     with scratch() as tmp, LeanServer("done") as srv:
         project = fan_out_project(Path(tmp) / "ran", 1)
         if ran_before:
-            for _ in range(2):  # the first makes .claw/, the second writes the config cache
+            for _ in range(2):  # the first makes .claw/ and keeps the config cache in it
                 spawn(["run", "-q", "-B"], project, srv.env())
         for n in range(runs + 1):  # the first compiles bytecode and warms the page cache
             if not ran_before:

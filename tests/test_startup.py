@@ -172,3 +172,22 @@ def test_a_run_that_runs_no_command_loads_no_sandbox(tmp_path: Path, server: Fak
     server.enqueue(text("hi"))
     names = ("claw_batch.sandbox.bubblewrap", "ctypes")
     assert loaded(root, ["run", "-q", "plain"], fake_env(server), names) == []
+
+
+def test_a_project_s_second_run_imports_no_validator(tmp_path: Path, server: FakeOpenAI) -> None:
+    """The first run validates before `.claw/` exists (a mistyped target must not make it), and
+    keeps the validated clawfile once the run has made it: the second run reads it."""
+    root = make_project(tmp_path / "p", CLAWFILE)
+    server.enqueue(text("hi"))
+    assert loaded(root, ["run", "-q", "plain"], fake_env(server), ("pydantic",)) != []
+    assert (root / ".claw/clawfile.json").is_file()
+    server.enqueue(text("hi again"))
+    names = ("claw_batch.clawfile.validate", "yaml")
+    assert loaded(root, ["run", "-q", "-B", "plain"], fake_env(server), names) == []
+    assert (root / "out/hi.md").read_text() == "hi again\n"
+
+
+def test_a_mistyped_first_run_makes_no_dot_claw(tmp_path: Path) -> None:
+    root = make_project(tmp_path / "p", CLAWFILE)
+    assert loaded(root, ["run", "-q", "nope"], {}, ()) == []
+    assert not (root / ".claw").exists()

@@ -7,7 +7,8 @@ is fingerprinted; while none of it changed, the validated document is loaded as 
 validator is imported (claw_batch.clawfile.load). The commands that run jobs, `claw plan`
 and `claw list` write the cache (the reports leave `.claw/` as it was); `claw validate` always
 validates. Only `claw list`, which takes no target to mistype, makes `.claw/` for it: in a
-project that never ran, its second listing starts as fast as a run's.
+project that never ran, its second listing starts as fast as a run's. A project's first `claw
+run` keeps it once the run has made `.claw/`, so its second run does not validate.
 """
 
 from __future__ import annotations
@@ -52,27 +53,41 @@ def save(
     *,
     create: bool = False,
 ) -> None:
-    """Keep the validated clawfile; into `.claw/` only where it exists, unless `create`."""
-    from claw_batch.safety.atomic import write_atomic
-
+    """Keep the validated clawfile; into `.claw/` only where it exists, unless `create`.
+    Where it does not exist yet, `save_unsaved` keeps it once the run has made it."""
     folder = (root / CACHE).parent
     if folder.is_symlink():
         return  # only a cache: never written where a `.claw` link (a clone's) points
     if create:
         with contextlib.suppress(OSError):  # a read-only project: it validates every time
             folder.mkdir(exist_ok=True)
-    if not folder.is_dir():
-        return  # a project that never ran: a mistyped `claw run` must not create .claw/
     saved = {
         "format": FORMAT,
         "claw": __version__,
-        "sources": _sources(root, path, document),
+        "sources": _sources(root, path, document),  # as validated, whenever it is written
         "document": document,
         "variables": {name: sorted(names) for name, names in variables.items()},
     }
-    with contextlib.suppress(OSError):  # only a cache: the next run validates again
-        # No sort_keys: the document's order is the clawfile's, which `claw list` shows.
-        write_atomic(root / CACHE, json.dumps(saved))
+    # No sort_keys: the document's order is the clawfile's, which `claw list` shows.
+    _unsaved[:] = [(root / CACHE, json.dumps(saved))]
+    if folder.is_dir():  # a project that never ran: a mistyped `claw run` must not create .claw/
+        save_unsaved()
+
+
+# The validated clawfile of a project whose `.claw/` did not exist yet: (cache file, text).
+_unsaved: list[tuple[Path, str]] = []
+
+
+def save_unsaved() -> None:
+    """Write the cache `save` could not, into the `.claw/` a run has made since (a project's
+    first run: its second starts without validating)."""
+    from claw_batch.safety.atomic import write_atomic
+
+    for target, text in _unsaved:
+        if target.parent.is_dir() and not target.parent.is_symlink():
+            with contextlib.suppress(OSError):  # only a cache: the next run validates again
+                write_atomic(target, text)
+    _unsaved.clear()
 
 
 def _sources(root: Path, path: Path, document: dict[str, Any]) -> dict[str, str]:

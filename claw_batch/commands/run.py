@@ -125,6 +125,10 @@ def run(
         trigger="cron" if due else "hand",
     )
     summary = _run(project, options, Progress(quiet=quiet, verbose=verbose), due=due)
+    if not dry_run:  # a project's first run: .claw/ is there now for its validated clawfile
+        from claw_batch.clawfile.cache import save_unsaved
+
+        save_unsaved()
     if summary.error:
         click.echo(visible(said(summary.error)), err=True)
     if as_json:
