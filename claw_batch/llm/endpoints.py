@@ -125,9 +125,14 @@ class EndpointSpec:
         )
 
 
-def endpoint_spec(config: Clawfile, environ: Mapping[str, str], provider_name: str) -> EndpointSpec:
-    """The endpoint that serves `provider_name`: a provider of the clawfile, or the default
-    one at $OPENAI_BASE_URL with $OPENAI_API_KEY."""
+def endpoint_spec(
+    config: Clawfile,
+    environ: Mapping[str, str],
+    provider_name: str,
+    clawfile: str = "clawfile.yaml",
+) -> EndpointSpec:
+    """The endpoint that serves `provider_name`: a provider of the clawfile (named
+    `clawfile` in messages), or the default one at $OPENAI_BASE_URL with $OPENAI_API_KEY."""
     provider = config.providers.get(provider_name)
     if provider is None:
         return EndpointSpec(
@@ -145,7 +150,7 @@ def endpoint_spec(config: Clawfile, environ: Mapping[str, str], provider_name: s
         stream=provider.stream,
         request_timeout=provider.timeout or DEFAULT_REQUEST_TIMEOUT,
         base_url_from=(
-            f"providers.{provider_name}.base_url in clawfile.yaml"
+            f"providers.{provider_name}.base_url in {clawfile}"
             if provider.base_url
             else "$OPENAI_BASE_URL"
         ),
@@ -161,8 +166,10 @@ class Models:
         *,
         redact: Callable[[str], str],
         workers: Pool | None = None,  # live endpoints' calls go to worker processes
+        clawfile: str = "clawfile.yaml",  # its file's name, for messages (`claw run -f`)
     ) -> None:
         self.config = config
+        self.clawfile = clawfile
         self.environ = environ
         self.mode = mode
         self.redact = redact  # cassettes are committed: no secret may reach them
@@ -192,7 +199,7 @@ class Models:
             return ReplayLLM(self.mode.cassettes, redact=self.redact)
         llm = self._endpoint(provider_name)
         if self.workers is not None:
-            spec = endpoint_spec(self.config, self.environ, provider_name)
+            spec = endpoint_spec(self.config, self.environ, provider_name, self.clawfile)
             key = spec.key(self.environ)
             llm = self.workers.proxy(spec, self._breaker(spec.base_url, key), llm)
         provider = self.config.providers.get(provider_name)
@@ -205,7 +212,7 @@ class Models:
         return llm
 
     def _endpoint(self, provider_name: str) -> LLM:
-        spec = endpoint_spec(self.config, self.environ, provider_name)
+        spec = endpoint_spec(self.config, self.environ, provider_name, self.clawfile)
         key = spec.key(self.environ)
         return spec.build(key, self._breaker(spec.base_url, key))
 

@@ -131,7 +131,12 @@ class Runner:
 
             self.workers = pool_for_run(options.jobs, self.environ)
         self.models = Models(
-            project.config, self.environ, options.mode, redact=self.redact, workers=self.workers
+            project.config,
+            self.environ,
+            options.mode,
+            redact=self.redact,
+            workers=self.workers,
+            clawfile=project.clawfile.name,
         )
         self.graph: Graph = build(project.config)
 

@@ -66,6 +66,20 @@ def test_a_named_providers_refusal_names_its_clawfile_key(tmp_path: Path) -> Non
     ), r.stderr
 
 
+def test_a_refusal_names_the_clawfile_the_run_was_given(tmp_path: Path) -> None:
+    """`claw run -f nightly.yaml`: the key to check is in nightly.yaml, not clawfile.yaml."""
+    port = closed_port()
+    root = make_project(tmp_path, "version: 1\ntasks:\n  other: {prompt: go, output: o.md}\n")
+    (root / "nightly.yaml").write_text(
+        "version: 1\nmodel: local/qwen\n"
+        f"providers:\n  local: {{base_url: 'http://127.0.0.1:{port}/v1'}}\n"
+        "tasks:\n  t: {prompt: go, output: t.md}\n"
+    )
+    r = claw(root, "run", "t", "-f", str(root / "nightly.yaml"), env={"CLAW_NOW": NOW})
+    assert r.exit_code == 1
+    assert "check providers.local.base_url in nightly.yaml\n" in r.stderr, r.stderr
+
+
 def test_gateway_nested_cause_is_in_the_job_error(tmp_path: Path) -> None:
     upstream = '{"error":{"message":"max_tokens (200000) exceeds the context window"}}'
     body = {
