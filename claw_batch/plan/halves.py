@@ -3,8 +3,9 @@
 The quick check of a large fan-out is two `stat` calls a job, ~2.5 µs each on one core: 0.5 s
 of a 100,000-job no-op. A second process is the only way to a second core (threads would
 take the GIL back and forth at every call). The child runs the same check on the same data,
-already in its memory, and answers one byte; anything else it does (fails, is killed, says
-nothing) counts as "does not hold", and the caller then checks each job in turn.
+already in its memory, and answers yes or no (a yes with what its own check found, framed by
+its length); anything else it does (fails, is killed, says nothing or part of its answer)
+counts as "does not hold", and the caller then checks each job in turn.
 
 The jobs are taken in chunks from a pipe that holds the start of each, by whichever process
 is free: the child may first make a check of its own (`first`: a no-op's listing of its
@@ -28,7 +29,10 @@ from claw_batch.cores import usable_cores
 MIN_SPLIT = 2_000
 CHUNK = 1_000  # jobs a process takes at a time (~5 ms of stat calls)
 _START = struct.Struct("=I")  # a chunk's start, as the pipe holds it
-_MAX_CHUNKS = 8_192  # 32 KiB of starts: a pipe holds 64 KiB before its writer would wait
+# 4 KiB of starts, written before the fork: what a pipe holds even when its user is past
+# pipe-user-pages-soft (one page); more would wait for a reader that is not there yet.
+_MAX_CHUNKS = 1_024
+_LENGTH = struct.Struct("=I")  # how many bytes the child found, before them in its answer
 
 
 def pays(n: int) -> bool:
@@ -75,10 +79,10 @@ def shared(
         return said if said is not None and holds(0, n) else None
     if pid == 0:
         _child(read, write, lambda: _mine(take, first, holds, n, chunk))
-    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     os.close(write)
     mine, answer = False, b""
-    try:
+    try:  # a Ctrl-C pending since the fork is raised as the mask goes: the child goes too
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         mine = _chunks(take, holds, n, chunk)
         while mine and (more := os.read(read, 65536)):
             answer += more
@@ -88,7 +92,17 @@ def shared(
         if not mine:  # its answer no longer matters
             os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
-    return answer[1:] if answer[:1] == b"1" else None
+    return _whole(answer)
+
+
+def _whole(answer: bytes) -> bytes | None:
+    """What the child found, if its answer is a `1` and all of it: a child killed between
+    two writes of a long answer leaves a part, which is a "does not hold"."""
+    head = 1 + _LENGTH.size
+    if answer[:1] != b"1" or len(answer) < head:
+        return None
+    (length,) = _LENGTH.unpack_from(answer, 1)
+    return answer[head:] if len(answer) == head + length else None
 
 
 def _chunks(take: int, holds: Callable[[int, int], bool], n: int, chunk: int) -> bool:
@@ -133,13 +147,13 @@ def _drain(take: int) -> None:
 
 
 def _child(read: int, write: int, answer: Callable[[], bytes | None]) -> NoReturn:
-    """The forked half: `1` and what it found, or `0`, then out without running anything of
-    the parent's (no atexit, no buffers flushed twice, the ledger's connection untouched).
-    Whatever it raises is a "does not hold"."""
+    """The forked half: `1`, the length of what it found and that, or `0`, then out without
+    running anything of the parent's (no atexit, no buffers flushed twice, the ledger's
+    connection untouched). Whatever it raises is a "does not hold"."""
     try:
         os.close(read)
         said = answer()
-        data = b"0" if said is None else b"1" + said
+        data = b"0" if said is None else b"1" + _LENGTH.pack(len(said)) + said
         while data:
             data = data[os.write(write, data) :]
     finally:

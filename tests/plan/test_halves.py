@@ -110,6 +110,30 @@ def test_the_childs_own_check_counts(two_cores: None, answer: bool | str) -> Non
     assert all_in_halves(lambda start, end: True, MIN_SPLIT, first) is (answer is True)
 
 
+@pytest.mark.parametrize("cut", [0.5, 1.0], ids=["mid-answer", "before-its-end"])
+def test_a_child_killed_while_it_answers_counts_as_no(
+    two_cores: None, monkeypatch: pytest.MonkeyPatch, cut: float
+) -> None:
+    """An answer larger than a pipe holds takes several writes; a child killed between them
+    (the OOM killer, a `kill -9`) leaves a part of it, which must never pass for the whole."""
+    parent, write = os.getpid(), os.write
+
+    def dies_while_writing(fd: int, data: bytes) -> int:
+        if os.getpid() == parent:
+            return write(fd, data)
+        write(fd, data[: int(len(data) * cut) - 1])
+        os._exit(0)
+
+    monkeypatch.setattr(os, "write", dies_while_writing)
+    said = b"\x01\x00\x00\x00" * 30_000  # 120 KB: what 30,000 removed items make
+    assert halves.shared(lambda start, end: True, MIN_SPLIT, lambda: said) is None
+
+
+def test_a_whole_answer_is_handed_over(two_cores: None) -> None:
+    said = bytes(range(256)) * 500
+    assert halves.shared(lambda start, end: True, MIN_SPLIT, lambda: said) == said
+
+
 LISTED_WHERE = """
 import json, os, sys
 from claw_batch.plan import halves, jobs
