@@ -8,10 +8,10 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from claw_batch.config import Clawfile
 from claw_batch.errors import ClawfileError, UsageError
+from claw_batch.lazy import Lazy
 from claw_batch.safety.paths import NEVER_SEARCHED
 
 
@@ -30,21 +30,13 @@ def items_of(jobs: Sequence[Job]) -> Sequence[str | None]:
     return jobs.items if isinstance(jobs, Items) else [job.item for job in jobs]
 
 
-class Items(Sequence[Job]):
-    """The jobs of a fan-out task over `items`, each made when it is read: a no-op's 100,000
-    jobs are counted and paired with their results, seldom read one by one."""
+class Items(Lazy[Job]):
+    """The jobs of a fan-out task over `items`, each made when it is read."""
 
     def __init__(self, task: str, items: Sequence[str]) -> None:
+        super().__init__(len(items), lambda i: Job(task, items[i]))
         self.task = task
         self.items = items
-
-    def __len__(self) -> int:
-        return len(self.items)
-
-    def __getitem__(self, i: Any) -> Any:  # an index or a slice, as Sequence has it
-        if isinstance(i, slice):
-            return [Job(self.task, item) for item in self.items[i]]
-        return Job(self.task, self.items[i])
 
     def __iter__(self) -> Iterator[Job]:
         task = self.task

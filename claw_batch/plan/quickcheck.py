@@ -11,9 +11,9 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from claw_batch.config import Project, Task
+from claw_batch.lazy import Lazy
 from claw_batch.plan import render
 from claw_batch.plan.fingerprint import Fingerprint, TaskParts, digest
 from claw_batch.plan.halves import all_in_halves
@@ -122,7 +122,7 @@ class TaskKey:
         once), on two cores when there are that many (claw_batch.plan.halves)."""
         if not all_in_halves(self.holds(seals, items, stamp, pair=pair), len(seals)):
             return None
-        return FirstOutputs(seals)
+        return first_outputs(seals)
 
     def holds(
         self,
@@ -162,19 +162,9 @@ class TaskKey:
         return holds
 
 
-class FirstOutputs(Sequence[str | None]):
+def first_outputs(seals: Sequence[tuple[str, str | None]]) -> Sequence[str | None]:
     """The output each seal names, read from it when asked (TaskKey.first_output)."""
-
-    def __init__(self, seals: Sequence[tuple[str, str | None]]) -> None:
-        self.seals = seals
-
-    def __len__(self) -> int:
-        return len(self.seals)
-
-    def __getitem__(self, i: Any) -> Any:  # an index or a slice, as Sequence has it
-        if isinstance(i, slice):
-            return [self[n] for n in range(*i.indices(len(self)))]
-        return TaskKey.first_output(self.seals[i][1] or "")
+    return Lazy(len(seals), lambda i: TaskKey.first_output(seals[i][1] or ""))
 
 
 def _git_state(root: Path) -> list[str]:

@@ -19,7 +19,7 @@ from claw_batch.plan.fingerprint import Fingerprint
 from claw_batch.plan.graph import Graph
 from claw_batch.plan.halves import pays, shared
 from claw_batch.plan.jobs import Items, Job, items_of
-from claw_batch.plan.quickcheck import FirstOutputs, TaskKey, keyed
+from claw_batch.plan.quickcheck import TaskKey, first_outputs, keyed
 from claw_batch.store.filehash import FileHashes
 from claw_batch.store.lastrun import LastRun, last_runs
 from claw_batch.store.state import Done, State
@@ -132,7 +132,7 @@ class Decider:
         if said is None or not removed.issuperset(missing):
             self._unsettled.add(task)
             return None
-        outputs: Sequence[str | None] = FirstOutputs(seals)
+        outputs: Sequence[str | None] = first_outputs(seals)
         if removed:
             kept = [i for i in range(len(seals)) if i not in removed]
             items, outputs = [items[i] for i in kept], [outputs[i] for i in kept]

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any, Literal, NamedTuple
 
+from claw_batch.lazy import Lazy
 from claw_batch.llm.usage import Usage
 from claw_batch.plan.jobs import Job
 
@@ -67,21 +68,14 @@ def not_run(
     return JobResult(job, status, reason, 0.0, NO_USAGE, output, error, "", reasons=reasons)
 
 
-class UpToDate(Sequence[JobResult]):
+class UpToDate(Lazy[JobResult]):
     """The results of a task's jobs found up to date together (a no-op's 100,000): each
     made when it is read, from the job and the output its result names."""
 
     def __init__(self, jobs: Sequence[Job], outputs: Sequence[str | None]) -> None:
+        super().__init__(len(jobs), lambda i: not_run(jobs[i], "up-to-date", (), outputs[i]))
         self.jobs = jobs
         self.outputs = outputs
-
-    def __len__(self) -> int:
-        return len(self.jobs)
-
-    def __getitem__(self, i: Any) -> Any:  # an index or a slice, as Sequence has it
-        if isinstance(i, slice):
-            return [self[n] for n in range(*i.indices(len(self)))]
-        return not_run(self.jobs[i], "up-to-date", (), self.outputs[i])
 
     def __iter__(self) -> Iterator[JobResult]:
         for job, output in zip(self.jobs, self.outputs, strict=True):
