@@ -25,8 +25,8 @@ def render(rows: list[RunRow]) -> str:
         took = _took(run.started, run.finished)
         spent = usd(prices.total(job.cost_usd for job in run.jobs if job.tokens))
         tokens = sum(job.tokens for job in run.jobs)
-        cached = _cached(sum(job.cached_tokens for job in run.jobs), " ({:,} cached)")
-        totals = f", {count(tokens, 'token')}{cached}, {spent}" if run.jobs else ""
+        cached = _cached(sum(job.cached_tokens for job in run.jobs), ", {:,} cached")
+        totals = f", {count(tokens, 'token')}, {spent}{cached}" if run.jobs else ""
         head = f"{when}  {run.status:<11} {run.trigger:<{by}} {run.command}"
         lines.append(f"{head}{took}{totals}  [{run.id}]")
         width = max((len(job.name) for job in run.jobs), default=0)
