@@ -16,9 +16,9 @@ see bench/prompt.py). The shared share is the longest common prefix, in tokens, 
 serialized requests over the later one's tokens. "before" puts the requests back in the
 order main had (5c047e7): the system prompt's sections as the files with MEMORY.md, the daily
 notes, the skills list, the environment; a schema task's answer instructions after the job's
-own prompt, not before it. Only the order changed, so the same parts rebuild main's requests
-exactly (checked once against main's own requests: all 16 of two days' runs equal); "after"
-is what claw sends now.
+own prompt (now before it, with a line's reminder after). Only the order changed, so the same
+parts rebuild main's requests exactly (checked once against main's own requests: all 16 of
+two days' runs equal); "after" is what claw sends now.
 
     python bench/prefix.py
 
@@ -85,13 +85,16 @@ def main_order(system: str) -> str:
 _ANSWER = re.compile(
     r"\A(?:Answer the task below with the result as JSON\.|End the task below with a verdict:"
     r" (ok is false when anything must be fixed before this can go in\.))"
-    r"( Your final message must be only a JSON document .*?)\n\n---\n\n(.*)\Z",
+    r"( Your final message must be only a JSON document .*?)\n\n---\n\n(.*)"
+    r"\n\n---\nYour final message: only (?:the verdict|the JSON document) the JSON Schema "
+    r"above describes\.\n\Z",
     re.DOTALL,
 )
 
 
 def main_user(prompt: str) -> str:
-    """The task prompt as main sent it: the answer instructions after the job's own prompt."""
+    """The task prompt as main sent it: the answer instructions after the job's own prompt
+    (and no reminder of them)."""
     m = _ANSWER.match(prompt)
     if not m:
         return prompt

@@ -52,6 +52,14 @@ def instructions(schema: Mapping[str, Any], *, check: bool) -> str:
     )
 
 
+def reminder(*, check: bool) -> str:
+    """What goes after the task's prompt: a line, so that what the model reads last is
+    still claw's instruction, not the end of a diff or a file from outside the prompt
+    quotes; the schema itself is in the shared part before (`instructions`)."""
+    answer = "the verdict" if check else "the JSON document"
+    return f"\n\n---\nYour final message: only {answer} the JSON Schema above describes.\n"
+
+
 def parse(text: str) -> Any:
     """The JSON in a final answer; a ```json fence around it is tolerated."""
     m = FENCE.match(text.strip())

@@ -285,7 +285,11 @@ def _prompt(
         saw=saw,
     )
     if schema is not None:  # first: the same for every job of the task (prefix caches)
-        prompt = answers.instructions(schema, check=task.check) + prompt
+        head, tail = (
+            answers.instructions(schema, check=task.check),
+            answers.reminder(check=task.check),
+        )
+        prompt = head + prompt + tail
     return prompt
 
 
