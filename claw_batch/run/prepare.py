@@ -285,11 +285,8 @@ def _prompt(
         saw=saw,
     )
     if schema is not None:  # first: the same for every job of the task (prefix caches)
-        head, tail = (
-            answers.instructions(schema, check=task.check),
-            answers.reminder(check=task.check),
-        )
-        prompt = head + prompt + tail
+        check = task.check
+        prompt = answers.instructions(schema, check=check) + prompt + answers.reminder(check=check)
     return prompt
 
 
