@@ -184,6 +184,8 @@ def test_cached_prompt_tokens_are_shown_per_job_and_in_totals(tmp_path: Path) ->
     assert all("1,010 tok" in line and " 768 cached " in line for line in lines[1:]), lines
     (run,) = json.loads(claw(root, "log", "--json").stdout)
     assert [j["cached_tokens"] for j in run["jobs"]] == [768, 768]
+    shown = claw(root, "show", "last").stdout  # and each call's, in the transcript
+    assert shown.count("assistant (step 1, 1,010 tokens, 768 cached):") == 2, shown
 
 
 def test_no_cached_tokens_no_mention(tmp_path: Path) -> None:
