@@ -69,14 +69,16 @@ def test_two_jobs_of_a_fan_out_share_all_but_the_item(tmp_path: Path, server: Fa
     system, user = (m["content"] for m in first["messages"])
     assert second["messages"][0]["content"] == system
     # The answer's instructions, the same for every job, come before the job's own prompt:
-    # the two tasks' prompts differ only from the item on.
+    # the two jobs' prompts differ only from the item on (a line's reminder ends them).
     shared = common(user, second["messages"][1]["content"])
     assert shared.endswith("\n\n---\n\nTriage `inbox/")
     assert "JSON Schema" in shared
-    # Everything else in the prompt is the system prompt, in its order (SPEC §3).
-    places = [system.find(header) for header in STABLE + CHANGING]
-    assert places[-3:-1] == [places[-3], -1]  # no daily note yet: no section
-    del places[-2]
+    assert user.endswith(
+        "\n\n---\nYour final message: only the JSON document the JSON Schema above describes.\n"
+    )
+    # The system prompt, in its order: the stable part first.
+    assert "## Daily notes" not in system  # no note yet: no section
+    places = [system.index(header) for header in STABLE + CHANGING if header != "## Daily notes"]
     assert places == sorted(places) and places[0] == 0
 
 
