@@ -37,16 +37,27 @@ FENCE = re.compile(r"\A```(?:json)?\s*\n(.*?)\n```\s*\Z", re.DOTALL)
 
 
 def instructions(schema: Mapping[str, Any], *, check: bool) -> str:
+    """What goes before the task's prompt: the same for every job of the task, so it belongs
+    to the prefix they share (providers' prefix caches); the job's own prompt follows."""
     lead = (
-        "End with a verdict: ok is false when anything must be fixed before this can go in."
+        "End the task below with a verdict: ok is false when anything must be fixed before "
+        "this can go in."
         if check
-        else "Answer with the result as JSON."
+        else "Answer the task below with the result as JSON."
     )
     return (
-        f"\n\n---\n{lead} Your final message must be only a JSON document (no prose, no code "
+        f"{lead} Your final message must be only a JSON document (no prose, no code "
         f"fence) that validates against this JSON Schema:\n"
-        f"{json.dumps(schema, indent=None, sort_keys=True)}\n"
+        f"{json.dumps(schema, indent=None, sort_keys=True)}\n\n---\n\n"
     )
+
+
+def reminder(*, check: bool) -> str:
+    """What goes after the task's prompt: a line, so that what the model reads last is
+    still claw's instruction, not the end of a diff or a file from outside the prompt
+    quotes; the schema itself is in the shared part before (`instructions`)."""
+    answer = "the verdict" if check else "the JSON document"
+    return f"\n\n---\nYour final message: only {answer} the JSON Schema above describes.\n"
 
 
 def parse(text: str) -> Any:

@@ -1,5 +1,11 @@
-"""The system prompt: an identity line, the workspace files, the daily notes, a skills list,
+"""The system prompt: an identity line, the workspace files, a skills list, the daily notes,
 the date and the project root (SPEC §3). Short on purpose.
+
+Ordered for providers' prefix caches, which serve a request's longest prefix that an earlier
+request sent: what is the same for every job of a task and from day to day comes first (the
+identity line, AGENTS/SOUL/USER/IDENTITY.md, the skills list), what changes last (MEMORY.md,
+whose facts `remember` moves, the daily notes, the date, the project root). Every job of a
+fan-out then shares the whole system prompt, and the next day's run shares it up to MEMORY.md.
 
 Every job that runs gets the prompt as its files read then (a tool or an earlier task may
 have changed MEMORY.md or today's note); the jobs of a fan-out share one built prompt for as
@@ -82,9 +88,13 @@ def _stamp(path: str) -> Stamp:
     return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
-def _sections(root: Path, sources: list[str]) -> tuple[list[str], str]:
-    """The workspace file sections and the body of the daily notes section (empty: none)."""
-    sections: list[str] = []
+STABLE_FILES = WORKSPACE_FILES[:4]  # before the skills list; MEMORY.md after it
+
+
+def _sections(root: Path, sources: list[str]) -> tuple[dict[str, str], str]:
+    """The workspace file sections by file name and the body of the daily notes section
+    (empty: none). Read, and the budget spent, in WORKSPACE_FILES' order."""
+    sections: dict[str, str] = {}
     notes: list[str] = []
     budget = TOTAL_CAP
     for n, rel in enumerate(sources):
@@ -98,7 +108,7 @@ def _sections(root: Path, sources: list[str]) -> tuple[list[str], str]:
             body = _capped(text, FILE_CAP if is_file else NOTES_CAP, budget, rel)
             budget -= len(body)
             if is_file:
-                sections.append(f"## {WORKSPACE_FILES[n]}\n{body}")
+                sections[WORKSPACE_FILES[n]] = f"## {WORKSPACE_FILES[n]}\n{body}"
             else:
                 notes.append(f"### {rel}\n{body}")
     return sections, "\n\n".join(notes)
@@ -159,15 +169,18 @@ def _build(
     root: Path, sources: list[str], task: str, skills: Sequence[Skill], today: dt.date
 ) -> SystemPrompt:
     sections, notes = _sections(root, sources)
+    stable = [sections[name] for name in STABLE_FILES if name in sections]
+    memory = [sections["MEMORY.md"]] if "MEMORY.md" in sections else []
 
     def compose(notes: str, date: str, where: str, key: bool = False, listed: bool = True) -> str:
         skills_text = offer.section(skills, root, key=key) if listed else ""
-        parts = [
+        parts = [  # the same for every job and day first, what changes last (module doc)
             f"You are claw, running the task '{task}' unattended with tools; your last message "
             "without tool calls is the result.",
-            *sections,
-            *([f"## Daily notes\n{notes}"] if notes else []),
+            *stable,
             *([skills_text] if skills_text else []),
+            *memory,
+            *([f"## Daily notes\n{notes}"] if notes else []),
             f"## Environment\nDate: {date}\nProject root: {where} (tool paths are relative to it)",
         ]
         return offer.SEPARATOR.join(parts) + "\n"

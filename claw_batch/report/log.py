@@ -25,7 +25,8 @@ def render(rows: list[RunRow]) -> str:
         took = _took(run.started, run.finished)
         spent = usd(prices.total(job.cost_usd for job in run.jobs if job.tokens))
         tokens = sum(job.tokens for job in run.jobs)
-        totals = f", {count(tokens, 'token')}, {spent}" if run.jobs else ""
+        cached = _cached(sum(job.cached_tokens for job in run.jobs), ", {:,} cached")
+        totals = f", {count(tokens, 'token')}, {spent}{cached}" if run.jobs else ""
         head = f"{when}  {run.status:<11} {run.trigger:<{by}} {run.command}"
         lines.append(f"{head}{took}{totals}  [{run.id}]")
         width = max((len(job.name) for job in run.jobs), default=0)
@@ -34,10 +35,16 @@ def render(rows: list[RunRow]) -> str:
             name = job.name.ljust(width)
             cost = usd(job.cost_usd if job.tokens else 0.0)  # no model call, nothing spent
             line = f"  {job.status:<11} {name} {seconds:>8} {job.tokens:>9,} tok {cost:>9}  "
+            line += _cached(job.cached_tokens, "{:,} cached  ")
             lines.append((line + _detail(job)).rstrip())
         if not run.jobs:
             lines.append("  (no job ran: everything was up to date)")
     return visible("\n".join(lines) + ("\n" if lines else ""))  # items, errors, commands
+
+
+def _cached(tokens: int, shown: str) -> str:
+    """The prompt tokens a provider's prefix cache served, when it served any."""
+    return shown.format(tokens) if tokens else ""
 
 
 def _detail(job: JobRow) -> str:

@@ -94,6 +94,8 @@ def _assistant(e: Mapping[str, Any]) -> Iterator[str]:
     tokens = usage.get("prompt", 0) + usage.get("completion", 0)
     cost = e.get("cost_usd")
     spent = f", ${cost:.4f}" if isinstance(cost, (int, float)) else ""
+    cached = usage.get("cached", 0)  # of the prompt, served from the provider's prefix cache
+    spent = (f", {cached:,} cached" if isinstance(cached, int) and cached else "") + spent
     yield f"assistant (step {e.get('step')}, {count(tokens, 'token')}{spent}):"
     if e.get("content"):
         yield indent(str(e["content"]).strip())

@@ -67,6 +67,7 @@ def _row(r: JobResult, totals: _Totals) -> dict[str, Any]:
         "reason": r.reason,
         "duration_s": r.duration_s,
         "tokens": r.tokens,
+        "cached_tokens": r.usage.cached_tokens,  # of its prompt tokens, from a prefix cache
         "cost_usd": _usd(r.cost_usd),
         "output": r.output,
         "error": r.error,
@@ -84,6 +85,7 @@ class _Totals:
         # run-ending error stopped, never a result's.
         self.counts = {s: 0 for s in get_args(Status) if s != "error"}
         self.tokens = 0
+        self.cached = 0
         self.cost: float | None = 0  # of the jobs that used tokens; None: a price unknown
         self.duration: float = 0
 
@@ -92,6 +94,7 @@ class _Totals:
         if r.status in self.counts:
             self.counts[r.status] += 1
         self.tokens += r.tokens
+        self.cached += r.usage.cached_tokens
         if r.tokens:
             self.cost = plus(self.cost, r.cost_usd)
         self.duration += r.duration_s
@@ -101,6 +104,7 @@ class _Totals:
             "jobs": self.jobs,
             **self.counts,
             "tokens": self.tokens,
+            "cached_tokens": self.cached,
             "cost_usd": _usd(self.cost),
             "duration_s": round(self.duration, 3),
         }

@@ -284,8 +284,9 @@ def _prompt(
         outside=run.outside,
         saw=saw,
     )
-    if schema is not None:
-        prompt += answers.instructions(schema, check=task.check)
+    if schema is not None:  # first: the same for every job of the task (prefix caches)
+        check = task.check
+        prompt = answers.instructions(schema, check=check) + prompt + answers.reminder(check=check)
     return prompt
 
 

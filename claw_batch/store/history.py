@@ -30,6 +30,7 @@ class JobRow:
     transcript: str | None
     cost_usd: float | None  # None: the model's price is not known
     remembered: str | None = None  # the run whose failed verdict this job gave again
+    cached_tokens: int = 0  # of its prompt tokens, served from the provider's prefix cache
 
     @property
     def name(self) -> str:
@@ -181,7 +182,7 @@ def _jobs(db: sqlite3.Connection, run_id: str, task: str | None) -> tuple[JobRow
     rows = db.execute(
         "SELECT task, item, status, reason, duration_s, "
         "prompt_tokens + completion_tokens, output, error, transcript, cost_usd, "
-        f"{column(db, 'jobs', 'remembered')} "
+        f"{column(db, 'jobs', 'remembered')}, cached_tokens "
         f"FROM jobs WHERE run_id = ?{only} ORDER BY rowid",
         (run_id, task) if task else (run_id,),
     ).fetchall()

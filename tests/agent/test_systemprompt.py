@@ -1,4 +1,5 @@
-"""The system prompt: workspace files with caps, daily notes, skills, date and root."""
+"""The system prompt: workspace files with caps, skills, MEMORY.md, daily notes, date and
+root — what every job and day share first (prefix caches)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ def write(root: Path, rel: str, text: str) -> None:
 def test_layout(tmp_path: Path) -> None:
     write(tmp_path, "workspace/AGENTS.md", "Be brief.\n")
     write(tmp_path, "workspace/IDENTITY.md", "Name: Claw\n")
+    write(tmp_path, "workspace/MEMORY.md", "- colour: blue\n")
     write(tmp_path, "workspace/memory/2026-11-21.md", "yesterday's entry\n")
     write(tmp_path, "workspace/memory/2026-11-22.md", "today's entry\n")
     write(tmp_path, "workspace/memory/2026-11-20.md", "too old\n")
@@ -33,11 +35,12 @@ def test_layout(tmp_path: Path) -> None:
         "tool calls is the result.\n\n"
         "## AGENTS.md\nBe brief.\n\n"
         "## IDENTITY.md\nName: Claw\n\n"
+        "## Skills (read its SKILL.md before using one)\n"
+        "- tidy: Keep it tidy. (skills/tidy/SKILL.md)\n\n"
+        "## MEMORY.md\n- colour: blue\n\n"
         "## Daily notes\n"
         "### workspace/memory/2026-11-21.md\nyesterday's entry\n\n"
         "### workspace/memory/2026-11-22.md\ntoday's entry\n\n"
-        "## Skills (read its SKILL.md before using one)\n"
-        "- tidy: Keep it tidy. (skills/tidy/SKILL.md)\n\n"
         f"## Environment\nDate: 2026-11-22 (Sunday)\nProject root: {tmp_path} (tool paths are "
         "relative to it)\n"
     )

@@ -307,7 +307,8 @@ def test_the_plan_says_which_skills_changed_and_what_they_cost(
     server.requests.clear()
     run(root, env)
     system = system_prompts(server)["summary"]
-    listed = system[system.index("## Skills") : system.index("## Environment")]
+    start = system.index("## Skills")
+    listed = system[start : system.index("\n\n## ", start) + 2]  # and the separator after it
     assert len(listed) // 4 == 49  # what the plan said, at 4 characters a token
     (root / "skills/docx").rename(tmp_path / "docx")
     (root / "skills/pdf/SKILL.md").write_text("---\nname: pdf\ndescription: PDFs.\n---\nBody.\n")

@@ -160,3 +160,39 @@ def test_a_ledger_from_before_the_trigger_column_still_opens(tmp_path: Path) -> 
     runs = json.loads(claw(root, "log", "--json").stdout)
     assert [r["trigger"] for r in runs] == ["hand", "cron"]
     assert runs[0]["command"] == f"claw run -C {root} -B"
+
+
+# --- cached prompt tokens (issue 18, part 3) ------------------------------------------------
+
+
+def test_cached_prompt_tokens_are_shown_per_job_and_in_totals(tmp_path: Path) -> None:
+    """What the provider served from its prefix cache (part of the prompt tokens, cheaper):
+    `--json`, `claw log` and `claw log --json` show it beside the tokens."""
+    root = make_project(tmp_path / "p", CLAWFILE, {"inbox/a.txt": "A\n", "inbox/b.txt": "B\n"})
+    with FakeOpenAI() as server:
+        server.handler = lambda body: text("done", usage=(1000, 10), cached=768)
+        env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-x"}
+        ran = claw(root, "run", "-j", "1", "tickets", "--json", env=env)
+    assert ran.exit_code == 0, ran.stderr
+    envelope = json.loads(ran.stdout)
+    assert [j["cached_tokens"] for j in envelope["jobs"]] == [768, 768]
+    assert (envelope["totals"]["tokens"], envelope["totals"]["cached_tokens"]) == (2020, 1536)
+
+    lines = claw(root, "log").stdout.splitlines()
+    run_id = envelope["run_id"]  # fake-model has no price: $?
+    assert lines[0].endswith(f", 2,020 tokens, $?, 1,536 cached  [{run_id}]"), lines[0]
+    assert all("1,010 tok" in line and " 768 cached " in line for line in lines[1:]), lines
+    (run,) = json.loads(claw(root, "log", "--json").stdout)
+    assert [j["cached_tokens"] for j in run["jobs"]] == [768, 768]
+    shown = claw(root, "show", "last").stdout  # and each call's, in the transcript
+    assert shown.count("assistant (step 1, 1,010 tokens, 768 cached):") == 2, shown
+
+
+def test_no_cached_tokens_no_mention(tmp_path: Path) -> None:
+    root = make_project(tmp_path / "p", CLAWFILE)
+    with FakeOpenAI() as server:
+        server.handler = lambda body: text("done")
+        env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-x"}
+        ran = claw(root, "run", "notes", "--json", env=env)
+    assert json.loads(ran.stdout)["totals"]["cached_tokens"] == 0
+    assert not re.search(r"\d cached", claw(root, "log").stdout)
