@@ -322,6 +322,7 @@ class FakeBatches:
     def __init__(self, fake: FakeOpenAI) -> None:
         self.fake = fake
         self.enabled = True  # False: every files/batches route answers 404, as most servers do
+        self.refuse: Reply | None = None  # every files/batches route answers this error
         self.held = False  # True: batches stay in_progress until a test lets them go
         self.polls_before_done = 0  # retrieves that answer in_progress before processing
         # The next batch processed expires after answering this many of its lines.
@@ -336,6 +337,8 @@ class FakeBatches:
         self._lock = threading.Lock()
 
     def post(self, path: str, raw: bytes, headers: Any) -> tuple[int, object]:
+        if self.refuse is not None:
+            return self.refuse.status, self.refuse.body
         if not self.enabled:
             return 404, {"error": {"message": f"no route {path}"}}
         if path.rstrip("/") == "/v1/files":
@@ -352,6 +355,8 @@ class FakeBatches:
         return 404, {"error": {"message": f"no route {path}"}}
 
     def get(self, path: str) -> tuple[int, object]:
+        if self.refuse is not None:
+            return self.refuse.status, self.refuse.body
         if not self.enabled:
             return 404, {"error": {"message": f"no route GET {path}"}}
         match = re.fullmatch(r"/v1/files/([^/]+)/content", path)

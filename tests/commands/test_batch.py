@@ -1,0 +1,223 @@
+"""End to end: `claw run --batch` and `batch: true` tasks against the fake endpoint's Files and
+Batches APIs (tests/fake_openai.py's FakeBatches)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_openai import FakeOpenAI, Reply, call, error, text, tool_calls
+from helpers import HANG, claw, make_project
+
+NOW = "2026-11-22T23:05:00+01:00"
+
+FAN_OUT = """
+    version: 1
+    model: gpt-4o-mini
+    tasks:
+      triage:
+        foreach: "inbox/*.txt"
+        prompt: "Triage {{ item.path }}."
+        output: "tickets/{{ item.stem }}.md"
+        tools: [read]
+      digest:
+        prompt: "Read notes/a.md and digest it."
+        output: digest.md
+        tools: [read]
+"""
+FILES = {"inbox/a.txt": "A", "inbox/b.txt": "B", "inbox/c.txt": "C", "notes/a.md": "the note"}
+
+
+def answer(body: dict[str, Any]) -> Reply:
+    """One turn for a triage, two for the digest (a read, then the answer)."""
+    prompt = body["messages"][1]["content"]
+    if prompt.startswith("Triage"):
+        return text(f"triaged: {prompt}")
+    if not any(m["role"] == "tool" for m in body["messages"]):
+        return tool_calls(call("read", {"path": "notes/a.md"}))
+    return text("digest of " + body["messages"][-1]["content"][:40])
+
+
+@pytest.fixture
+def server() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI() as srv:
+        srv.handler = answer
+        yield srv
+
+
+@pytest.fixture
+def env(server: FakeOpenAI) -> dict[str, str]:
+    return {
+        "OPENAI_BASE_URL": server.base_url,
+        "OPENAI_API_KEY": "sk-test-0123456789abcdef0123",
+        "CLAW_NOW": NOW,
+    }
+
+
+def lines_batched(server: FakeOpenAI) -> int:
+    return sum(b["request_counts"]["total"] for b in server.batch.batches.values())
+
+
+def test_batch_runs_a_fan_out_and_a_multi_turn_job_in_rounds(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    root = make_project(tmp_path / "p", FAN_OUT, FILES)
+    r = claw(root, "run", "--batch", "--json", env=env)
+    assert r.exit_code == 0, r.stderr
+    assert (root / "tickets/a.md").read_text() == "triaged: Triage inbox/a.txt.\n"
+    assert (root / "digest.md").read_text().startswith("digest of ")
+    assert "the note" in (root / "digest.md").read_text()
+    # Every call went through a batch: 3 triages, the digest's two turns; the second turn
+    # in a later batch, after the read ran here.
+    assert len(server.requests) == 5 and lines_batched(server) == 5
+    assert server.batch.created >= 2 and server.batch.uploads == server.batch.created
+    doc = json.loads(r.stdout)
+    assert {j["status"] for j in doc["jobs"]} == {"ok"}
+    # gpt-4o-mini at half of list (0.075 / 0.30 per million): 10 prompt + 5 completion
+    # tokens a call, 5 calls
+    assert doc["totals"]["cost_usd"] == pytest.approx(5 * (10 * 0.075 + 5 * 0.30) / 1e6, abs=1e-6)
+    assert doc["totals"]["cost_usd"] < 5 * (10 * 0.15 + 5 * 0.60) / 1e6 * 0.55
+    db = sqlite3.connect(root / ".claw/state.db")
+    assert db.execute("SELECT COUNT(*) FROM calls").fetchone() == (5,)
+    assert db.execute("SELECT status FROM batches").fetchall() == [("done",)] * (
+        server.batch.created
+    )
+    assert db.execute("SELECT COUNT(*) FROM batch_requests").fetchone() == (0,)
+    assert "claw: batch batch_fake1: " in r.stderr
+
+
+def test_batch_true_on_a_task_and_its_price(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    clawfile = FAN_OUT.replace(
+        '        output: "tickets/{{ item.stem }}.md"\n',
+        '        output: "tickets/{{ item.stem }}.md"\n        batch: true\n',
+    ) + ("    prices:\n      gpt-4o-mini: {input: 1, output: 2, batch: {input: 0.5, output: 1}}\n")
+    root = make_project(tmp_path / "p", clawfile, FILES)
+    r = claw(root, "run", "--json", env=env)
+    assert r.exit_code == 0, r.stderr
+    assert lines_batched(server) == 3  # the triages; the digest's two turns were live
+    assert len(server.requests) == 5
+    jobs = {j["task"] + (j["item"] or ""): j for j in json.loads(r.stdout)["jobs"]}
+    assert jobs["triageinbox/a.txt"]["cost_usd"] == pytest.approx((10 * 0.5 + 5 * 1) / 1e6)
+    assert jobs["digest"]["cost_usd"] == pytest.approx(2 * (10 * 1 + 5 * 2) / 1e6)
+
+
+def test_a_provider_without_a_batch_api_says_so(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    server.batch.enabled = False
+    root = make_project(tmp_path / "p", FAN_OUT, FILES)
+    r = claw(root, "run", "digest", "--batch", env=env)
+    assert r.exit_code == 1
+    assert "HTTP 404" in r.stderr and "has no Batch API" in r.stderr, r.stderr
+    assert "without --batch" in r.stderr
+    assert server.requests == []
+
+
+def test_a_refused_key_names_its_variable(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    server.batch.refuse = error(401, "bad key sk-test-0123456789abcdef0123")
+    root = make_project(tmp_path / "p", FAN_OUT, FILES)
+    r = claw(root, "run", "digest", "--batch", env=env)
+    assert r.exit_code == 1
+    assert "HTTP 401" in r.stderr and "$OPENAI_API_KEY" in r.stderr, r.stderr
+    assert "sk-test-0123456789abcdef0123" not in r.stderr
+
+
+def test_an_expired_batch_resubmits_only_its_missing_lines(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    server.batch.expire_after = 1  # the first batch answers one line, then expires
+    root = make_project(tmp_path / "p", FAN_OUT, FILES)
+    r = claw(root, "run", "triage", "--batch", env=env)
+    assert r.exit_code == 0, r.stderr
+    first, second = server.batch.batches.values()
+    assert first["status"] == "expired" and first["request_counts"]["total"] == 3
+    assert second["request_counts"]["total"] == 2  # only the two lines without a reply
+    assert len(server.requests) == 3  # each triage answered once
+    assert "(expired): 2 requests without a reply submitted again" in r.stderr
+    assert sorted(p.name for p in (root / "tickets").iterdir()) == ["a.md", "b.md", "c.md"]
+
+
+def test_failed_lines_are_retried_or_fail_their_job_with_the_reason(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    answers = {
+        "Triage inbox/a.txt.": [error(500, "overloaded"), text("a at last")],
+        "Triage inbox/b.txt.": [error(400, "bad request: context too long")],
+        "Triage inbox/c.txt.": [text("c")],
+    }
+    server.handler = lambda body: answers[body["messages"][1]["content"]].pop(0)
+    root = make_project(tmp_path / "p", FAN_OUT, FILES)
+    r = claw(root, "run", "triage", "--batch", "-k", env=env)
+    assert r.exit_code == 1
+    assert (root / "tickets/a.md").read_text() == "a at last\n"
+    assert (root / "tickets/c.md").read_text() == "c\n"
+    assert not (root / "tickets/b.md").exists()
+    assert "HTTP 400: bad request: context too long" in r.stderr, r.stderr
+
+
+def test_batch_wait_stops_the_run_and_the_next_run_finishes_without_uploading(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    server.batch.held = True
+    root = make_project(tmp_path / "p", FAN_OUT, FILES)
+    r = claw(root, "run", "triage", "--batch", "--batch-wait", "2s", env=env)
+    assert r.exit_code == 3, r.stderr
+    assert "batch-wait" in r.stderr
+    assert "is left running" in r.stderr and "`claw run` again" in r.stderr
+    assert (server.batch.uploads, server.batch.created) == (1, 1)
+    server.batch.held = False
+    r = claw(root, "run", "triage", "--batch", env=env)
+    assert r.exit_code == 0, r.stderr
+    assert "re-attached to batch batch_fake1" in r.stderr
+    assert (server.batch.uploads, server.batch.created) == (1, 1)
+    assert len(server.requests) == 3
+    assert sorted(p.name for p in (root / "tickets").iterdir()) == ["a.md", "b.md", "c.md"]
+
+
+def test_bad_batch_wait_is_a_usage_error(tmp_path: Path, env: dict[str, str]) -> None:
+    root = make_project(tmp_path / "p", FAN_OUT, FILES)
+    r = claw(root, "run", "--batch", "--batch-wait", "soon", env=env)
+    assert r.exit_code == 2
+    assert "--batch-wait 'soon': expected a duration such as 30m" in r.stderr
+
+
+def test_a_run_killed_while_polling_resumes_without_a_second_upload(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    server.batch.held = True
+    root = make_project(tmp_path / "p", FAN_OUT, FILES)
+    child = subprocess.Popen(
+        [sys.executable, "-m", "claw_batch", "run", "triage", "--batch"],
+        cwd=root,
+        env={**os.environ, **env},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        assert server.batch.created_event.wait(HANG)
+        while server.batch.retrieves == 0:  # it polls: the batch id is journalled
+            assert child.poll() is None
+            server.batch.created_event.wait(0.05)
+    finally:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.communicate()
+    assert (server.batch.uploads, server.batch.created) == (1, 1)
+    server.batch.held = False
+    r = claw(root, "run", "triage", "--batch", env=env)
+    assert r.exit_code == 0, r.stderr
+    assert (server.batch.uploads, server.batch.created) == (1, 1)
+    assert len(server.requests) == 3
+    assert sorted(p.name for p in (root / "tickets").iterdir()) == ["a.md", "b.md", "c.md"]
