@@ -33,7 +33,12 @@ from claw_batch import baton, cancel
 from claw_batch.errors import LimitExceeded, ModelError
 from claw_batch.llm import wire
 from claw_batch.llm.batchapi import BatchAPI, BatchState, Gone, Unreachable
-from claw_batch.llm.cassette import canonical_request, completion_from_json, completion_json
+from claw_batch.llm.cassette import (
+    canonical_request,
+    completion_from_json,
+    completion_json,
+    redacted,
+)
 from claw_batch.llm.endpoints import EndpointSpec
 from claw_batch.llm.messages import ChatRequest, Completion
 from claw_batch.store.batches import Journal
@@ -328,8 +333,12 @@ class BatchLLM:
                 data = self._retried(functools.partial(self.api.content, file_id))
                 _read_lines(data, replies, failed, self.redact)
         if self.journal is not None:
-            kept = {cid: json.dumps(completion_json(c)) for cid, c in replies.items()}
-            self.journal.finished(batch.file_id, kept)
+            # Kept redacted, as every sink is: a reply may echo a key the prompt showed.
+            kept = {
+                cid: json.dumps(redacted(completion_json(c), self.redact))
+                for cid, c in replies.items()
+            }
+            self.journal.finished(batch.file_id, kept, state.status)
         with self._cond:
             self._flight.pop(batch.file_id, None)
         again: dict[str, list[_Call]] = {}

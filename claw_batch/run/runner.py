@@ -208,7 +208,9 @@ class Runner:
         if unset is not None:  # before the run's first write: no job, no note, no ledger run
             summary = RunSummary(run_id, exit_code=unset.exit_code, error=str(unset))
             return self._ended_early(summary, state, chosen, left=True)
-        if state is not None and not self.options.dry_run and self._batching(names):
+        if self.options.dry_run:
+            self._say_batched(names)
+        elif state is not None and self._batching(names):
             self._batch_run(state, run_id)
         run = RunSession(self._setup(), state, run_id, now)
         code, error = 1, None  # what the ledger says if a bug ends the run
@@ -236,6 +238,17 @@ class Runner:
         return not self.options.mode.replay and (
             self.options.mode.batch or any(tasks[n].batch for n in names)
         )
+
+    def _say_batched(self, names: list[str]) -> None:
+        """A dry run says which tasks would go through a Batch API, and why."""
+        tasks, mode = self.project.config.tasks, self.options.mode
+        for name in names if not mode.replay else ():
+            if mode.batch or tasks[name].batch:
+                why = "--batch" if mode.batch else "batch: true"
+                self.progress.message(
+                    f"claw: {name}: its model calls would go through the provider's Batch "
+                    f"API ({why})"
+                )
 
     def _batch_run(self, state: State, run_id: str) -> None:
         """What the run's batch endpoints need: the ledger for their journal, its id, where

@@ -21,7 +21,7 @@ CREATE TABLE IF NOT EXISTS batches (
     endpoint TEXT NOT NULL,        -- the base URL, without credentials
     input_file_id TEXT NOT NULL,
     batch_id TEXT,                 -- NULL: uploaded, the batch not created yet
-    status TEXT NOT NULL,          -- uploaded | the provider's | done
+    status TEXT NOT NULL,          -- uploaded, then the provider's: in_progress, completed...
     run_id TEXT NOT NULL,          -- the run that submitted it
     requests INTEGER NOT NULL,
     PRIMARY KEY (endpoint, input_file_id)
@@ -35,8 +35,6 @@ CREATE TABLE IF NOT EXISTS batch_requests (
     PRIMARY KEY (endpoint, custom_id)
 );
 """
-
-DONE = "done"
 
 
 class Found(NamedTuple):
@@ -96,8 +94,9 @@ class Journal:
                 (status, self.endpoint, input_file_id),
             )
 
-    def finished(self, input_file_id: str, completions: Mapping[str, str]) -> None:
-        """The batch is over: its replies kept, its requests without one dropped."""
+    def finished(self, input_file_id: str, completions: Mapping[str, str], status: str) -> None:
+        """The batch is over (`status`: completed, expired...): its replies kept, its requests
+        without one dropped."""
         with self.db.transaction():
             self.db.db.executemany(
                 "UPDATE batch_requests SET completion = ? WHERE endpoint = ? AND custom_id = ? "
@@ -111,7 +110,7 @@ class Journal:
             )
             self.db.db.execute(
                 "UPDATE batches SET status = ? WHERE endpoint = ? AND input_file_id = ?",
-                (DONE, self.endpoint, input_file_id),
+                (status, self.endpoint, input_file_id),
             )
 
     def forget(self, input_file_id: str) -> None:
@@ -130,15 +129,3 @@ class Journal:
                 "DELETE FROM batch_requests WHERE endpoint = ? AND custom_id = ?",
                 (self.endpoint, custom_id),
             )
-
-
-def of_run(db: Database, run_id: str) -> list[tuple[str, str, int]]:
-    """The batches a run submitted: (batch id, status, requests)."""
-    if not db.has_table("batches"):
-        return []
-    rows = db.select(
-        "SELECT batch_id, status, requests FROM batches WHERE run_id = ? AND batch_id IS NOT "
-        "NULL ORDER BY rowid",
-        (run_id,),
-    )
-    return [(r[0], r[1], r[2]) for r in rows]

@@ -87,7 +87,7 @@ def test_batch_runs_a_fan_out_and_a_multi_turn_job_in_rounds(
     assert doc["totals"]["cost_usd"] < 5 * (10 * 0.15 + 5 * 0.60) / 1e6 * 0.55
     db = sqlite3.connect(root / ".claw/state.db")
     assert db.execute("SELECT COUNT(*) FROM calls").fetchone() == (5,)
-    assert db.execute("SELECT status FROM batches").fetchall() == [("done",)] * (
+    assert db.execute("SELECT status FROM batches").fetchall() == [("completed",)] * (
         server.batch.created
     )
     assert db.execute("SELECT COUNT(*) FROM batch_requests").fetchone() == (0,)
@@ -221,3 +221,88 @@ def test_a_run_killed_while_polling_resumes_without_a_second_upload(
     assert (server.batch.uploads, server.batch.created) == (1, 1)
     assert len(server.requests) == 3
     assert sorted(p.name for p in (root / "tickets").iterdir()) == ["a.md", "b.md", "c.md"]
+
+
+def test_ctrl_c_while_waiting_leaves_the_batch_running_and_says_so(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    server.batch.held = True
+    root = make_project(tmp_path / "p", FAN_OUT, FILES)
+    child = subprocess.Popen(
+        [sys.executable, "-m", "claw_batch", "run", "triage", "--batch"],
+        cwd=root,
+        env={**os.environ, **env},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.batch.created_event.wait(HANG)
+        while server.batch.retrieves == 0:
+            assert child.poll() is None
+            server.batch.created_event.wait(0.05)
+        child.send_signal(signal.SIGINT)
+        _, stderr = child.communicate(timeout=HANG)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.communicate()
+    assert child.returncode == 130, stderr
+    assert "claw: batch batch_fake1 is left running at http://127.0.0.1:" in stderr
+    assert "(it is paid for): `claw run` again picks up its results" in stderr
+    assert stderr.splitlines()[-1] == "claw: interrupted"
+    server.batch.held = False
+    r = claw(root, "run", "triage", "--batch", env=env)
+    assert r.exit_code == 0, r.stderr
+    assert (server.batch.uploads, server.batch.created) == (1, 1)
+
+
+def test_log_shows_the_batches_and_a_dry_run_says_which_tasks_batch(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    clawfile = FAN_OUT.replace(
+        '        output: "tickets/{{ item.stem }}.md"\n',
+        '        output: "tickets/{{ item.stem }}.md"\n        batch: true\n',
+    )
+    root = make_project(tmp_path / "p", clawfile, FILES)
+    r = claw(root, "run", "-n", env=env)
+    assert r.exit_code == 0, r.stderr
+    assert (
+        "claw: triage: its model calls would go through the provider's Batch API (batch: true)"
+        in r.stderr
+    )
+    assert "digest: its model calls" not in r.stderr
+    assert server.batch.uploads == 0
+    assert claw(root, "run", "triage", env=env).exit_code == 0
+    r = claw(root, "log", env=env)
+    assert "  batches: batch_fake1 (completed, 3 requests)" in r.stdout, r.stdout
+    (run,) = json.loads(claw(root, "log", "--json", env=env).stdout)
+    assert run["batches"] == ["batch_fake1 (completed, 3 requests)"]
+
+
+def test_replies_nobody_asked_for_yet_are_kept_redacted(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    key = env["OPENAI_API_KEY"]
+    server.handler = lambda body: text(f"the key is {key}")
+    server.batch.held = True
+    root = make_project(tmp_path / "p", FAN_OUT, FILES)
+    r = claw(root, "run", "triage", "--batch", "--batch-wait", "1s", env=env)
+    assert r.exit_code == 3
+    server.batch.held = False
+    (root / "inbox/b.txt").unlink()  # the next run asks for a's reply alone
+    (root / "inbox/c.txt").unlink()
+    r = claw(root, "run", "triage", "--batch", env=env)
+    assert r.exit_code == 0, r.stderr
+    db = sqlite3.connect(root / ".claw/state.db")
+    kept = db.execute("SELECT completion FROM batch_requests").fetchall()
+    assert len(kept) == 2 and all("the key is [REDACTED]" in k for (k,) in kept)
+    db.close()
+    data = b"".join(p.read_bytes() for p in (root / ".claw").glob("state.db*"))
+    assert key.encode() not in data
+    # b's reply is handed over when b comes back, without a batch
+    (root / "inbox/b.txt").write_text("B")
+    r = claw(root, "run", "triage", "--batch", env=env)
+    assert r.exit_code == 0, r.stderr
+    assert (server.batch.uploads, len(server.requests)) == (1, 3)
+    assert (root / "tickets/b.md").read_text() == "the key is [REDACTED]\n"
