@@ -333,6 +333,11 @@ class FakeBatches:
         self.created = 0
         self.retrieves = 0
         self.created_event = threading.Event()  # set when a batch is created
+        # Set: a create waits for this event (setting `creating` meanwhile), then fails with
+        # a 503 and creates nothing: a client killed while it waited made no batch.
+        self.create_gate: threading.Event | None = None
+        self.creating = threading.Event()
+        self.fail_next: str | None = None  # the next batch processed `failed`, for this reason
         self._polls: dict[str, int] = {}
         self._lock = threading.Lock()
 
@@ -386,6 +391,11 @@ class FakeBatches:
         return 200, _file(file_id, size, "batch")
 
     def _create(self, body: dict[str, Any]) -> tuple[int, object]:
+        gate = self.create_gate
+        if gate is not None:
+            self.creating.set()
+            gate.wait(60)
+            return 503, {"error": {"message": "the client went away"}}
         if body.get("input_file_id") not in self.files:
             return 400, {"error": {"message": f"no file {body.get('input_file_id')}"}}
         if body.get("endpoint") != "/v1/chat/completions" or body.get("completion_window") != "24h":
@@ -414,6 +424,11 @@ class FakeBatches:
     def _process(self, batch: dict[str, Any], *, cancelled: bool = False) -> None:
         """Answer the batch's lines from the script (under the lock)."""
         lines = self.files[batch["input_file_id"]].decode().splitlines()
+        if self.fail_next is not None and not cancelled:
+            errors_of = {"object": "list", "data": [{"code": "invalid", "message": self.fail_next}]}
+            batch |= {"status": "failed", "errors": errors_of}
+            self.fail_next = None
+            return
         answered = 0 if cancelled else len(lines)
         status = "cancelled" if cancelled else "completed"
         if not cancelled and self.expire_after is not None:

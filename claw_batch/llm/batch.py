@@ -31,6 +31,7 @@ from typing import TypeVar
 
 from claw_batch import baton, cancel
 from claw_batch.errors import LimitExceeded, ModelError
+from claw_batch.figures import duration
 from claw_batch.llm import wire
 from claw_batch.llm.batchapi import BatchAPI, BatchState, Gone, Unreachable
 from claw_batch.llm.cassette import (
@@ -50,6 +51,7 @@ FIRST_POLL = 1.0  # seconds before a batch is first looked at
 MAX_POLL = 60.0  # seconds between two looks at a batch, at most
 MAX_REQUESTS = 50_000  # lines of one batch file (OpenAI's limit)
 MAX_BYTES = 200 * 2**20  # bytes of one batch file (OpenAI's limit)
+HEARTBEAT = 600.0  # seconds after which a batch's progress is said again, changed or not
 ATTEMPTS = 3  # times a line that failed with a retryable status is submitted
 OVER = frozenset({"completed", "expired", "cancelled", "failed"})
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
@@ -105,6 +107,7 @@ class _Batch:
     next_poll: float = 0.0
     interval: float = FIRST_POLL
     shown: tuple[str, int, int] = ("", -1, -1)  # status and counts last said
+    said: float = 0.0  # when
 
 
 class BatchLLM:
@@ -315,14 +318,15 @@ class BatchLLM:
 
     def _show(self, batch: _Batch, state: BatchState) -> None:
         shown = (state.status, state.completed, state.failed)
-        if shown == batch.shown:
+        now = time.monotonic()
+        if shown == batch.shown and now - batch.said < HEARTBEAT:
             return
-        batch.shown = shown
-        elapsed = int(time.monotonic() - batch.started)
+        batch.shown, batch.said = shown, now
+        elapsed = round(now - batch.started)
         self.run.say(
             f"claw: batch {state.id}: {state.status}, {state.completed + state.failed}/"
             f"{state.total} done{f' ({state.failed} failed)' if state.failed else ''}, "
-            f"{elapsed // 60}:{elapsed % 60:02d} elapsed"
+            f"{duration(elapsed)} elapsed"
         )
 
     def _finish(self, batch: _Batch, state: BatchState) -> None:

@@ -110,7 +110,8 @@ def _batches(db: sqlite3.Connection) -> dict[str, list[str]]:
         "SELECT run_id, batch_id, status, requests FROM batches WHERE batch_id IS NOT NULL "
         "ORDER BY rowid"
     ):
-        found.setdefault(run_id, []).append(f"{batch_id} ({status}, {requests} requests)")
+        said = f"{batch_id} ({status}, {requests} request{'s' * (requests != 1)})"
+        found.setdefault(run_id, []).append(said)
     return found
 
 

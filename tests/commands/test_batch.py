@@ -9,6 +9,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -306,3 +307,63 @@ def test_replies_nobody_asked_for_yet_are_kept_redacted(
     assert r.exit_code == 0, r.stderr
     assert (server.batch.uploads, len(server.requests)) == (1, 3)
     assert (root / "tickets/b.md").read_text() == "the key is [REDACTED]\n"
+
+
+def test_a_run_killed_between_upload_and_create_creates_from_the_same_file(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    server.batch.create_gate = threading.Event()
+    root = make_project(tmp_path / "p", FAN_OUT, FILES)
+    child = subprocess.Popen(
+        [sys.executable, "-m", "claw_batch", "run", "triage", "--batch"],
+        cwd=root,
+        env={**os.environ, **env},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        assert server.batch.creating.wait(HANG)  # uploaded, and creating its batch
+    finally:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.communicate()
+        gate, server.batch.create_gate = server.batch.create_gate, None
+        gate.set()
+    assert (server.batch.uploads, server.batch.created) == (1, 0)
+    r = claw(root, "run", "triage", "--batch", env=env)
+    assert r.exit_code == 0, r.stderr
+    assert (server.batch.uploads, server.batch.created) == (1, 1)
+    assert len(server.requests) == 3
+
+
+def test_a_batch_the_provider_refuses_fails_its_jobs_with_the_reason(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    server.batch.fail_next = "model gpt-4o-mini is not available for batch"
+    root = make_project(tmp_path / "p", FAN_OUT, FILES)
+    r = claw(root, "run", "triage", "--batch", "-k", env=env)
+    assert r.exit_code == 1
+    assert "refused batch batch_fake1: model gpt-4o-mini is not available for batch" in r.stderr
+    assert not (root / "tickets").exists()
+
+
+@pytest.mark.parametrize("limit", ["MAX_REQUESTS", "MAX_BYTES"])
+def test_a_file_holds_what_the_provider_allows(
+    tmp_path: Path,
+    server: FakeOpenAI,
+    env: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    limit: str,
+) -> None:
+    from claw_batch.llm import batch
+
+    # two requests a file: by count, or by bytes (a line is ~950 bytes: the system prompt)
+    monkeypatch.setattr(batch, limit, 2 if limit == "MAX_REQUESTS" else 2000)
+    root = make_project(tmp_path / "p", FAN_OUT, {**FILES, "inbox/d.txt": "D"})
+    r = claw(root, "run", "triage", "--batch", env=env)
+    assert r.exit_code == 0, r.stderr
+    sizes = sorted(b["request_counts"]["total"] for b in server.batch.batches.values())
+    assert sum(sizes) == 4 and max(sizes) <= 2, sizes
+    if limit == "MAX_BYTES":
+        inputs = [server.batch.files[b["input_file_id"]] for b in server.batch.batches.values()]
+        assert all(len(f) <= 2000 for f in inputs)
