@@ -85,6 +85,7 @@ class _Call:
     completion: Completion | None = None
     error: BaseException | None = None
     attempts: int = 0
+    abandoned: bool = False  # its job stopped waiting (Ctrl-C, --batch-wait): never answered
 
     def line(self) -> bytes:
         body = wire.request_json(self.request)
@@ -188,7 +189,8 @@ class BatchLLM:
                     cancel.check()
                     self._check_wait()
         except BaseException:
-            with self._cond:  # not submitted yet: never
+            with self._cond:  # not submitted yet: never; its reply, if it comes, is kept
+                call.abandoned = True
                 if call in self._pending:
                     self._pending.remove(call)
             raise
@@ -343,10 +345,24 @@ class BatchLLM:
                 for cid, c in replies.items()
             }
             self.journal.finished(batch.file_id, kept, state.status)
-        with self._cond:
+        with self._cond:  # a job that stops waiting meanwhile is not answered
             self._flight.pop(batch.file_id, None)
+            self._deliver(batch, state, replies, failed)
+
+    def _deliver(
+        self,
+        batch: _Batch,
+        state: BatchState,
+        replies: dict[str, Completion],
+        failed: dict[str, tuple[int, str]],
+    ) -> None:
+        """Each waiting call's reply or error; what has no reply goes again. A reply nobody
+        waits for any longer stays in the journal for the next run."""
         again: dict[str, list[_Call]] = {}
-        for cid, calls in batch.calls.items():
+        for cid, waiting in batch.calls.items():
+            calls = [c for c in waiting if not c.abandoned]
+            if not calls:
+                continue
             if cid in replies:
                 if self.journal is not None:
                     self.journal.take(cid)

@@ -367,3 +367,21 @@ def test_a_file_holds_what_the_provider_allows(
     if limit == "MAX_BYTES":
         inputs = [server.batch.files[b["input_file_id"]] for b in server.batch.batches.values()]
         assert all(len(f) <= 2000 for f in inputs)
+
+
+def test_a_hook_task_cannot_batch(tmp_path: Path) -> None:
+    root = make_project(
+        tmp_path / "p",
+        """
+        version: 1
+        tasks:
+          review:
+            prompt: Review the staged diff.
+            check: true
+            hook: pre-commit
+            batch: true
+        """,
+    )
+    r = claw(root, "validate")
+    assert r.exit_code == 2
+    assert "clawfile.yaml:7: tasks.review.batch: a task run by a git hook" in r.stderr, r.stderr
