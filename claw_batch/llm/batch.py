@@ -27,7 +27,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from claw_batch import baton, cancel
 from claw_batch.errors import LimitExceeded, ModelError
@@ -40,10 +40,11 @@ from claw_batch.llm.cassette import (
     completion_json,
     redacted,
 )
-from claw_batch.llm.endpoints import EndpointSpec
 from claw_batch.llm.messages import ChatRequest, Completion
-from claw_batch.store.batches import Journal
-from claw_batch.store.database import Database
+
+if TYPE_CHECKING:
+    from claw_batch.llm.endpoints import EndpointSpec
+    from claw_batch.store.batches import Journal
 
 T = TypeVar("T")
 QUIET = 0.5  # seconds without a new request before the waiting ones are submitted
@@ -61,7 +62,9 @@ RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 class BatchRun:
     """What batch endpoints need of the run."""
 
-    ledger: Database | None  # the journal's (None: a run without a ledger)
+    # The journal of an endpoint's batches in the run's ledger, by its base URL (the run
+    # layer opens it: claw_batch.store.batches); None: a run without a ledger.
+    journal: Callable[[str], Journal] | None
     run_id: str
     say: Callable[[str], None]  # a line for the user
     wait_until: float | None = None  # time.monotonic() after which no call waits (--batch-wait)
@@ -123,8 +126,8 @@ class BatchLLM:
         self.spec = spec
         self.api = BatchAPI(spec, key)
         self.run = run or BatchRun(None, "", lambda line: None)
-        ledger = self.run.ledger
-        self.journal = Journal(ledger, self.api.shown) if ledger is not None else None
+        opened = self.run.journal
+        self.journal = opened(self.api.shown) if opened is not None else None
         self.redact = redact
         self._cond = threading.Condition()
         self._pending: list[_Call] = []

@@ -2,10 +2,10 @@
 OpenRouter and vLLM's batch runner speak too): upload a JSONL file of requests, create a
 batch of it, look at the batch, download its output and error files.
 
-The calls go through the `openai` SDK (imported when the first one is made), given the key and
-base URL the live adapter is given; its failures are said as the live adapter says them: the
-endpoint, the status, the provider's words (redacted), and what to do — a 401 names the
-variable the key came from, a 404 says the provider has no Batch API.
+The calls go through the `openai` SDK (imported, by the adapter, when the first one is made),
+given the key and base URL the live adapter is given; its failures are said as the live
+adapter says them: the endpoint, the status, the provider's words (redacted), and what to do
+— a 401 names the variable the key came from, a 404 says the provider has no Batch API.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from claw_batch.errors import ModelError
 from claw_batch.llm import failures
-from claw_batch.llm.failures import shown_url
+from claw_batch.llm.failures import ConnectionFailure, EndpointError, StatusFailure, shown_url
 from claw_batch.safety.redact import Redactor
 
 if TYPE_CHECKING:
@@ -94,40 +94,35 @@ class BatchAPI:
 
     def _sdk(self) -> openai.OpenAI:
         if self._client is None:
-            import openai
+            from claw_batch.llm.openai_compat import sdk_client
 
-            self._client = openai.OpenAI(
-                base_url=self.base_url,
-                api_key=self._key,
-                max_retries=2,
-                timeout=openai.Timeout(300.0, connect=10.0),
-            )
+            self._client = sdk_client(self.base_url, self._key)
         return self._client
 
     def _call(self, what: str, fn: Callable[[openai.OpenAI], T], *, known: bool = False) -> T:
         """`known`: about a batch or file the endpoint made, which a 404 says is gone."""
-        import openai
+        from claw_batch.llm.openai_compat import sdk_failures
 
         try:
-            return fn(self._sdk())
-        except openai.APIStatusError as exc:
+            with sdk_failures():
+                return fn(self._sdk())
+        except StatusFailure as exc:
             raise self._status(what, exc, known) from None
-        except openai.APIConnectionError as exc:  # includes APITimeoutError
+        except ConnectionFailure as exc:
             hopeless = failures.hopeless(exc, self.base_url)
             if hopeless is not None:
                 raise ModelError(
                     f"provider '{self.spec.provider}': could not {what}: {hopeless}; "
                     f"is the server running? check {self.spec.base_url_from}"
                 ) from None
-            raise Unreachable(f"{what}: {exc.message}") from None
-        except openai.OpenAIError as exc:
+            raise Unreachable(f"{what}: {exc}") from None
+        except EndpointError as exc:
             detail = self._redact(str(exc))
             raise ModelError(f"{self._where()}: could not {what}: {detail}") from None
 
-    def _status(self, what: str, exc: openai.APIStatusError, known: bool) -> Exception:
-        status = exc.status_code
-        error = exc.body.get("error", exc.body) if isinstance(exc.body, dict) else exc.body
-        detail = self._redact(failures.error_detail(error, exc.message))
+    def _status(self, what: str, exc: StatusFailure, known: bool) -> Exception:
+        status = exc.status
+        detail = self._redact(failures.error_detail(exc.error, exc.fallback))
         said = f"{self._where()}: could not {what}: HTTP {status}: {detail}"
         if status == 404 and known:
             return Gone(said)
@@ -141,7 +136,7 @@ class BatchAPI:
         if status == 401:
             variable = self.spec.key_env or "OPENAI_API_KEY"
             return ModelError(f"{said}; check the API key in ${variable}")
-        if status in TRANSIENT and "insufficient_quota" not in str(exc.body):
+        if status in TRANSIENT and "insufficient_quota" not in (exc.code(), exc.type()):
             return Unreachable(said)
         if status == 403:
             return ModelError(f"{said}; the API key has no access to the Batch API")

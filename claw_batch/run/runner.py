@@ -257,10 +257,11 @@ class Runner:
 
         from claw_batch.figures import duration
         from claw_batch.llm.batch import BatchRun
+        from claw_batch.store.batches import Journal
 
         wait = self.options.mode.batch_wait
         self.models.batch_run = BatchRun(
-            state,
+            lambda endpoint: Journal(state, endpoint),
             run_id,
             self.progress.message,
             None if wait is None else time.monotonic() + wait,
