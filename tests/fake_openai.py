@@ -334,8 +334,10 @@ class FakeBatches:
         self.retrieves = 0
         self.created_event = threading.Event()  # set when a batch is created
         # Set: a create waits for this event (setting `creating` meanwhile), then fails with
-        # a 503 and creates nothing: a client killed while it waited made no batch.
+        # a 503 and creates nothing: a client killed while it waited made no batch. With
+        # `create_first`, it creates the batch before it waits: the reply was lost.
         self.create_gate: threading.Event | None = None
+        self.create_first = False
         self.creating = threading.Event()
         self.fail_next: str | None = None  # the next batch processed `failed`, for this reason
         self._polls: dict[str, int] = {}
@@ -364,6 +366,10 @@ class FakeBatches:
             return self.refuse.status, self.refuse.body
         if not self.enabled:
             return 404, {"error": {"message": f"no route GET {path}"}}
+        if re.fullmatch(r"/v1/batches(\?.*)?", path):  # the latest first, as OpenAI lists them
+            with self._lock:
+                data = list(reversed(self.batches.values()))
+            return 200, {"object": "list", "data": data, "has_more": False}
         match = re.fullmatch(r"/v1/files/([^/]+)/content", path)
         if match and match[1] in self.files:
             return 200, self.files[match[1]]
@@ -392,7 +398,7 @@ class FakeBatches:
 
     def _create(self, body: dict[str, Any]) -> tuple[int, object]:
         gate = self.create_gate
-        if gate is not None:
+        if gate is not None and not self.create_first:
             self.creating.set()
             gate.wait(60)
             return 503, {"error": {"message": "the client went away"}}
@@ -419,6 +425,9 @@ class FakeBatches:
             }
             self.batches[batch_id] = batch
         self.created_event.set()
+        if gate is not None:
+            self.creating.set()
+            gate.wait(60)
         return 200, batch
 
     def _process(self, batch: dict[str, Any], *, cancelled: bool = False) -> None:

@@ -296,9 +296,20 @@ class BatchLLM:
         raise AssertionError("unreachable")
 
     def _poll(self, batch: _Batch) -> None:
-        if batch.batch_id is None:  # uploaded by a run killed before it created the batch
-            self._create(batch)
-            return
+        if batch.batch_id is None:  # uploaded by a run killed before it knew the batch's id
+            try:
+                made = self.api.made_from(batch.file_id)  # created, if the reply was lost
+            except Unreachable as exc:
+                self._later(batch, f"claw: {exc}; trying again")
+                return
+            except ModelError:  # a provider that does not list its batches
+                made = None
+            if made is None:
+                self._create(batch)
+                return
+            batch.batch_id = made.id
+            if self.journal is not None:
+                self.journal.created(batch.file_id, made.id, made.status)
         try:
             state = self.api.retrieve(batch.batch_id)
         except Unreachable as exc:

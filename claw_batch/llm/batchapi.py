@@ -88,6 +88,16 @@ class BatchAPI:
         what = f"look at batch {batch_id}"
         return _state(self._call(what, lambda c: c.batches.retrieve(batch_id), known=True))
 
+    def made_from(self, input_file_id: str) -> BatchState | None:
+        """The batch made from this input file, if the provider made one: among its latest
+        100 batches (what a run killed while creating it would find at its next start)."""
+        what = "list the batches (GET /batches)"
+        page = self._call(what, lambda c: c.batches.list(limit=100))
+        for batch in getattr(page, "data", None) or []:
+            if getattr(batch, "input_file_id", None) == input_file_id:
+                return _state(batch)
+        return None
+
     def content(self, file_id: str) -> bytes:
         what = f"download file {file_id}"
         return self._call(what, lambda c: c.files.content(file_id).content, known=True)

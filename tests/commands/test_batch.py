@@ -309,10 +309,14 @@ def test_replies_nobody_asked_for_yet_are_kept_redacted(
     assert (root / "tickets/b.md").read_text() == "the key is [REDACTED]\n"
 
 
-def test_a_run_killed_between_upload_and_create_creates_from_the_same_file(
-    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+@pytest.mark.parametrize("made", [False, True], ids=["not-made", "reply-lost"])
+def test_a_run_killed_while_creating_its_batch_never_uploads_again(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str], made: bool
 ) -> None:
+    """Killed while the batch was being created: the next run finds the batch the provider
+    made (its reply was lost), or creates one from the file already uploaded."""
     server.batch.create_gate = threading.Event()
+    server.batch.create_first = made
     root = make_project(tmp_path / "p", FAN_OUT, FILES)
     child = subprocess.Popen(
         [sys.executable, "-m", "claw_batch", "run", "triage", "--batch"],
@@ -329,7 +333,7 @@ def test_a_run_killed_between_upload_and_create_creates_from_the_same_file(
         child.communicate()
         gate, server.batch.create_gate = server.batch.create_gate, None
         gate.set()
-    assert (server.batch.uploads, server.batch.created) == (1, 0)
+    assert (server.batch.uploads, server.batch.created) == (1, int(made))
     r = claw(root, "run", "triage", "--batch", env=env)
     assert r.exit_code == 0, r.stderr
     assert (server.batch.uploads, server.batch.created) == (1, 1)
