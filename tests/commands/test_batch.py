@@ -389,3 +389,20 @@ def test_a_hook_task_cannot_batch(tmp_path: Path) -> None:
     r = claw(root, "validate")
     assert r.exit_code == 2
     assert "clawfile.yaml:7: tasks.review.batch: a task run by a git hook" in r.stderr, r.stderr
+
+
+def test_a_batch_that_spans_midnight_is_still_re_attached(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    """The system prompt's date and daily notes change; the batch's custom_ids do not."""
+    server.batch.held = True
+    root = make_project(tmp_path / "p", FAN_OUT, FILES)
+    late = {**env, "CLAW_NOW": "2026-11-22T23:59:00+01:00"}
+    r = claw(root, "run", "triage", "--batch", "--batch-wait", "1s", env=late)
+    assert r.exit_code == 3, r.stderr
+    server.batch.held = False
+    next_day = {**env, "CLAW_NOW": "2026-11-23T00:10:00+01:00"}
+    r = claw(root, "run", "triage", "--batch", env=next_day)
+    assert r.exit_code == 0, r.stderr
+    assert (server.batch.uploads, server.batch.created) == (1, 1)
+    assert "re-attached to batch batch_fake1" in r.stderr
