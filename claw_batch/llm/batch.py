@@ -69,6 +69,7 @@ class BatchRun:
     say: Callable[[str], None]  # a line for the user
     wait_until: float | None = None  # time.monotonic() after which no call waits (--batch-wait)
     wait_said: str = ""  # the --batch-wait as typed, for messages
+    again: str = "claw run"  # what picks up the results: `claw run --batch` for a --batch run
 
 
 def custom_id(request: ChatRequest) -> str:
@@ -174,7 +175,7 @@ class BatchLLM:
         for batch in left:
             self.run.say(
                 f"claw: batch {batch.batch_id} is left running at {self.api.shown} (it is paid "
-                "for): `claw run` again picks up its results"
+                f"for): `{self.run.again}` again picks up its results"
             )
 
     def _check_wait(self) -> None:
@@ -182,7 +183,7 @@ class BatchLLM:
         if until is not None and time.monotonic() >= until:
             raise LimitExceeded(
                 f"batch-wait: the run waited {self.run.wait_said} for its batches; they go on "
-                "at the provider, and `claw run` again picks up their results"
+                f"at the provider, and `{self.run.again}` again picks up their results"
             )
 
     def _wait(self, call: _Call) -> Completion:

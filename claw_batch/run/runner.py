@@ -266,6 +266,7 @@ class Runner:
             self.progress.message,
             None if wait is None else time.monotonic() + wait,
             "" if wait is None else duration(wait),
+            "claw run --batch" if self.options.mode.batch else "claw run",
         )
 
     def _stop_workers(self) -> None:

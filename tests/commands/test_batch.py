@@ -173,10 +173,13 @@ def test_batch_wait_stops_the_run_and_the_next_run_finishes_without_uploading(
 ) -> None:
     server.batch.held = True
     root = make_project(tmp_path / "p", FAN_OUT, FILES)
-    r = claw(root, "run", "triage", "--batch", "--batch-wait", "2s", env=env)
+    r = claw(root, "run", "triage", "--batch", "--batch-wait", "2s", "--json", env=env)
     assert r.exit_code == 3, r.stderr
-    assert "batch-wait" in r.stderr
-    assert "is left running" in r.stderr and "`claw run` again" in r.stderr
+    assert {(j["status"], j["reason"]) for j in json.loads(r.stdout)["jobs"]} == {
+        ("limit", "batch-wait")
+    }
+    assert "batch-wait: the run waited 2.0 s for its batches" in r.stderr
+    assert "is left running" in r.stderr and "`claw run --batch` again" in r.stderr
     assert (server.batch.uploads, server.batch.created) == (1, 1)
     server.batch.held = False
     r = claw(root, "run", "triage", "--batch", env=env)
@@ -250,7 +253,7 @@ def test_ctrl_c_while_waiting_leaves_the_batch_running_and_says_so(
             child.communicate()
     assert child.returncode == 130, stderr
     assert "claw: batch batch_fake1 is left running at http://127.0.0.1:" in stderr
-    assert "(it is paid for): `claw run` again picks up its results" in stderr
+    assert "(it is paid for): `claw run --batch` again picks up its results" in stderr
     assert stderr.splitlines()[-1] == "claw: interrupted"
     server.batch.held = False
     r = claw(root, "run", "triage", "--batch", env=env)
