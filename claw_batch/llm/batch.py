@@ -212,6 +212,7 @@ class BatchLLM:
         while True:
             with self._cond:
                 if self._closed:
+                    self.api.close()
                     return
                 now = time.monotonic()
                 submit: list[_Call] = []

@@ -102,6 +102,11 @@ class BatchAPI:
         what = f"download file {file_id}"
         return self._call(what, lambda c: c.files.content(file_id).content, known=True)
 
+    def close(self) -> None:
+        """Its connections closed (a call still in flight fails)."""
+        if self._client is not None:
+            self._client.close()
+
     def _sdk(self) -> openai.OpenAI:
         if self._client is None:
             from claw_batch.llm.openai_compat import sdk_client

@@ -95,20 +95,27 @@ def test_batch_runs_a_fan_out_and_a_multi_turn_job_in_rounds(
     assert "claw: batch batch_fake1: " in r.stderr
 
 
+@pytest.mark.parametrize("stated", [True, False], ids=["batch-price", "list-price"])
 def test_batch_true_on_a_task_and_its_price(
-    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str], stated: bool
 ) -> None:
-    clawfile = FAN_OUT.replace(
-        '        output: "tickets/{{ item.stem }}.md"\n',
-        '        output: "tickets/{{ item.stem }}.md"\n        batch: true\n',
-    ) + ("    prices:\n      gpt-4o-mini: {input: 1, output: 2, batch: {input: 0.5, output: 1}}\n")
+    """A clawfile price's `batch:` entry; without one, its list price (no discount guessed)."""
+    batch = ", batch: {input: 0.5, output: 1}" if stated else ""
+    clawfile = (
+        FAN_OUT.replace(
+            '        output: "tickets/{{ item.stem }}.md"\n',
+            '        output: "tickets/{{ item.stem }}.md"\n        batch: true\n',
+        )
+        + f"    prices:\n      gpt-4o-mini: {{input: 1, output: 2{batch}}}\n"
+    )
     root = make_project(tmp_path / "p", clawfile, FILES)
     r = claw(root, "run", "--json", env=env)
     assert r.exit_code == 0, r.stderr
     assert lines_batched(server) == 3  # the triages; the digest's two turns were live
     assert len(server.requests) == 5
     jobs = {j["task"] + (j["item"] or ""): j for j in json.loads(r.stdout)["jobs"]}
-    assert jobs["triageinbox/a.txt"]["cost_usd"] == pytest.approx((10 * 0.5 + 5 * 1) / 1e6)
+    batch_price = (10 * 0.5 + 5 * 1) / 1e6 if stated else (10 * 1 + 5 * 2) / 1e6
+    assert jobs["triageinbox/a.txt"]["cost_usd"] == pytest.approx(batch_price)
     assert jobs["digest"]["cost_usd"] == pytest.approx(2 * (10 * 1 + 5 * 2) / 1e6)
 
 
