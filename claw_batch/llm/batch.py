@@ -135,13 +135,13 @@ class BatchLLM:
         self._last = 0.0  # when the last request came
         self._flight: dict[str, _Batch] = {}  # by input file id
         self._thread: threading.Thread | None = None
+        self._step = threading.Lock()  # held by the collector while it submits or polls
         self._closed = False
 
     def complete(self, request: ChatRequest, *, deadline: float) -> Completion:
         """The reply to `request` through a batch; `deadline` does not bound the wait (a
         batch takes up to 24 hours), --batch-wait does."""
         call = _Call(custom_id(request), request)
-        self._check_wait()
         with self._cond:
             found = self.journal.find(call.cid) if self.journal is not None else None
             if found is not None and found.completion is not None:
@@ -167,10 +167,20 @@ class BatchLLM:
         return self._wait(call)
 
     def close(self) -> None:
-        """The run is over: stop; say which batches are left running, paid for."""
+        """The run is over: stop. What its jobs asked for and is not submitted yet (the run
+        stopped waiting: --batch-wait) is submitted now, so that the next run finds it; the
+        collector's step in progress ends first (an upload is journalled). Ctrl-C waits for
+        neither. Then say which batches are left running, paid for."""
+        interrupted = cancel.cancelled()
         with self._cond:
             self._closed = True
             self._cond.notify_all()
+            flush, self._pending = ([] if interrupted else self._pending), []
+        if not interrupted:
+            with self._step:
+                if flush:
+                    self._guarded(flush, functools.partial(self._submit, flush))
+        with self._cond:
             left = [b for b in self._flight.values() if b.batch_id is not None]
         for batch in left:
             self.run.say(
@@ -192,8 +202,12 @@ class BatchLLM:
                 while not call.done.wait(cancel.POLL):
                     cancel.check()
                     self._check_wait()
+        except LimitExceeded:  # --batch-wait: submitted all the same (close), for the next run
+            with self._cond:
+                call.abandoned = True
+            raise
         except BaseException:
-            with self._cond:  # not submitted yet: never; its reply, if it comes, is kept
+            with self._cond:  # Ctrl-C: not submitted yet, never; a reply that comes is kept
                 call.abandoned = True
                 if call in self._pending:
                     self._pending.remove(call)
@@ -212,21 +226,33 @@ class BatchLLM:
         while True:
             with self._cond:
                 if self._closed:
-                    self.api.close()
-                    return
+                    break
                 now = time.monotonic()
-                submit: list[_Call] = []
-                if self._pending and (now - self._last >= QUIET or self._full()):
-                    submit, self._pending = self._pending, []
-                polls = [b for b in self._flight.values() if b.next_poll <= now]
-                if not submit and not polls:
+                if not self._due(now):
                     self._cond.wait(self._sleep(now))
                     continue
-            if submit:
-                self._guarded(submit, functools.partial(self._submit, submit))
-            for batch in polls:
-                calls = [c for cs in batch.calls.values() for c in cs]
-                self._guarded(calls, functools.partial(self._poll, batch))
+            with self._step:  # work is taken under it: close() finds none half done
+                with self._cond:
+                    if self._closed:  # close() took what was pending
+                        break
+                    now = time.monotonic()
+                    submit: list[_Call] = []
+                    if self._submit_due(now):
+                        submit, self._pending = self._pending, []
+                    polls = [b for b in self._flight.values() if b.next_poll <= now]
+                if submit:
+                    self._guarded(submit, functools.partial(self._submit, submit))
+                for batch in polls:
+                    calls = [c for cs in batch.calls.values() for c in cs]
+                    self._guarded(calls, functools.partial(self._poll, batch))
+        self.api.close()
+
+    def _due(self, now: float) -> bool:
+        """Whether there is work: requests to submit, or a batch to look at."""
+        return self._submit_due(now) or any(b.next_poll <= now for b in self._flight.values())
+
+    def _submit_due(self, now: float) -> bool:
+        return bool(self._pending) and (now - self._last >= QUIET or self._full())
 
     def _sleep(self, now: float) -> float:
         times = [b.next_poll - now for b in self._flight.values()]
