@@ -178,7 +178,7 @@ class Models:
         self.redact = redact  # cassettes are committed: no secret may reach them
         self.workers = workers
         self._cache: dict[tuple[str, bool], LLM] = {}
-        # What batch endpoints need of the run (its ledger, its id): set by the run that
+        # What batch endpoints need of the run (its journal, its id): set by the run that
         # has a batch task (llm.batch), before its first job.
         self.batch_run: BatchRun | None = None
         self._batches: list[BatchLLM] = []  # made for this run: closed when it ends
