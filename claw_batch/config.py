@@ -98,6 +98,17 @@ class Price:
     input: float
     output: float
     cached_input: float | None = None  # cached prompt tokens; None: the input price
+    batch: Price | None = None  # through the provider's Batch API; None: not known
+
+    @classmethod
+    def of(cls, data: JsonDict) -> Price:
+        batch = data.get("batch")
+        return cls(
+            data["input"],
+            data["output"],
+            data.get("cached_input"),
+            None if batch is None else cls(**batch),
+        )
 
 
 @dataclass(frozen=True)
@@ -129,6 +140,7 @@ class Task:
     timeout: float = 600.0
     budget: Budget | None = None
     always: bool = False
+    batch: bool = False  # its model calls go through the provider's Batch API
     skills: tuple[str, ...] | None = None
     sandbox: str = "bubblewrap"  # bubblewrap | none: how bash runs
     limits: CallLimits = CallLimits()
@@ -190,6 +202,7 @@ class Task:
             timeout=data["timeout"],
             budget=Budget.of(data["budget"]),
             always=data["always"],
+            batch=data.get("batch", False),
             skills=None if skills is None else _strs(skills),
             sandbox=data["sandbox"],
             limits=CallLimits.of(data["limits"]),
@@ -238,7 +251,7 @@ class Clawfile:
             providers={n: Provider.of(p) for n, p in data["providers"].items()},
             defaults=Task.of(data["defaults"]),
             default=None if default is None else _strs(default),
-            prices={n: Price(**p) for n, p in data["prices"].items()},
+            prices={n: Price.of(p) for n, p in data["prices"].items()},
             budget=Budget.of(data["budget"]),
         )
 

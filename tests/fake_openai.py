@@ -2,11 +2,18 @@
 
 Use it as `with FakeOpenAI() as srv:`, script it with `srv.enqueue(text("hi"), error(429))`
 or `srv.handler = fn`, point a client at `srv.base_url`, and assert on `srv.requests`.
+
+It also speaks the Files and Batches APIs (`srv.batch`, a `FakeBatches`): an uploaded JSONL
+file of chat requests becomes a batch whose lines are answered from the same script, in file
+order, when the batch is processed (on a retrieve once it is no longer held), so a scripted
+multi-turn job runs the same through batches. Expiry, failed lines and the counters tests
+assert on (uploads, batches created) are its attributes.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -167,6 +174,7 @@ class FakeOpenAI:
         self._queue: deque[Reply] = deque()
         self._lock = threading.Lock()
         self._closing = threading.Event()
+        self.batch = FakeBatches(self)
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.fake = self
         self._thread = threading.Thread(
@@ -242,6 +250,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         raw_body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if self.path.startswith(("/v1/files", "/v1/batches")):
+            status, answer = self.server.fake.batch.post(self.path, raw_body, self.headers)
+            return self._json(status, answer)
         if self.path.rstrip("/") != "/v1/chat/completions":
             return self._json(404, {"error": {"message": f"no route {self.path}"}})
         body = json.loads(raw_body or b"{}")
@@ -262,6 +273,9 @@ class _Handler(BaseHTTPRequestHandler):
             fake.over(reply)
 
     def do_GET(self) -> None:
+        if self.path.startswith(("/v1/files", "/v1/batches")):
+            status, answer = self.server.fake.batch.get(self.path)
+            return self._json(status, answer)
         self._json(404, {"error": {"message": f"no route GET {self.path}"}})
 
     def _json(
@@ -300,3 +314,178 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(b"data: " + data + b"\n\n")
             self.wfile.flush()
         self.wfile.write(b"data: [DONE]\n\n")
+
+
+class FakeBatches:
+    """The Files and Batches endpoints of a FakeOpenAI, and what tests control of them."""
+
+    def __init__(self, fake: FakeOpenAI) -> None:
+        self.fake = fake
+        self.enabled = True  # False: every files/batches route answers 404, as most servers do
+        self.refuse: Reply | None = None  # every files/batches route answers this error
+        self.held = False  # True: batches stay in_progress until a test lets them go
+        self.polls_before_done = 0  # retrieves that answer in_progress before processing
+        # The next batch processed expires after answering this many of its lines.
+        self.expire_after: int | None = None
+        self.files: dict[str, bytes] = {}
+        self.batches: dict[str, dict[str, Any]] = {}
+        self.uploads = 0
+        self.created = 0
+        self.retrieves = 0
+        self.created_event = threading.Event()  # set when a batch is created
+        # Set: a create waits for this event (setting `creating` meanwhile), then fails with
+        # a 503 and creates nothing: a client killed while it waited made no batch. With
+        # `create_first`, it creates the batch before it waits: the reply was lost.
+        self.create_gate: threading.Event | None = None
+        self.create_first = False
+        self.creating = threading.Event()
+        self.fail_next: str | None = None  # the next batch processed `failed`, for this reason
+        self._polls: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def post(self, path: str, raw: bytes, headers: Any) -> tuple[int, object]:
+        if self.refuse is not None:
+            return self.refuse.status, self.refuse.body
+        if not self.enabled:
+            return 404, {"error": {"message": f"no route {path}"}}
+        if path.rstrip("/") == "/v1/files":
+            return self._upload(raw, headers.get("Content-Type", ""))
+        if path.rstrip("/") == "/v1/batches":
+            return self._create(json.loads(raw or b"{}"))
+        match = re.fullmatch(r"/v1/batches/([^/]+)/cancel", path)
+        if match and match[1] in self.batches:
+            with self._lock:
+                batch = self.batches[match[1]]
+                if batch["status"] not in ("completed", "expired", "failed", "cancelled"):
+                    self._process(batch, cancelled=True)
+                return 200, batch
+        return 404, {"error": {"message": f"no route {path}"}}
+
+    def get(self, path: str) -> tuple[int, object]:
+        if self.refuse is not None:
+            return self.refuse.status, self.refuse.body
+        if not self.enabled:
+            return 404, {"error": {"message": f"no route GET {path}"}}
+        if re.fullmatch(r"/v1/batches(\?.*)?", path):  # the latest first, as OpenAI lists them
+            with self._lock:
+                data = list(reversed(self.batches.values()))
+            return 200, {"object": "list", "data": data, "has_more": False}
+        match = re.fullmatch(r"/v1/files/([^/]+)/content", path)
+        if match and match[1] in self.files:
+            return 200, self.files[match[1]]
+        match = re.fullmatch(r"/v1/batches/([^/]+)", path)
+        if match and match[1] in self.batches:
+            with self._lock:
+                self.retrieves += 1
+                batch = self.batches[match[1]]
+                polls = self._polls[batch["id"]] = self._polls.get(batch["id"], 0) + 1
+                due = polls > self.polls_before_done and not self.held
+                if batch["status"] == "in_progress" and due:
+                    self._process(batch)
+                return 200, batch
+        return 404, {"error": {"message": f"no route GET {path}"}}
+
+    def _upload(self, raw: bytes, content_type: str) -> tuple[int, object]:
+        fields = _multipart(raw, content_type)
+        if fields.get("purpose") != b"batch" or "file" not in fields:
+            return 400, {"error": {"message": "expected purpose=batch and a file"}}
+        with self._lock:
+            self.uploads += 1
+            file_id = f"file-fake{len(self.files) + 1}"
+            self.files[file_id] = fields["file"]
+        size = len(fields["file"])
+        return 200, _file(file_id, size, "batch")
+
+    def _create(self, body: dict[str, Any]) -> tuple[int, object]:
+        gate = self.create_gate
+        if gate is not None and not self.create_first:
+            self.creating.set()
+            gate.wait(60)
+            return 503, {"error": {"message": "the client went away"}}
+        if body.get("input_file_id") not in self.files:
+            return 400, {"error": {"message": f"no file {body.get('input_file_id')}"}}
+        if body.get("endpoint") != "/v1/chat/completions" or body.get("completion_window") != "24h":
+            return 400, {"error": {"message": "bad endpoint or completion_window"}}
+        with self._lock:
+            self.created += 1
+            batch_id = f"batch_fake{self.created}"
+            lines = self.files[body["input_file_id"]].decode().splitlines()
+            batch = {
+                "id": batch_id,
+                "object": "batch",
+                "endpoint": body["endpoint"],
+                "errors": None,
+                "input_file_id": body["input_file_id"],
+                "completion_window": "24h",
+                "status": "in_progress",
+                "output_file_id": None,
+                "error_file_id": None,
+                "created_at": CREATED,
+                "request_counts": {"total": len(lines), "completed": 0, "failed": 0},
+            }
+            self.batches[batch_id] = batch
+        self.created_event.set()
+        if gate is not None:
+            self.creating.set()
+            gate.wait(60)
+        return 200, batch
+
+    def _process(self, batch: dict[str, Any], *, cancelled: bool = False) -> None:
+        """Answer the batch's lines from the script (under the lock)."""
+        lines = self.files[batch["input_file_id"]].decode().splitlines()
+        if self.fail_next is not None and not cancelled:
+            errors_of = {"object": "list", "data": [{"code": "invalid", "message": self.fail_next}]}
+            batch |= {"status": "failed", "errors": errors_of}
+            self.fail_next = None
+            return
+        answered = 0 if cancelled else len(lines)
+        status = "cancelled" if cancelled else "completed"
+        if not cancelled and self.expire_after is not None:
+            answered, status, self.expire_after = self.expire_after, "expired", None
+        out: list[bytes] = []
+        errors: list[bytes] = []
+        self._lock.release()  # the script's handler may take its time
+        try:
+            for n, line in enumerate(lines[:answered], 1):
+                request = json.loads(line)
+                _, reply = self.fake.next_reply(request["body"], {})
+                body = completion_body(reply, request["body"].get("model", ""), n)
+                response = {"status_code": reply.status, "request_id": f"req_{n}", "body": body}
+                record = {"id": f"batch_req_{n}", "custom_id": request["custom_id"]}
+                record |= {"response": response, "error": None}
+                (out if reply.status == 200 else errors).append(json.dumps(record).encode())
+        finally:
+            self._lock.acquire()
+        for name, lines_of in (("output_file_id", out), ("error_file_id", errors)):
+            if lines_of:
+                file_id = f"file-fake{len(self.files) + 1}"
+                self.files[file_id] = b"\n".join(lines_of) + b"\n"
+                batch[name] = file_id
+        counts = {"total": len(lines), "completed": len(out), "failed": len(errors)}
+        batch |= {"status": status, "request_counts": counts}
+
+
+def _file(file_id: str, size: int, purpose: str) -> dict[str, Any]:
+    return {
+        "id": file_id,
+        "object": "file",
+        "bytes": size,
+        "created_at": CREATED,
+        "filename": "batch.jsonl",
+        "purpose": purpose,
+        "status": "processed",
+    }
+
+
+def _multipart(raw: bytes, content_type: str) -> dict[str, bytes]:
+    """The fields of a multipart/form-data body, by name."""
+    match = re.search(r'boundary="?([^";]+)"?', content_type)
+    if match is None:
+        return {}
+    fields: dict[str, bytes] = {}
+    for part in raw.split(b"--" + match[1].encode())[1:]:
+        head, _, body = part.partition(b"\r\n\r\n")
+        name = re.search(rb'name="([^"]+)"', head)
+        if name is not None:
+            fields[name[1].decode()] = body.removesuffix(b"\r\n")
+    return fields

@@ -55,10 +55,11 @@ class Spend:
         self._spent: dict[str, float] = {}  # per task, by this run's calls
         self._held: dict[str, float] = {}  # per task, estimates of calls in flight
 
-    def job(self, task: str, model: str) -> JobBudget:
-        """The budget of one job of `task` calling `model` (as the clawfile names it)."""
+    def job(self, task: str, model: str, *, batch: bool = False) -> JobBudget:
+        """The budget of one job of `task` calling `model` (as the clawfile names it);
+        `batch`: through the provider's Batch API, at its price."""
         config = self.config.tasks[task]
-        price = prices.lookup(model, self.config.prices)
+        price = prices.lookup(model, self.config.prices, batch=batch)
         caps = self._caps[task]
         budget = config.budget or Budget()
         if price is None and (caps or budget.max_usd is not None):

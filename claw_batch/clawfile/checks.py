@@ -224,6 +224,14 @@ def _task(name: str, task: Task, source: YamlSource, root: Path) -> list[Problem
                 "its verdict has a fixed one, {ok, summary, findings}",
             )
         )
+    if task.batch and task.hook is not None:
+        problems.append(
+            source.problem(
+                _where(source, name, "batch"),
+                f"a task run by a git hook (hook: {task.hook}) cannot be batch: true: git "
+                "waits for the hook, and a batch takes up to 24 hours",
+            )
+        )
     problems += _watch(name, task, source)
     problems += _watched_outputs(name, task, source)
     problems += templates.prompt(name, task, source, root)

@@ -110,6 +110,14 @@ class ProjectBudgetModel(_Strict):
     per_week: PositiveFloat | None = None  # USD in the last 7 days
 
 
+class BatchPriceModel(_Strict):
+    """USD per million tokens through the provider's Batch API (`batch: true` tasks)."""
+
+    input: NonNegativeFloat
+    output: NonNegativeFloat
+    cached_input: NonNegativeFloat | None = None
+
+
 class PriceModel(_Strict):
     """USD per million tokens, for models the built-in price table does not know (or to
     correct it)."""
@@ -117,6 +125,7 @@ class PriceModel(_Strict):
     input: NonNegativeFloat
     output: NonNegativeFloat
     cached_input: NonNegativeFloat | None = None  # cached prompt tokens; default: input
+    batch: BatchPriceModel | None = None  # through the Batch API; default: the prices above
 
 
 class TaskSettingsModel(_Strict):
@@ -146,6 +155,7 @@ class TaskSettingsModel(_Strict):
     timeout: PositiveFloat = 600.0
     budget: BudgetModel | None = None
     always: bool = False
+    batch: bool = False  # its model calls go through the provider's Batch API
     skills: list[str] | None = None
     sandbox: Literal["bubblewrap", "none"] = "bubblewrap"
     limits: LimitsModel | None = None

@@ -52,6 +52,16 @@ if TYPE_CHECKING:
 )
 @click.option("--model", help="Use this model for every task.")
 @click.option(
+    "--batch",
+    is_flag=True,
+    help="Send every task's model calls through the provider's Batch API (half price, slow).",
+)
+@click.option(
+    "--batch-wait",
+    metavar="DURATION",
+    help="Wait at most this long (30m, 2h) for batches; then exit 3, `claw run` resumes.",
+)
+@click.option(
     "--due",
     is_flag=True,
     help="Run the scheduled tasks whose latest slot has not run yet (what cron calls).",
@@ -72,6 +82,8 @@ def run(
     replay: bool,
     cassettes: Path | None,
     model: str | None,
+    batch: bool,
+    batch_wait: str | None,
     due: bool,
     directory: Path | None,
     file: Path | None,
@@ -94,6 +106,7 @@ def run(
       claw run -n                 what would run and why (= claw plan)
       claw run --replay           answer from the recorded replies, offline
       claw run --due              the scheduled tasks whose slot is due (for cron)
+      claw run --batch            through the provider's Batch API, at its price
     """
     from claw_batch.llm.endpoints import Mode
     from claw_batch.run.runner import RunOptions
@@ -101,6 +114,7 @@ def run(
 
     if record and replay:
         raise UsageError("--record and --replay exclude each other")
+    waited = None if batch_wait is None else _duration(batch_wait)
     project = load(directory, file, cache="read" if dry_run else "write")
     select: Selection | None = None
     if due:  # the schedule's modules, for the run that asks for them
@@ -108,7 +122,11 @@ def run(
 
         select = DueSlots()
     mode = Mode(
-        replay=replay, record=record, cassettes=(cassettes or project.root / "cassettes").absolute()
+        replay=replay,
+        record=record,
+        cassettes=(cassettes or project.root / "cassettes").absolute(),
+        batch=batch,
+        batch_wait=waited,
     )
     options = RunOptions(
         force=force,
@@ -158,3 +176,19 @@ def _run(project: Project, options: RunOptions, progress: Progress, *, due: bool
             progress.message("claw: nothing to run")
         progress.finish()
     return summary
+
+
+def _duration(text: str) -> float:
+    """--batch-wait's seconds: a number with a unit, s, m, h or d (30m, 2h, 1.5h)."""
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    value, unit = text.strip()[:-1], text.strip()[-1:].lower()
+    try:
+        seconds = float(value) * units[unit]
+    except (KeyError, ValueError):
+        seconds = -1.0
+    if not seconds > 0 or seconds == float("inf"):
+        raise UsageError(
+            f"--batch-wait {text!r}: expected a duration such as 30m, 2h or 90s "
+            "(a number and s, m, h or d)"
+        )
+    return seconds

@@ -16,6 +16,7 @@ from claw_batch.errors import LimitExceeded, TaskFailed
 
 if TYPE_CHECKING:
     from claw_batch.llm.base import LLM
+    from claw_batch.llm.batch import BatchLLM, BatchRun
     from claw_batch.llm.breaker import Breaker
     from claw_batch.llm.messages import ChatRequest, Completion
     from claw_batch.llm.workers import Pool
@@ -29,6 +30,8 @@ class Mode:
     replay: bool = False
     record: bool = False
     cassettes: Path = Path("cassettes")
+    batch: bool = False  # every task's calls through the provider's Batch API (--batch)
+    batch_wait: float | None = None  # seconds a run waits for its batches (--batch-wait)
 
 
 def api_keys(config: Clawfile, environ: Mapping[str, str]) -> list[str]:
@@ -174,29 +177,56 @@ class Models:
         self.mode = mode
         self.redact = redact  # cassettes are committed: no secret may reach them
         self.workers = workers
-        self._cache: dict[str, LLM] = {}
+        self._cache: dict[tuple[str, bool], LLM] = {}
+        # What batch endpoints need of the run (its journal, its id): set by the run that
+        # has a batch task (llm.batch), before its first job.
+        self.batch_run: BatchRun | None = None
+        self._batches: list[BatchLLM] = []  # made for this run: closed when it ends
         # One per endpoint and key, whichever providers name them: they pace its retries
         # together and fail together when it refuses the key (llm.breaker).
         self._breakers: dict[tuple[str | None, str | None], Breaker] = {}
         self._lock = threading.Lock()
 
-    def get(self, model: str) -> tuple[LLM, str]:
-        """The LLM that serves `model` and the model name the endpoint expects."""
+    def get(self, model: str, *, batch: bool = False) -> tuple[LLM, str]:
+        """The LLM that serves `model` and the model name the endpoint expects; `batch`:
+        through the provider's Batch API (a task's `batch: true`, or --batch)."""
         provider_name, _, name = resolve_model(self.config, model)
-        slot = "" if self.mode.replay else provider_name  # one replayer serves every provider
+        # One replayer serves every provider, batch or not.
+        slot = ("", False) if self.mode.replay else (provider_name, batch)
         llm = self._cache.get(slot)  # built: no lock for the jobs that start meanwhile
         if llm is None:
             with self._lock:
                 llm = self._cache.get(slot)
                 if llm is None:
-                    llm = self._cache[slot] = self._make(provider_name)
+                    llm = self._cache[slot] = self._make(provider_name, batch)
         return llm, name
 
-    def _make(self, provider_name: str) -> LLM:
+    def close(self) -> None:
+        """The run is over: batch endpoints stop waiting, and say what they leave running."""
+        for llm in self._batches:
+            llm.close()
+
+    def _make(self, provider_name: str, batch: bool = False) -> LLM:
         if self.mode.replay:
             from claw_batch.llm.cassette import ReplayLLM
 
             return ReplayLLM(self.mode.cassettes, redact=self.redact)
+        llm = self._batch_endpoint(provider_name) if batch else self._live(provider_name)
+        if self.mode.record:
+            from claw_batch.llm.cassette import RecordingLLM
+
+            return RecordingLLM(llm, self.mode.cassettes, redact=self.redact)
+        return llm
+
+    def _batch_endpoint(self, provider_name: str) -> LLM:
+        from claw_batch.llm.batch import BatchLLM
+
+        spec = endpoint_spec(self.config, self.environ, provider_name, self.clawfile)
+        llm = BatchLLM(spec, spec.key(self.environ), self.batch_run, redact=self.redact)
+        self._batches.append(llm)
+        return llm
+
+    def _live(self, provider_name: str) -> LLM:
         llm = self._endpoint(provider_name)
         if self.workers is not None:
             spec = endpoint_spec(self.config, self.environ, provider_name, self.clawfile)
@@ -205,10 +235,6 @@ class Models:
         provider = self.config.providers.get(provider_name)
         if provider is not None and provider.max_concurrency:
             llm = Throttled(llm, provider.max_concurrency)
-        if self.mode.record:
-            from claw_batch.llm.cassette import RecordingLLM
-
-            return RecordingLLM(llm, self.mode.cassettes, redact=self.redact)
         return llm
 
     def _endpoint(self, provider_name: str) -> LLM:

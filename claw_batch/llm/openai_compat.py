@@ -343,6 +343,35 @@ class _ViaSdk:
         return _SdkReply(response.response)
 
 
+def sdk_client(base_url: str, key: str, *, max_retries: int = 2) -> openai.OpenAI:
+    """The SDK's client for calls claw's own client does not make (the Files and Batches
+    endpoints: llm.batchapi), given the key and base URL a live call is given."""
+    import openai
+
+    return openai.OpenAI(
+        base_url=base_url,
+        api_key=key,
+        max_retries=max_retries,
+        timeout=openai.Timeout(300.0, connect=10.0),
+    )
+
+
+@contextlib.contextmanager
+def sdk_failures() -> Iterator[None]:
+    """The SDK's failures in the block, as `failures` says them (StatusFailure,
+    ConnectionFailure with its cause, EndpointError)."""
+    import openai
+
+    try:
+        yield
+    except openai.APIStatusError as exc:
+        raise StatusFailure(exc.status_code, exc.body, exc.message, exc.response.headers) from None
+    except openai.APIConnectionError as exc:  # includes APITimeoutError
+        raise ConnectionFailure(exc.message) from exc
+    except openai.OpenAIError as exc:
+        raise EndpointError(str(exc)) from None
+
+
 def proxied() -> bool:
     """Whether the environment names a proxy, as `urllib.request.getproxies()` reads it on
     Linux (any non-empty `*_proxy` variable but `no_proxy`, in either case), without its

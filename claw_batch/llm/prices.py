@@ -4,6 +4,11 @@ neither knows costs None: claw reports its tokens only, never a guessed number.
 
 The built-in prices are the providers' list prices for their own APIs (checked 2026-11);
 they change, so `prices:` overrides them (and covers any model they miss, a local one at 0).
+
+A call through a provider's Batch API (`batch: true`) costs the price's `batch:` entry; the
+built-in table has none, and takes half of list where the provider documents that discount
+(OpenAI's and Groq's Batch APIs: 50 %). A clawfile price without a `batch:` entry is taken at
+its list price for batch calls too: never a discount nobody stated.
 """
 
 from __future__ import annotations
@@ -35,23 +40,33 @@ BUILT_IN: Mapping[str, Price] = {
     "llama-3.1-8b-instant": Price(0.05, 0.08),
 }
 
+# The built-in models whose provider's Batch API costs half of list (documented by OpenAI and
+# Groq); DeepSeek has no Batch API.
+BATCH_HALF = frozenset(BUILT_IN) - {"deepseek-chat", "deepseek-reasoner"}
+
 # A dated snapshot of a model: gpt-4o-mini-2024-07-18, o3-mini-2025-01-31.
 _SNAPSHOT = re.compile(r"-\d{4}-\d{2}-\d{2}\Z")
 
 
-def lookup(model: str, overrides: Mapping[str, Price] = {}) -> Price | None:
+def lookup(model: str, overrides: Mapping[str, Price] = {}, *, batch: bool = False) -> Price | None:
     """The price of `model` as the clawfile names it (`provider/model` or `model`): the
     clawfile's `prices:` under that name or the provider's model name, then the built-in
     table under the model name, a dated snapshot's base name, or, for a router's
-    `vendor/model` id, its last part."""
+    `vendor/model` id, its last part. `batch`: of a call through the Batch API."""
     name = model.split("/", 1)[1] if "/" in model else model
     for table, key in ((overrides, model), (overrides, name)):
         if key in table:
-            return table[key]
+            price = table[key]
+            return (price.batch or price) if batch else price
     for key in (name, _SNAPSHOT.sub("", name), name.rsplit("/", 1)[-1]):
         if key in BUILT_IN:
-            return BUILT_IN[key]
+            return _half(BUILT_IN[key]) if batch and key in BATCH_HALF else BUILT_IN[key]
     return None
+
+
+def _half(price: Price) -> Price:
+    cached = None if price.cached_input is None else price.cached_input / 2
+    return Price(price.input / 2, price.output / 2, cached)
 
 
 def total(costs: Iterable[float | None]) -> float | None:

@@ -32,6 +32,7 @@ NOT_FINGERPRINTED = frozenset(
         "failed",
         "hook",
         "always",
+        "batch",  # how the calls are paid, not what they answer
         "on_error",
         "sandbox",  # how bash runs, not what the job is: like a timeout
         "limits",  # what a bash call may use: like a timeout

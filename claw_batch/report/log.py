@@ -29,6 +29,8 @@ def render(rows: list[RunRow]) -> str:
         totals = f", {count(tokens, 'token')}, {spent}{cached}" if run.jobs else ""
         head = f"{when}  {run.status:<11} {run.trigger:<{by}} {run.command}"
         lines.append(f"{head}{took}{totals}  [{run.id}]")
+        if run.batches:
+            lines.append(f"  batches: {', '.join(run.batches)}")
         width = max((len(job.name) for job in run.jobs), default=0)
         for job in run.jobs:
             seconds = f"{job.duration_s:.1f} s" if job.duration_s is not None else "-"

@@ -40,6 +40,9 @@ from claw_batch.taint.ledger import Writer
 from claw_batch.terminal.progress import Progress
 from claw_batch.tools.base import ToolContext
 
+# Seconds a batch job may take beyond its timeout: the provider's 24 h completion window.
+BATCH_WINDOW = 24 * 3600.0
+
 if TYPE_CHECKING:
     from claw_batch.sandbox.bubblewrap import Bubblewrap
 
@@ -219,8 +222,9 @@ class _Execution:
         # staged .env in the diff, a file read()) it could pass on reversed, past redaction.
         redact = self.ctx.redact
         prompt = redact(p.prompt)
-        keys: tuple[Message, ...] = ()  # only cassettes read them: rendered only for those
-        if self.ctx.models.mode.record or self.ctx.models.mode.replay:
+        # Only cassettes and batch ids read them: rendered only for those.
+        keys: tuple[Message, ...] = ()
+        if self.ctx.models.mode.record or self.ctx.models.mode.replay or self._batch:
             keys = (
                 Message("system", redact(system.key_text)),
                 Message("user", redact(key_prompt(self.ctx, p))),
@@ -234,8 +238,10 @@ class _Execution:
 
     def _loop(self, started: float, key_messages: tuple[Message, ...]) -> ToolLoop:
         p, task = self.p, self.p.task
-        llm, model_name = self.ctx.models.get(p.model)
-        deadline = started + task.timeout
+        llm, model_name = self.ctx.models.get(p.model, batch=self._batch)
+        # A batch job waits for its batches: up to the provider's 24 h window, beyond its
+        # timeout (--batch-wait bounds the run's wait).
+        deadline = started + task.timeout + (BATCH_WINDOW if self._batch else 0.0)
         tools = ToolContext(
             root=self.ctx.project.root,
             policy=p.policy,
@@ -273,6 +279,11 @@ class _Execution:
             budget=self._budget(),
         )
 
+    @property
+    def _batch(self) -> bool:
+        """Whether its model calls go through the provider's Batch API."""
+        return self.p.task.batch or self.ctx.models.mode.batch
+
     def _env(self) -> dict[str, str]:
         """The job's own copy of its task's tool environment (prepare.TaskSame.env)."""
         return dict(self.p.env)
@@ -280,7 +291,7 @@ class _Execution:
     def _budget(self) -> JobBudget:
         task = self.p.task
         if self.ctx.spend is not None:
-            return self.ctx.spend.job(self.p.job.task, self.p.model)
+            return self.ctx.spend.job(self.p.job.task, self.p.model, batch=self._batch)
         return JobBudget.tokens_only(task.budget.max_tokens if task.budget else None)
 
     def _output_path(self) -> Path | None:

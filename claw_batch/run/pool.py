@@ -16,6 +16,10 @@ if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
     from queue import SimpleQueue
 
+# Jobs of batch tasks (`batch: true`, --batch) that run at once, whatever -j says: they mostly
+# wait for their batch, and -j of them would make small batches. Each is a thread.
+BATCH_JOBS = 1000
+
 # How a job ended: its result, or what it raised.
 Ended = tuple[JobResult | None, BaseException | None]
 
@@ -36,8 +40,15 @@ class Scheduler:
         # Writes what the jobs that ended left for later (run.record): called when no job
         # starts, as a job that starts writes it with its own start.
         flush: Callable[[], None] = lambda: None,
+        # Whether a task's calls go through a Batch API: its jobs run BATCH_JOBS at a time,
+        # beside the -j others.
+        batched: Callable[[str], bool] = lambda name: False,
+        batch_jobs: int = 0,
     ) -> None:
         self.jobs = max(1, jobs)
+        self.batched = batched
+        self.batch_jobs = batch_jobs
+        self._batch_running = 0
         self.upstream = upstream
         self.expand = expand
         self.check = check  # a result (up to date, skipped…), or the work to do on a thread
@@ -99,13 +110,15 @@ class Scheduler:
             from concurrent.futures import ThreadPoolExecutor
             from queue import SimpleQueue
 
-            self._pool = ThreadPoolExecutor(self.jobs, thread_name_prefix="claw-job")
+            size = self.jobs + self.batch_jobs
+            self._pool = ThreadPoolExecutor(size, thread_name_prefix="claw-job")
             self._ended = SimpleQueue()
         # The job reports itself (`_in_turn`): a Ctrl-C between handing it to the pool and
         # noting it here, or while the scheduler takes the turn back after learning that it
         # ended, cannot lose its result (_drain reads _ends).
         self._pool.submit(_in_turn, job, work, self._ends, self._ended)
         self._running.add(job)
+        self._batch_running += self.batch_jobs > 0 and self.batched(job.task)
 
     def _fill(self) -> bool:
         """Start jobs while there are free slots; a job that need not run (up to date,
@@ -113,8 +126,8 @@ class Scheduler:
         job started."""
         started = False
         self._release()
-        queue, running, check = self._queue, self._running, self.check
-        while queue and not self._stopping and len(running) < self.jobs:
+        queue, check = self._queue, self.check
+        while queue and not self._stopping and self._free(queue[0]):
             job = queue.popleft()
             if isinstance(job, tuple):  # a task's jobs, where the first of them would start
                 name, jobs = job
@@ -134,9 +147,17 @@ class Scheduler:
                 self._release()
         return started
 
+    def _free(self, entry: Job | tuple[str, Sequence[Job]]) -> bool:
+        """Whether a job of the entry's task may start: a slot of its kind is free."""
+        name = entry[0] if isinstance(entry, tuple) else entry.task
+        if self.batch_jobs and self.batched(name):
+            return self._batch_running < self.batch_jobs
+        return len(self._running) - self._batch_running < self.jobs
+
     def _finish(self, job: Job) -> None:
         result, error = self._ends.pop(job)
         self._running.discard(job)
+        self._batch_running -= self.batch_jobs > 0 and self.batched(job.task)
         if error is not None:
             raise error
         assert result is not None
@@ -184,6 +205,7 @@ class Scheduler:
             if result is not None:  # None: it raised, and the error in flight is the one to say
                 self.on_result(result)
         self._running.clear()
+        self._batch_running = 0
 
 
 def _in_turn(

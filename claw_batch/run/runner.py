@@ -208,6 +208,10 @@ class Runner:
         if unset is not None:  # before the run's first write: no job, no note, no ledger run
             summary = RunSummary(run_id, exit_code=unset.exit_code, error=str(unset))
             return self._ended_early(summary, state, chosen, left=True)
+        if self.options.dry_run:
+            self._say_batched(names)
+        elif state is not None and self._batching(names):
+            self._batch_run(state, run_id)
         run = RunSession(self._setup(), state, run_id, now)
         code, error = 1, None  # what the ledger says if a bug ends the run
         try:
@@ -218,6 +222,7 @@ class Runner:
         except KeyboardInterrupt:
             code, error = Interrupted.exit_code, "interrupted"
         finally:
+            self.models.close()
             self._stop_workers()
             summary = RunSummary(run_id, run.results, code, error)
             try:
@@ -226,6 +231,43 @@ class Runner:
             finally:
                 summary = run.close(summary)
         return summary
+
+    def _batching(self, names: list[str]) -> bool:
+        """Whether a task of the run sends its calls through a Batch API."""
+        tasks = self.project.config.tasks
+        return not self.options.mode.replay and (
+            self.options.mode.batch or any(tasks[n].batch for n in names)
+        )
+
+    def _say_batched(self, names: list[str]) -> None:
+        """A dry run says which tasks would go through a Batch API, and why."""
+        tasks, mode = self.project.config.tasks, self.options.mode
+        for name in names if not mode.replay else ():
+            if mode.batch or tasks[name].batch:
+                why = "--batch" if mode.batch else "batch: true"
+                self.progress.message(
+                    f"claw: {name}: its model calls would go through the provider's Batch "
+                    f"API ({why})"
+                )
+
+    def _batch_run(self, state: State, run_id: str) -> None:
+        """What the run's batch endpoints need: the ledger for their journal, its id, where
+        to say what they do, and when to stop waiting (--batch-wait)."""
+        import time
+
+        from claw_batch.figures import duration
+        from claw_batch.llm.batch import BatchRun
+        from claw_batch.store.batches import Journal
+
+        wait = self.options.mode.batch_wait
+        self.models.batch_run = BatchRun(
+            lambda endpoint: Journal(state, endpoint),
+            run_id,
+            self.progress.message,
+            None if wait is None else time.monotonic() + wait,
+            "" if wait is None else duration(wait),
+            "claw run --batch" if self.options.mode.batch else "claw run",
+        )
 
     def _stop_workers(self) -> None:
         if self.workers is not None:

@@ -25,7 +25,7 @@ from claw_batch.plan.quickcheck import TaskKey
 from claw_batch.plan.uptodate import Decider, Decision
 from claw_batch.run.closeout import CloseOut
 from claw_batch.run.context import RunCache, RunContext
-from claw_batch.run.pool import Scheduler
+from claw_batch.run.pool import BATCH_JOBS, Scheduler
 from claw_batch.run.prepare import Prepared, estimate, fingerprint_of, prepare, task_parts
 from claw_batch.run.record import NOT_UTF8, Recorder, unrecordable
 from claw_batch.run.results import NO_USAGE, JobResult, Results, RunSummary, UpToDate, not_run
@@ -216,10 +216,19 @@ class RunSession:
             on_result=self.finished,
             on_task_done=self.closing.note,
             flush=self.records.flush,
+            batched=self._batched,
+            batch_jobs=BATCH_JOBS if any(map(self._batched, names)) else 0,
         )
         scheduler.run(names)
         if "interrupted" in self.results.statuses:
             raise Interrupted("interrupted")
+
+    def _batched(self, task: str) -> bool:
+        """Whether the task's calls go through a Batch API (its jobs mostly wait)."""
+        mode = self.setup.models.mode
+        if self.setup.dry_run or mode.replay:
+            return False
+        return mode.batch or self.setup.project.config.tasks[task].batch
 
     def close(self, summary: RunSummary) -> RunSummary:
         """The run's last writes (claw_batch.run.closeout); the summary as they leave it."""

@@ -51,6 +51,8 @@ class RunRow:
     argv: str  # as the ledger keeps it (an older claw kept the interpreter's path too)
     trigger: str  # hand, cron, schedule, watch, hook <name>
     jobs: tuple[JobRow, ...]
+    # The provider batches the run submitted (claw_batch.store.batches): "id (status, n)".
+    batches: tuple[str, ...] = ()
 
     @property
     def command(self) -> str:
@@ -67,6 +69,7 @@ class RunRow:
             "command": self.command,
             "argv": self.argv,
             "jobs": [job.__dict__ | {"name": job.name} for job in self.jobs],
+            "batches": list(self.batches),
         }
 
 
@@ -97,6 +100,20 @@ def trigger_of(argv: str, trigger: str | None) -> str:
     if words[1:2] in (["schedule"], ["watch"]):
         return words[1]
     return "cron" if words[1:2] == ["run"] and "--due" in words else "hand"
+
+
+def _batches(db: sqlite3.Connection) -> dict[str, list[str]]:
+    """The batches each run submitted, by run id: `batch_abc (done, 120 requests)`."""
+    if not db.execute("SELECT 1 FROM sqlite_master WHERE name = 'batches'").fetchall():
+        return {}
+    found: dict[str, list[str]] = {}
+    for run_id, batch_id, status, requests in db.execute(
+        "SELECT run_id, batch_id, status, requests FROM batches WHERE batch_id IS NOT NULL "
+        "ORDER BY rowid"
+    ):
+        said = f"{batch_id} ({status}, {requests} request{'s' * (requests != 1)})"
+        found.setdefault(run_id, []).append(said)
+    return found
 
 
 def column(db: sqlite3.Connection, table: str, name: str) -> str:
@@ -147,13 +164,15 @@ def runs(
             args,
         ).fetchall()
         found: list[RunRow] = []
+        batched = _batches(db)
         for row in rows:
             if after is not None and dt.datetime.fromisoformat(row[1]) < after:
                 continue
             run_id, started, finished, status, exit_code, argv, trigger = row
             ran = _jobs(db, run_id, task)
             by = trigger_of(argv, trigger)
-            found.append(RunRow(run_id, started, finished, status, exit_code, argv, by, ran))
+            sent = tuple(batched.get(run_id, ()))
+            found.append(RunRow(run_id, started, finished, status, exit_code, argv, by, ran, sent))
             if len(found) >= limit:
                 break
         return found

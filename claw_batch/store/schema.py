@@ -4,7 +4,7 @@ added to it, and how a path is kept in them.
 The tables are read and written where their concept lives: runs, jobs, calls and done in
 claw_batch.store.state, files in claw_batch.store.filehash, tainted and tainted_blobs in
 claw_batch.taint.ledger. Tables that only some commands need are created by their module
-when first used (verdicts, slots, watched).
+when first used (verdicts, slots, watched, the batch journal's batches and batch_requests).
 """
 
 from __future__ import annotations
