@@ -50,6 +50,11 @@ if TYPE_CHECKING:
     type=click.Path(file_okay=False, path_type=Path),
     help="Where recorded replies live (default: cassettes/ in the project).",
 )
+@click.option(
+    "--no-cache",
+    is_flag=True,
+    help="Neither replay model replies from the call cache nor store them.",
+)
 @click.option("--model", help="Use this model for every task.")
 @click.option(
     "--due",
@@ -71,6 +76,7 @@ def run(
     record: bool,
     replay: bool,
     cassettes: Path | None,
+    no_cache: bool,
     model: str | None,
     due: bool,
     directory: Path | None,
@@ -108,7 +114,10 @@ def run(
 
         select = DueSlots()
     mode = Mode(
-        replay=replay, record=record, cassettes=(cassettes or project.root / "cassettes").absolute()
+        replay=replay,
+        record=record,
+        cassettes=(cassettes or project.root / "cassettes").absolute(),
+        cache=not no_cache,
     )
     options = RunOptions(
         force=force,

@@ -17,6 +17,7 @@ from claw_batch.errors import LimitExceeded, TaskFailed
 if TYPE_CHECKING:
     from claw_batch.llm.base import LLM
     from claw_batch.llm.breaker import Breaker
+    from claw_batch.llm.callcache import CallStore
     from claw_batch.llm.messages import ChatRequest, Completion
     from claw_batch.llm.workers import Pool
 
@@ -29,6 +30,7 @@ class Mode:
     replay: bool = False
     record: bool = False
     cassettes: Path = Path("cassettes")
+    cache: bool = True  # False: `--no-cache` (a replay never uses the call cache)
 
 
 def api_keys(config: Clawfile, environ: Mapping[str, str]) -> list[str]:
@@ -179,6 +181,33 @@ class Models:
         # together and fail together when it refuses the key (llm.breaker).
         self._breakers: dict[tuple[str | None, str | None], Breaker] = {}
         self._lock = threading.Lock()
+        self.cache_dir: Path | None = None  # the call cache's, when the run uses one
+        self.calls: CallStore | None = None  # opened for the first live model
+        self.day = ""  # the run's date, part of the call cache's keys
+        self.warn: Callable[[str], None] = lambda _: None
+
+    def use_cache(self, directory: Path, day: str, warn: Callable[[str], None]) -> None:
+        """Answer from the call cache in `directory` what it holds (llm.callcache), with
+        `day` in its keys; before any model is got."""
+        if not self.mode.replay:
+            self.cache_dir, self.day, self.warn = directory, day, warn
+
+    @property
+    def caching(self) -> bool:
+        return self.cache_dir is not None
+
+    def end_cache(self, max_size: int) -> None:
+        """At the end of the run: the cache within `max_size` bytes, oldest-used out first."""
+        calls, self.calls = self.calls, None
+        if calls is None:
+            return
+        calls.close()
+        from claw_batch.llm.callcache import prune
+
+        try:
+            prune(calls.directory, max_size=max_size)
+        except Exception as e:  # sqlite3.Error, OSError: the next run tries again
+            self.warn(f"claw: warning: the call cache could not be pruned: {e}")
 
     def get(self, model: str) -> tuple[LLM, str]:
         """The LLM that serves `model` and the model name the endpoint expects."""
@@ -205,6 +234,20 @@ class Models:
         provider = self.config.providers.get(provider_name)
         if provider is not None and provider.max_concurrency:
             llm = Throttled(llm, provider.max_concurrency)
+        if self.cache_dir is not None:  # inside a recording: it records replayed replies too
+            from claw_batch.llm.callcache import CachedLLM, CallStore, endpoint_identity
+
+            if self.calls is None:
+                self.calls = CallStore(self.cache_dir, warn=self.warn)
+
+            base_url = endpoint_spec(self.config, self.environ, provider_name).base_url
+            llm = CachedLLM(
+                llm,
+                self.calls,
+                endpoint=endpoint_identity(base_url),
+                day=self.day,
+                redact=self.redact,
+            )
         if self.mode.record:
             from claw_batch.llm.cassette import RecordingLLM
 

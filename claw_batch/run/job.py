@@ -76,7 +76,8 @@ def run_job(
     progress.job_started(job)
     started = time.monotonic()
     try:
-        attempt = _attempt(run, p, sink, taint, records.synced)
+        sample = records.sample(job, fresh=run.force) if run.models.caching else 0
+        attempt = _attempt(run, p, sink, taint, records.synced, sample)
     except Exception as e:  # it stops the run: close the job's records first
         _abort(run, job, records, transcript, sink, started, started_wall, e)
         raise
@@ -127,13 +128,14 @@ Attempt = tuple["Outcome | None", Status, "str | None", "str | None"]
 
 
 def _attempt(
-    run: RunContext, p: Prepared, sink: JobSink, taint: JobTaint, synced: DirSyncs
+    run: RunContext, p: Prepared, sink: JobSink, taint: JobTaint, synced: DirSyncs, sample: int
 ) -> Attempt:
     """(outcome, status, reason, error). What ends a job is caught here; what ends the run
     propagates. `taint` says at the end what the job read from outside; `synced` makes the
-    output's rename durable (before the ledger records the job done: run.record)."""
+    output's rename durable (before the ledger records the job done: run.record); `sample`:
+    the call cache's sample index of its requests."""
     try:
-        outcome = _Execution(run, p, sink, taint, synced).run()
+        outcome = _Execution(run, p, sink, taint, synced, sample).run()
     except KeyboardInterrupt:
         return None, "interrupted", "interrupted", "interrupted (Ctrl-C or SIGTERM)"
     except LimitExceeded as e:
@@ -201,7 +203,13 @@ class _Execution:
     """The tool loop, then the answer checked and written."""
 
     def __init__(
-        self, run: RunContext, prepared: Prepared, sink: JobSink, taint: JobTaint, synced: DirSyncs
+        self,
+        run: RunContext,
+        prepared: Prepared,
+        sink: JobSink,
+        taint: JobTaint,
+        synced: DirSyncs,
+        sample: int = 0,
     ) -> None:
         self.ctx = run
         self.p = prepared
@@ -209,6 +217,7 @@ class _Execution:
         self.before_call = sink.flush  # the turn so far goes to disk before each call
         self.taint = taint
         self.synced = synced
+        self.sample = sample
 
     def run(self) -> Outcome:
         started = time.monotonic()
@@ -219,10 +228,11 @@ class _Execution:
         # staged .env in the diff, a file read()) it could pass on reversed, past redaction.
         redact = self.ctx.redact
         prompt = redact(p.prompt)
-        keys: tuple[Message, ...] = ()  # only cassettes read them: rendered only for those
-        if self.ctx.models.mode.record or self.ctx.models.mode.replay:
+        keys: tuple[Message, ...] = ()  # cassettes and the call cache read them
+        models = self.ctx.models
+        if models.mode.record or models.mode.replay or models.caching:
             keys = (
-                Message("system", redact(system.key_text)),
+                Message("system", _redacted_key(redact, system.key_text)),
                 Message("user", redact(key_prompt(self.ctx, p))),
             )
         loop = self._loop(started, keys)
@@ -257,6 +267,7 @@ class _Execution:
             timeout=task.timeout,
             job=p.job.name,
             key_messages=key_messages,
+            sample=self.sample,
         )
         schema = p.schema
         # Its tools' code and validators (pydantic) are loaded while its first request is in
@@ -323,6 +334,20 @@ def _redacted(redact: Callable[[str], str], text: str) -> str:
         return last[2]
     shown = redact(text)
     _last_redacted = (redact, text, shown)
+    return shown
+
+
+# The same for the system prompts' keys (with placeholders for what changes between runs).
+_last_key_redacted: tuple[Callable[[str], str], str, str] | None = None
+
+
+def _redacted_key(redact: Callable[[str], str], text: str) -> str:
+    global _last_key_redacted
+    last = _last_key_redacted
+    if last is not None and last[0] is redact and last[1] is text:
+        return last[2]
+    shown = redact(text)
+    _last_key_redacted = (redact, text, shown)
     return shown
 
 

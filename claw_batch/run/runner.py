@@ -208,6 +208,7 @@ class Runner:
         if unset is not None:  # before the run's first write: no job, no note, no ledger run
             summary = RunSummary(run_id, exit_code=unset.exit_code, error=str(unset))
             return self._ended_early(summary, state, chosen, left=True)
+        self._use_cache(now)
         run = RunSession(self._setup(), state, run_id, now)
         code, error = 1, None  # what the ledger says if a bug ends the run
         try:
@@ -219,6 +220,7 @@ class Runner:
             code, error = Interrupted.exit_code, "interrupted"
         finally:
             self._stop_workers()
+            self.models.end_cache(self.project.config.cache.max_size)
             summary = RunSummary(run_id, run.results, code, error)
             try:
                 if chosen is not None:
@@ -226,6 +228,15 @@ class Runner:
             finally:
                 summary = run.close(summary)
         return summary
+
+    def _use_cache(self, now: dt.datetime) -> None:
+        """The call cache (llm.callcache), unless the clawfile (`cache: false`) or the run
+        (`--no-cache`) turns it off; opened by the first live model call."""
+        if self.options.dry_run or not self.options.mode.cache:
+            return
+        if self.project.config.cache.enabled:
+            directory = self.project.root / ".claw" / "cache"
+            self.models.use_cache(directory, now.date().isoformat(), self.progress.message)
 
     def _stop_workers(self) -> None:
         if self.workers is not None:
