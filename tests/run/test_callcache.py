@@ -4,14 +4,20 @@ requests are made once, nothing secret is stored."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
+import signal
+import subprocess
+import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fake_openai import FakeOpenAI, Reply, call, error, text, tool_calls
-from helpers import claw, make_project
+from helpers import HANG, claw, make_project
 
 KEY = "sk-test-0123456789abcdef0123"
 NOW = "2026-11-22T23:05:00+01:00"
@@ -80,3 +86,210 @@ def test_a_job_that_failed_at_turn_4_replays_3_turns_when_run_again(
     assert len(server.requests) == 4 + 3  # turns 4, 5 and 6: the first three replayed
     assistant = [e for e in transcript_events(root) if e["type"] == "assistant"]
     assert [bool(e.get("replayed")) for e in assistant] == [True] * 3 + [False] * 3
+
+
+EIGHT = READS.replace("max_steps: 20", "max_steps: 20\n        timeout: 120")
+
+
+def start_claw(root: Path, env: dict[str, str], *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "claw_batch", "run", *args],
+        cwd=root,
+        env={**os.environ, **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def blocking_at(turn: int, handle: Any) -> tuple[Any, threading.Event, threading.Event]:
+    """A handler that blocks the request of `turn` until released; arrived says it came."""
+    arrived, release = threading.Event(), threading.Event()
+
+    def blocking(body: dict[str, Any]) -> Reply:
+        if sum(m["role"] == "assistant" for m in body["messages"]) + 1 == turn:
+            arrived.set()
+            release.wait(HANG)
+        return handle(body)  # type: ignore[no-any-return]
+
+    return blocking, arrived, release
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
+def test_a_job_killed_after_5_of_8_turns_costs_3_requests_when_run_again(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str], sig: signal.Signals
+) -> None:
+    root = make_project(tmp_path / "p", EIGHT, NOTES)
+    handle = turns(8)
+    server.handler, arrived, release = blocking_at(6, handle)
+    proc = start_claw(root, env)
+    try:
+        assert arrived.wait(60), proc.communicate()
+        proc.send_signal(sig)
+        proc.communicate(timeout=60)
+    finally:
+        release.set()
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == (-9 if sig == signal.SIGKILL else 130)
+    assert len(server.requests) == 6
+    server.handler = handle
+    r = claw(root, "run", env=env)
+    assert r.exit_code == 0, r.stderr
+    assert len(server.requests) == 6 + 3  # turns 6, 7 and 8
+    assert (root / "out.md").read_text() == "read 7 notes\n"
+
+
+def test_after_a_timeout_the_rerun_replays_the_paid_turns(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    root = make_project(tmp_path / "p", READS.replace("max_steps: 20", "timeout: 3"), NOTES)
+    handle = turns(8)
+    server.handler, _, release = blocking_at(6, handle)
+    try:
+        r = claw(root, "run", env=env)
+    finally:
+        release.set()
+    assert r.exit_code == 3 and "timeout" in r.stderr, r.stderr
+    server.handler = handle
+    before = len(server.requests)
+    assert claw(root, "run", env=env).exit_code == 0
+    assert len(server.requests) - before == 3
+
+
+def test_after_a_budget_stop_the_rerun_replays_the_paid_turns(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    budget = READS.replace("max_steps: 20", "budget: {max_tokens: 55000}")
+    root = make_project(tmp_path / "p", budget, NOTES)
+    handle = turns(8)
+
+    def costly(body: dict[str, Any]) -> Reply:
+        reply: Reply = handle(body)
+        return dataclasses.replace(reply, usage=(10000, 0, 0))
+
+    server.handler = costly
+    r = claw(root, "run", env=env)
+    assert r.exit_code == 3 and "budget" in r.stderr, r.stderr
+    paid = len(server.requests)
+    assert paid < 8
+    (root / "clawfile.yaml").write_text(
+        (root / "clawfile.yaml").read_text().replace("55000", "500000")
+    )
+    assert claw(root, "run", env=env).exit_code == 0
+    assert len(server.requests) - paid == 8 - paid
+
+
+def test_after_a_failure_a_downstream_fix_replays_every_turn(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    declared = READS.replace("output: out.md", "output: out.md\n        outputs: [extra.md]")
+    root = make_project(tmp_path / "p", declared, NOTES)
+    server.handler = turns(4)
+    r = claw(root, "run", env=env)
+    assert r.exit_code == 1 and "extra.md" in r.stderr, r.stderr
+    assert len(server.requests) == 4
+    (root / "clawfile.yaml").write_text(READS)  # the output the job cannot make: not asked
+    r = claw(root, "run", "--json", env=env)
+    assert r.exit_code == 0, r.stderr
+    assert len(server.requests) == 4  # nothing paid again
+
+
+def test_force_replays_nothing_and_a_killed_forced_run_replays_when_run_again(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    root = make_project(tmp_path / "p", EIGHT, NOTES)
+    handle = turns(8)
+    server.handler = handle
+    assert claw(root, "run", env=env).exit_code == 0
+    assert len(server.requests) == 8
+    assert claw(root, "run", "-B", env=env).exit_code == 0
+    assert len(server.requests) == 16  # a fresh answer: every request reaches the server
+    server.handler, arrived, release = blocking_at(6, handle)
+    proc = start_claw(root, env, "-B")
+    try:
+        assert arrived.wait(60), proc.communicate()
+        proc.kill()
+        proc.communicate(timeout=60)
+    finally:
+        release.set()
+    assert len(server.requests) == 16 + 6
+    server.handler = handle
+    assert claw(root, "run", env=env).exit_code == 0
+    assert len(server.requests) == 16 + 6 + 3  # the forced run's five paid turns replayed
+
+
+def test_no_cache_and_cache_false_make_every_call(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    root = make_project(tmp_path / "p", READS, NOTES)
+    server.handler = turns(3)
+    assert claw(root, "run", "--no-cache", env=env).exit_code == 0
+    assert not (root / ".claw/cache").exists()  # nothing stored
+    (root / "notes/0.md").write_text("note 0, again\n")  # the job runs again, asks the same
+    (root / "notes/0.md").write_text("note 0\n")
+    assert claw(root, "run", "-B", env=env).exit_code == 0
+    assert len(server.requests) == 6
+    off = make_project(tmp_path / "off", READS.replace("    tasks:", "    cache: false\n    tasks:"), NOTES)
+    assert claw(off, "run", env=env).exit_code == 0
+    assert claw(off, "run", "-B", env=env).exit_code == 0
+    assert len(server.requests) == 12
+    assert not (off / ".claw/cache").exists()
+
+
+def test_a_changed_tool_result_makes_that_request_and_the_rest_live(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    declared = READS.replace("output: out.md", "output: out.md\n        outputs: [extra.md]")
+    root = make_project(tmp_path / "p", declared, NOTES)
+    server.handler = turns(4)  # reads notes 0, 1 and 2, then answers
+    assert claw(root, "run", env=env).exit_code == 1
+    (root / "clawfile.yaml").write_text(READS)
+    (root / "notes/1.md").write_text("note 1, changed\n")
+    assert claw(root, "run", env=env).exit_code == 0
+    assert len(server.requests) == 4 + 2  # turn 3 holds the new result: it and turn 4 live
+    assert "note 1, changed" in json.dumps(server.requests[4]["messages"])
+
+
+TWINS = """
+    version: 1
+    model: fake-model
+    tasks:
+      twin:
+        foreach: "items/*.txt"
+        prompt: "Say hello."
+        output: "out/{{ item.stem }}.md"
+"""
+
+
+def test_identical_requests_in_one_run_are_made_once(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    root = make_project(tmp_path / "p", TWINS, {"items/a.txt": "a", "items/b.txt": "b"})
+    server.handler = lambda body: text("hello")
+    r = claw(root, "run", "-j", "2", "--json", env=env)
+    assert r.exit_code == 0, r.stderr
+    assert len(server.requests) == 1
+    assert (root / "out/a.md").read_text() == (root / "out/b.md").read_text()
+
+
+def test_nothing_secret_reaches_the_cache(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    other = "ghp_" + "A1b2C3d4" * 5  # a key of a known shape, in a file the job reads
+    root = make_project(tmp_path / "p", READS, {**NOTES, "notes/0.md": f"token {other}\n"})
+
+    def leaky(body: dict[str, Any]) -> Reply:
+        done = sum(m["role"] == "assistant" for m in body["messages"])
+        if done == 0:
+            return tool_calls(call("read", {"path": "notes/0.md", "why": KEY}, id="c0"))
+        return text(f"the key is {KEY} and the token {other}")
+
+    server.handler = leaky
+    r = claw(root, "run", env={**env, "SERVICE_TOKEN": "s3cr3t-service-token-value"})
+    assert r.exit_code == 0, r.stderr
+    stored = b"".join(p.read_bytes() for p in (root / ".claw/cache").iterdir())
+    assert b"calls" in stored  # the database is there, with what the model said
+    for secret in (KEY, other):
+        assert secret.encode() not in stored
+        assert json.dumps(secret)[1:-1].encode() not in stored
