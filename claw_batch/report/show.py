@@ -94,6 +94,8 @@ def _assistant(e: Mapping[str, Any]) -> Iterator[str]:
     tokens = usage.get("prompt", 0) + usage.get("completion", 0)
     cost = e.get("cost_usd")
     spent = f", ${cost:.4f}" if isinstance(cost, (int, float)) else ""
+    if e.get("replayed"):  # the call cache answered: what it shows was saved, not spent
+        spent = f"{spent}, replayed from the call cache: nothing paid"
     yield f"assistant (step {e.get('step')}, {count(tokens, 'token')}{spent}):"
     if e.get("content"):
         yield indent(str(e["content"]).strip())

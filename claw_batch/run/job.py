@@ -99,6 +99,8 @@ def run_job(
         findings=tuple(run.redact(f) for f in _findings(outcome)),
         reasons=decision.reasons,
         cost_usd=sink.cost_usd,
+        saved_tokens=sink.saved_tokens,
+        saved_usd=sink.saved_usd,
     )
     records.record(result, started_wall, p, fp, taint.source)
     return result
@@ -189,6 +191,8 @@ def _abort(
         error=message,
         transcript=records.shown(transcript),
         cost_usd=sink.cost_usd,
+        saved_tokens=sink.saved_tokens,
+        saved_usd=sink.saved_usd,
     )
     records.ended(ended, started_wall)
 

@@ -30,6 +30,8 @@ class JobRow:
     transcript: str | None
     cost_usd: float | None  # None: the model's price is not known
     remembered: str | None = None  # the run whose failed verdict this job gave again
+    saved_tokens: int = 0  # what the turns the call cache replayed would have cost
+    saved_usd: float | None = None
 
     @property
     def name(self) -> str:
@@ -181,8 +183,9 @@ def _jobs(db: sqlite3.Connection, run_id: str, task: str | None) -> tuple[JobRow
     rows = db.execute(
         "SELECT task, item, status, reason, duration_s, "
         "prompt_tokens + completion_tokens, output, error, transcript, cost_usd, "
-        f"{column(db, 'jobs', 'remembered')} "
+        f"{column(db, 'jobs', 'remembered')}, {column(db, 'jobs', 'saved_tokens')}, "
+        f"{column(db, 'jobs', 'saved_usd')} "
         f"FROM jobs WHERE run_id = ?{only} ORDER BY rowid",
         (run_id, task) if task else (run_id,),
     ).fetchall()
-    return tuple(JobRow(*j) for j in rows)
+    return tuple(JobRow(*j[:-2], j[-2] or 0, j[-1]) for j in rows)

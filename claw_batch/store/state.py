@@ -49,6 +49,10 @@ class JobEnd(Protocol):
     def error(self) -> str | None: ...
     @property
     def transcript(self) -> str: ...
+    @property
+    def saved_tokens(self) -> int: ...
+    @property
+    def saved_usd(self) -> float | None: ...
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,8 @@ class JobRecord:
     error: str | None
     transcript: str | None
     remembered: str | None = None  # the run whose failed verdict this job gave again
+    saved_tokens: int = 0  # what the turns the call cache replayed would have cost
+    saved_usd: float | None = None
 
     @classmethod
     def of(cls, run_id: str, task: str, item: str, started: str, end: JobEnd) -> JobRecord:
@@ -89,6 +95,8 @@ class JobRecord:
             end.output,
             end.error,
             end.transcript,
+            saved_tokens=end.saved_tokens,
+            saved_usd=end.saved_usd,
         )
 
 
@@ -299,7 +307,8 @@ class State(Database):
             "prompt_tokens=excluded.prompt_tokens, completion_tokens=excluded.completion_tokens, "
             "cached_tokens=excluded.cached_tokens, cost_usd=excluded.cost_usd, "
             "output=excluded.output, error=excluded.error, transcript=excluded.transcript, "
-            "remembered=excluded.remembered",
+            "remembered=excluded.remembered, saved_tokens=excluded.saved_tokens, "
+            "saved_usd=excluded.saved_usd",
         )
         calls = [c for r, _, _ in batch for c in self._calls.pop((r.run_id, r.task, r.item), ())]
         if calls:
@@ -368,6 +377,8 @@ def _job_row(r: JobRecord) -> tuple[object, ...]:
         r.error,
         r.transcript,
         r.remembered,
+        r.saved_tokens,
+        r.saved_usd,
     )
 
 

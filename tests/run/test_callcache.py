@@ -293,3 +293,47 @@ def test_nothing_secret_reaches_the_cache(
     for secret in (KEY, other):
         assert secret.encode() not in stored
         assert json.dumps(secret)[1:-1].encode() not in stored
+
+
+PRICED = READS.replace(
+    "    tasks:", "    prices:\n      fake-model: {input: 1.0, output: 2.0}\n    tasks:"
+)
+
+
+def test_what_the_cache_saved_is_shown_beside_what_was_spent(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    declared = PRICED.replace("output: out.md", "output: out.md\n        outputs: [extra.md]")
+    root = make_project(tmp_path / "p", declared, NOTES)
+    server.handler = turns(3)  # 15 tokens a turn: 10 prompt at $1/M, 5 completion at $2/M
+    assert claw(root, "run", env=env).exit_code == 1
+    (root / "clawfile.yaml").write_text(PRICED)
+    r = claw(root, "run", "--json", env=env)
+    assert r.exit_code == 0, r.stderr
+    assert len(server.requests) == 3  # all three replayed
+    envelope = json.loads(r.stdout)
+    (job,) = envelope["jobs"]
+    assert (job["tokens"], job["cost_usd"]) == (0, None)  # nothing spent
+    assert (job["saved_tokens"], job["saved_usd"]) == (45, 0.00006)
+    totals = envelope["totals"]
+    assert (totals["saved_tokens"], totals["saved_usd"]) == (45, 0.00006)
+    # the transcript marks the replayed turns, and claw show says so
+    assistant = [e for e in transcript_events(root) if e["type"] == "assistant"]
+    assert all(e["replayed"] for e in assistant)
+    shown = claw(root, "show", "last", env=env)
+    assert shown.stdout.count("replayed from the call cache: nothing paid") == 3, shown.stdout
+    # claw log: saved beside spent, for the run and the job
+    log = claw(root, "log", env=env).stdout
+    assert "0 tokens, $0.0000, saved 45 tokens, $0.0001  [" in log, log
+    assert "(saved 45 tok $0.0001)" in log
+    logged = json.loads(claw(root, "log", "--json", env=env).stdout)
+    assert sorted(j["saved_tokens"] for run in logged for j in run["jobs"]) == [0, 45]
+    # the daily note's entry says what was saved
+    note = (root / "workspace/memory/2026-11-22.md").read_text()
+    assert "reader · ok · " in note and "· saved 45 tokens ($0.0001)" in note, note
+    # the morning report: a card of what was saved
+    report = claw(root, "report", env=env)
+    assert report.exit_code == 0, report.stderr
+    page = (root / ".claw/report.html").read_text()
+    assert '<div class="label">saved</div>' in page
+    assert "45 tokens replayed from the call cache" in page
