@@ -17,7 +17,10 @@ from typing import Any
 
 import pytest
 from fake_openai import FakeOpenAI, Reply, call, error, text, tool_calls
-from helpers import HANG, claw, make_project
+from click.testing import CliRunner
+from helpers import HANG, Result, claw, make_project
+
+from claw_batch.cli import main
 
 KEY = "sk-test-0123456789abcdef0123"
 NOW = "2026-11-22T23:05:00+01:00"
@@ -337,3 +340,61 @@ def test_what_the_cache_saved_is_shown_beside_what_was_spent(
     page = (root / ".claw/report.html").read_text()
     assert '<div class="label">saved</div>' in page
     assert "45 tokens replayed from the call cache" in page
+
+
+def cache_cli(root: Path, *args: str) -> Result:
+    """`claw cache SUB -C root ...`: the project option goes after the subcommand."""
+    sub, *rest = args
+    r = CliRunner().invoke(main, ["cache", sub, "-C", str(root), *rest], catch_exceptions=False)
+    return Result(r.exit_code, r.stdout, r.stderr)
+
+
+def test_claw_cache_stats_prune_and_clear(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    root = make_project(tmp_path / "p", READS, NOTES)
+    r = cache_cli(root, "stats", "--json")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["entries"] == 0  # no cache yet: nothing, and none made
+    assert not (root / ".claw/cache").exists()
+    server.handler = turns(3)
+    assert claw(root, "run", env=env).exit_code == 0
+    assert claw(root, "run", "-B", env=env).exit_code == 0  # three more replies
+    (root / "out.md").unlink()
+    assert claw(root, "run", env=env).exit_code == 0  # three hits
+    stats = json.loads(cache_cli(root, "stats", "--json").stdout)
+    assert (stats["entries"], stats["hits"], stats["saved_tokens"]) == (6, 3, 45)
+    assert stats["oldest"] is not None and stats["bytes"] > 0
+    shown = cache_cli(root, "stats").stdout
+    assert "entries  6\n" in shown and "hits     3 " in shown, shown
+    r = cache_cli(root, "prune", "--older-than", "30d")
+    assert (r.exit_code, r.stderr) == (0, "claw: removed 0 cached replies\n")
+    r = cache_cli(root, "prune", "--max-size", "1")
+    assert (r.exit_code, r.stderr) == (0, "claw: removed 6 cached replies\n")
+    assert claw(root, "run", "-B", env=env).exit_code == 0
+    r = cache_cli(root, "clear")
+    assert (r.exit_code, r.stderr) == (0, "claw: removed 3 cached replies\n")
+    assert json.loads(cache_cli(root, "stats", "--json").stdout)["entries"] == 0
+    r = cache_cli(root, "prune", "--older-than", "soon")
+    assert r.exit_code == 2 and "--older-than 'soon'" in r.stderr
+
+
+def test_prune_and_clear_are_refused_while_a_run_holds_the_project(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    root = make_project(tmp_path / "p", READS, NOTES)
+    handle = turns(3)
+    server.handler, arrived, release = blocking_at(2, handle)
+    proc = start_claw(root, env)
+    try:
+        assert arrived.wait(60), proc.communicate()
+        for args in (("prune",), ("prune", "--max-size", "1M"), ("clear",)):
+            r = cache_cli(root, *args)
+            assert r.exit_code == 75, r.stderr
+            assert "locked by pid" in r.stderr and "claw run" in r.stderr, r.stderr
+        assert cache_cli(root, "stats").exit_code == 0  # reading is fine
+    finally:
+        release.set()
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert json.loads(cache_cli(root, "stats", "--json").stdout)["entries"] == 3
