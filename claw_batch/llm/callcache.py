@@ -23,6 +23,7 @@ warning and live calls, never a failed job.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import sqlite3
@@ -276,7 +277,11 @@ class CachedLLM:
         text = _compact(
             redacted(
                 [
-                    {"name": t.name, "description": t.description, "parameters": _plain(t.parameters)}
+                    {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": _plain(t.parameters),
+                    }
                     for t in tools
                 ],
                 self.redact,
@@ -387,10 +392,8 @@ def prune(directory: Path, *, older_than: float | None = None, max_size: int | N
 def clear(directory: Path) -> int:
     """Remove every entry (the files too); how many there were."""
     entries = 0
-    try:
+    with contextlib.suppress(sqlite3.Error):  # unreadable: removed all the same
         entries = stats(directory).entries
-    except sqlite3.Error:
-        pass  # unreadable: removed all the same
     for path in list(_files(directory)):
         path.unlink()
     return entries

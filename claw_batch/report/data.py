@@ -235,7 +235,9 @@ def _jobs(db: sqlite3.Connection, rough: str, run_ids: list[str]) -> dict[str, l
     found: dict[str, list[JobSpan]] = {}
     wanted = set(run_ids)
     remembered = history.column(db, "jobs", "remembered")
-    saved = f"{history.column(db, 'jobs', 'saved_tokens')}, {history.column(db, 'jobs', 'saved_usd')}"
+    saved = (
+        f"{history.column(db, 'jobs', 'saved_tokens')}, {history.column(db, 'jobs', 'saved_usd')}"
+    )
     rows = db.execute(
         f"SELECT {_JOB_COLUMNS}, {remembered}, {saved} FROM jobs "
         "WHERE run_id IN (SELECT id FROM runs WHERE started >= ?) ORDER BY started, rowid",

@@ -27,9 +27,9 @@ from claw_batch.safety.redact import Redactor
 from claw_batch.safety.untrusted import printable
 from claw_batch.store.filehash import FileHashes
 from claw_batch.store.lastrun import when
+from claw_batch.store.samples import Samples
 from claw_batch.store.state import Done, JobRecord, State
 from claw_batch.store.transcript import Transcript
-from claw_batch.store.samples import Samples
 from claw_batch.store.verdicts import Verdicts
 from claw_batch.terminal.progress import Progress
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import re
 import sqlite3
@@ -188,4 +189,10 @@ def _jobs(db: sqlite3.Connection, run_id: str, task: str | None) -> tuple[JobRow
         f"FROM jobs WHERE run_id = ?{only} ORDER BY rowid",
         (run_id, task) if task else (run_id,),
     ).fetchall()
-    return tuple(JobRow(*j[:-2], j[-2] or 0, j[-1]) for j in rows)
+    return tuple(_job_row(j) for j in rows)
+
+
+def _job_row(j: Any) -> JobRow:
+    """A row of _jobs' SELECT: its last two columns are what the call cache saved."""
+    *head, saved_tokens, saved_usd = j
+    return dataclasses.replace(JobRow(*head), saved_tokens=saved_tokens or 0, saved_usd=saved_usd)

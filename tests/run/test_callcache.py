@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_openai import FakeOpenAI, Reply, call, error, text, tool_calls
 from click.testing import CliRunner
+from fake_openai import FakeOpenAI, Reply, call, error, text, tool_calls
 from helpers import HANG, Result, claw, make_project
 
 from claw_batch.cli import main
@@ -233,7 +233,9 @@ def test_no_cache_and_cache_false_make_every_call(
     (root / "notes/0.md").write_text("note 0\n")
     assert claw(root, "run", "-B", env=env).exit_code == 0
     assert len(server.requests) == 6
-    off = make_project(tmp_path / "off", READS.replace("    tasks:", "    cache: false\n    tasks:"), NOTES)
+    off = make_project(
+        tmp_path / "off", READS.replace("    tasks:", "    cache: false\n    tasks:"), NOTES
+    )
     assert claw(off, "run", env=env).exit_code == 0
     assert claw(off, "run", "-B", env=env).exit_code == 0
     assert len(server.requests) == 12
@@ -395,6 +397,6 @@ def test_prune_and_clear_are_refused_while_a_run_holds_the_project(
         assert cache_cli(root, "stats").exit_code == 0  # reading is fine
     finally:
         release.set()
-        out, err = proc.communicate(timeout=60)
+        _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert json.loads(cache_cli(root, "stats", "--json").stdout)["entries"] == 3
