@@ -37,8 +37,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 from claw_batch import baton, cancel
 from claw_batch.llm.base import LLM
-from claw_batch.llm.cassette import completion_from_json, completion_json, message_json, redacted
 from claw_batch.llm.messages import ChatRequest, Completion, Message, ToolSpec
+from claw_batch.llm.replyjson import completion_from_json, completion_json, message_json, redacted
 
 KEY_VERSION = 1  # a new canonical form: a new number, and the old entries are never found
 DEFAULT_MAX_SIZE = 2 << 30  # bytes of replies kept: 2 GiB
