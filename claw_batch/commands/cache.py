@@ -76,9 +76,9 @@ def stats(as_json: bool, directory: Path | None, file: Path | None) -> int:
 def prune(
     older_than: str | None, max_size: str | None, directory: Path | None, file: Path | None
 ) -> int:
-    """Remove replies by age or to fit a size; never while a run holds the project.
+    """Remove replies by age or to fit a size.
 
-    Without options, to the clawfile's `cache: {max_size: ...}` (2G by default), as every
+    Never while a run holds the project (exit 75). Without options, to the clawfile's `cache: {max_size: ...}` (2G by default), as every
     run does when it ends.
 
     \b
@@ -114,7 +114,9 @@ def prune(
 @project_options
 @handle_errors
 def clear(directory: Path | None, file: Path | None) -> int:
-    """Remove every cached reply; never while a run holds the project.
+    """Remove every cached reply.
+
+    Never while a run holds the project (exit 75).
 
     \b
     Examples:

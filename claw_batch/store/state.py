@@ -22,6 +22,12 @@ from claw_batch.llm.usage import Usage
 from claw_batch.store.database import Database
 
 INSERT_CALL = "INSERT INTO calls VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+# Named: a ledger whose columns were added in another order (schema.ADDED) takes the row too.
+JOB_COLUMNS = (
+    "INSERT INTO jobs (run_id, task, item, status, reason, started, duration_s, prompt_tokens, "
+    "completion_tokens, cached_tokens, cost_usd, output, error, transcript, remembered, "
+    "saved_tokens, saved_usd)"
+)
 START_JOB = (
     "INSERT OR REPLACE INTO jobs (run_id, task, item, status, started) "
     "VALUES (?, ?, ?, 'running', ?)"
@@ -300,7 +306,7 @@ class State(Database):
 
     def _write_batch(self, batch: list[tuple[JobRecord, Done | None, Durable | None]]) -> None:
         self._insert(
-            "INSERT INTO jobs",
+            JOB_COLUMNS,
             [_job_row(r) for r, _, _ in batch],
             " ON CONFLICT (run_id, task, item) DO UPDATE SET status=excluded.status, "
             "reason=excluded.reason, duration_s=excluded.duration_s, "
