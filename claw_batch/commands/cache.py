@@ -78,8 +78,8 @@ def prune(
 ) -> int:
     """Remove replies by age or to fit a size.
 
-    Never while a run holds the project (exit 75). Without options, to the clawfile's `cache: {max_size: ...}` (2G by default), as every
-    run does when it ends.
+    Never while a run holds the project (exit 75). Without options, to the clawfile's
+    `cache: {max_size: ...}` (2G by default), as every run does when it ends.
 
     \b
     Examples:

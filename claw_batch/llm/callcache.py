@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -37,7 +38,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from claw_batch import baton, cancel
 from claw_batch.llm.base import LLM
-from claw_batch.llm.messages import ChatRequest, Completion, Message, ToolSpec
+from claw_batch.llm.messages import ChatRequest, Completion, Message, ToolCall, ToolSpec
 from claw_batch.llm.replyjson import completion_from_json, completion_json, message_json, redacted
 
 KEY_VERSION = 1  # a new canonical form: a new number, and the old entries are never found
@@ -55,7 +56,6 @@ CREATE TABLE IF NOT EXISTS calls (
     bytes INTEGER NOT NULL,
     tokens INTEGER NOT NULL DEFAULT 0  -- prompt + completion: what each hit saved
 );
-CREATE INDEX IF NOT EXISTS calls_last_used ON calls (last_used);
 """
 
 
@@ -83,8 +83,13 @@ def cacheable(completion: Completion) -> bool:
 
 
 class CallStore:
-    """`.claw/cache/calls.db`: one connection, one statement at a time. Opened when first
-    used; any SQLite error turns it off for the rest of the run, with one warning."""
+    """`.claw/cache/`: the replies of earlier runs in `calls.db`, and this run's appended to
+    a journal (`journal-<pid>.jsonl`) as they arrive — one write each, in the OS's hands
+    before the job uses the reply, which a `kill -9` cannot take back; an SQLite commit a
+    reply cost a turn ~15 times as much. The journal goes into `calls.db` when the run ends,
+    or, when it was killed, when the next run opens the cache. Hits are counted in memory
+    and written then too. Opened when first used; an error turns it off for the rest of the
+    run, with one warning: calls are made live, no job fails for it."""
 
     def __init__(self, directory: Path, *, warn: Callable[[str], None] = lambda _: None) -> None:
         self.directory = directory
@@ -93,19 +98,22 @@ class CallStore:
         self._db: sqlite3.Connection | None = None
         self._off = False
         self._lock = threading.Lock()
+        self._journal: int | None = None  # the file descriptor
+        self._journal_path = directory / f"journal-{os.getpid()}.jsonl"
+        self._written = 0  # bytes of the journal
+        self._fresh: dict[str, tuple[int, int]] = {}  # this run's: key -> (offset, length)
+        self._hits: dict[str, int] = {}
 
     def _connect(self) -> sqlite3.Connection | None:
         """Called under the lock."""
         if self._db is None and not self._off:
             try:
                 self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-                db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-                db.execute("PRAGMA busy_timeout = 5000")
-                db.execute("PRAGMA journal_mode = WAL")
-                db.execute("PRAGMA synchronous = NORMAL")  # a commit survives kill -9
-                db.executescript(SCHEMA)
-                self._db = db
-            except (sqlite3.Error, OSError) as e:
+                self._db = _connect(self.path)
+                for left in sorted(self.directory.glob("journal-*.jsonl")):
+                    _absorb(self._db, left)  # a killed run's
+                    left.unlink()
+            except (sqlite3.Error, OSError, ValueError) as e:
                 self._failed(e)
         return self._db
 
@@ -125,40 +133,105 @@ class CallStore:
             if db is None:
                 return None
             try:
-                row = db.execute("SELECT reply FROM calls WHERE key = ?", (key,)).fetchone()
-                if row is None:
-                    return None
-                db.execute(
-                    "UPDATE calls SET hits = hits + 1, last_used = ? WHERE key = ?",
-                    (time.time(), key),
-                )
-                reply: dict[str, Any] = json.loads(row[0])
+                text = self._fresh_text(key)
+                if text is None:
+                    row = db.execute("SELECT reply FROM calls WHERE key = ?", (key,)).fetchone()
+                    if row is None:
+                        return None
+                    text = row[0]
+                self._hits[key] = self._hits.get(key, 0) + 1
+                reply: dict[str, Any] = json.loads(text)
                 return reply
-            except (sqlite3.Error, ValueError) as e:
+            except (sqlite3.Error, OSError, ValueError) as e:
                 self._failed(e)
                 return None
 
+    def _fresh_text(self, key: str) -> str | None:
+        """A reply this run stored (read back from its journal)."""
+        where = self._fresh.get(key)
+        if where is None or self._journal is None:
+            return None
+        line = os.pread(self._journal, where[1], where[0])
+        return line.decode().rstrip("\n").split("\t", 3)[3]
+
     def put(self, key: str, reply: dict[str, Any], tokens: int) -> None:
         text = json.dumps(reply, ensure_ascii=False, separators=(",", ":"))
-        now = time.time()
+        # JSON escapes every line break and tab in a string: the text ends the line alone.
+        line = f"{key}\t{tokens}\t{time.time()!r}\t{text}\n".encode()
         with self._lock:
-            db = self._connect()
-            if db is None:
+            if self._connect() is None:
                 return
-            try:  # autocommit: on disk (in the WAL) before the tool loop reads the reply
-                db.execute(
-                    "INSERT OR REPLACE INTO calls (key, reply, created, last_used, hits, bytes, "
-                    "tokens) VALUES (?, ?, ?, ?, 0, ?, ?)",
-                    (key, text, now, now, len(text.encode()), tokens),
-                )
-            except sqlite3.Error as e:
+            try:
+                if self._journal is None:
+                    flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
+                    self._journal = os.open(self._journal_path, flags, 0o600)
+                    self._written = os.fstat(self._journal).st_size
+                view = memoryview(line)
+                while view:  # a short write goes on where it stopped
+                    view = view[os.write(self._journal, view) :]
+                self._fresh[key] = (self._written, len(line))
+                self._written += len(line)
+            except OSError as e:
                 self._failed(e)
 
     def close(self) -> None:
+        """This run's journal into calls.db, and its hits counted."""
         with self._lock:
-            if self._db is not None:
-                self._db.close()
-                self._db = None
+            db, journal = self._db, self._journal
+            self._db, self._journal = None, None
+            if journal is not None:
+                os.close(journal)
+            if db is None:
+                return
+            try:
+                if journal is not None:
+                    _absorb(db, self._journal_path)
+                    self._journal_path.unlink()
+                if self._hits:
+                    now = time.time()
+                    db.execute("BEGIN IMMEDIATE")
+                    db.executemany(
+                        "UPDATE calls SET hits = hits + ?, last_used = ? WHERE key = ?",
+                        [(n, now, key) for key, n in self._hits.items()],
+                    )
+                    db.execute("COMMIT")
+            except (sqlite3.Error, OSError) as e:
+                self.warn(f"claw: warning: the call cache {self.path} was not updated: {e}")
+            finally:
+                db.close()
+                self._fresh.clear()
+                self._hits.clear()
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+    db.execute("PRAGMA busy_timeout = 5000")
+    db.execute("PRAGMA journal_mode = WAL")
+    db.executescript(SCHEMA)
+    return db
+
+
+def _absorb(db: sqlite3.Connection, journal: Path) -> None:
+    """A journal's entries into calls.db, in one transaction; a line a kill cut is left out."""
+    rows = []
+    with journal.open("rb") as f:
+        for line in f:
+            if not line.endswith(b"\n"):
+                continue  # a write a kill cut
+            try:
+                key, tokens, when, text = line.decode().rstrip("\n").split("\t", 3)
+                rows.append((key, text, float(when), float(when), len(line), int(tokens)))
+            except ValueError:
+                continue
+    if not rows:
+        return
+    db.execute("BEGIN IMMEDIATE")
+    db.executemany(
+        "INSERT OR REPLACE INTO calls (key, reply, created, last_used, hits, bytes, tokens) "
+        "VALUES (?, ?, ?, ?, 0, ?, ?)",
+        rows,
+    )
+    db.execute("COMMIT")
 
 
 @dataclass
@@ -170,6 +243,9 @@ class _Chain:
     count: int
     last: Message | None
     keys: tuple[Message, ...]
+    live: bool = False  # a request of the job was asked of the model: the rest are new too
+    # The last reply, and what the key hashes of it: redacted once, for the store and the key.
+    reply: tuple[Message | None, bytes] = (None, b"")
 
 
 class CachedLLM:
@@ -190,14 +266,21 @@ class CachedLLM:
         self.day = day  # the run's date: a request of another day is another request
         self.redact = redact
         self._chains: dict[str, _Chain] = {}  # by job
-        self._tools: tuple[tuple[ToolSpec, ...], str] | None = None  # the specs and their JSON
+        self._tools: tuple[tuple[ToolSpec, ...], bytes] | None = None  # the specs, their JSON
+        # The last system prompt hashed first: its text and the hash of it alone.
+        self._first: tuple[str | None, Any] | None = None
+        self._tails: dict[tuple[str, float | None, int], bytes] = {}
         self._inflight: dict[str, threading.Event] = {}
         self._lock = threading.Lock()
 
     def complete(self, request: ChatRequest, *, deadline: float) -> Completion:
-        key = self.key(request)
+        chain = self._chain(request)
+        key = self._key(chain, request)
+        # A job that went live asks the cache no more: its requests hold a reply just paid
+        # for, which no stored request can (a job it is the twin of follows it, and looks).
+        look = not chain.live
         while True:
-            found = self._replayed(key)
+            found = self._replayed(key) if look else None
             if found is not None:
                 return found
             with self._lock:
@@ -207,10 +290,16 @@ class CachedLLM:
             if waiter is None:
                 break
             _wait(waiter, deadline)  # the same request in flight: its reply, when it comes
+            look = True
         try:
             completion = self.inner.complete(request, deadline=deadline)
+            chain.live = True
             if cacheable(completion):
-                stored = redacted(completion_json(completion), self.redact)
+                message = self._redacted(completion.message)
+                chain.reply = (completion.message, self._hashed(message))
+                stored = completion_json(Completion(message, completion.usage, None, ""))
+                stored["finish_reason"] = completion.finish_reason
+                stored["model"] = self.redact(completion.model)
                 self.store.put(key, stored, completion.usage.total_tokens)
             return completion
         finally:
@@ -236,18 +325,19 @@ class CachedLLM:
 
     def key(self, request: ChatRequest) -> str:
         """The request's key: the job's messages hashed once each, then the rest."""
-        hasher = self._chain(request).hasher.copy()
-        tail = {
-            "v": KEY_VERSION,
-            "endpoint": self.endpoint,
-            "model": request.model,
-            "day": self.day,
+        return self._key(self._chain(request), request)
+
+    def _key(self, chain: _Chain, request: ChatRequest) -> str:
+        hasher = chain.hasher.copy()
+        hasher.update(self._tools_digest(request.tools))
+        tail = (request.model, request.temperature, request.sample)
+        text = self._tails.get(tail)
+        if text is None:
             # 0 from YAML and 0.0 from elsewhere are the same setting.
-            "temperature": None if request.temperature is None else float(request.temperature),
-            "sample": request.sample,
-        }
-        hasher.update(b"\x00" + self._tools_json(request.tools))
-        hasher.update(b"\x00" + _compact(redacted(tail, self.redact)))
+            temperature = None if request.temperature is None else float(request.temperature)
+            fields = [KEY_VERSION, self.endpoint, request.model, self.day, temperature]
+            text = self._tails[tail] = b"\x00" + _compact([*fields, request.sample])
+        hasher.update(text)
         return str(hasher.hexdigest())
 
     def _chain(self, request: ChatRequest) -> _Chain:
@@ -261,19 +351,63 @@ class CachedLLM:
         ):
             if len(self._chains) >= MAX_CHAINS:
                 self._chains.clear()
-            chain = _Chain(hashlib.sha256(), 0, None, keys)
+            chain = self._started(messages, keys)
             self._chains[request.job] = chain
         for i in range(chain.count, len(messages)):
             shown = keys[i] if i < len(keys) else messages[i]
-            chain.hasher.update(_compact(redacted(message_json(shown), self.redact)) + b"\n")
+            known, hashed = chain.reply
+            chain.hasher.update(hashed if shown is known else self._message(shown))
         if len(messages) > chain.count:
             chain.count, chain.last = len(messages), messages[-1]
         return chain
 
-    def _tools_json(self, tools: tuple[ToolSpec, ...]) -> bytes:
-        known = self._tools
-        if known is not None and known[0] is tools:
-            return known[1].encode()
+    def _message(self, message: Message) -> bytes:
+        """A message as the key hashes it. What the model said is redacted here (a replayed
+        reply is the stored, redacted one, and must ask what the paid one asked next); the
+        rest claw redacted before it was sent: tool results, prompts and their keys."""
+        return self._hashed(self._redacted(message) if message.role == "assistant" else message)
+
+    @staticmethod
+    def _hashed(message: Message) -> bytes:
+        # message_json's keys come in one order: no sorting needed.
+        return json.dumps(message_json(message), separators=(",", ":")).encode() + b"\n"
+
+    def _redacted(self, message: Message) -> Message:
+        """A reply with its every text redacted."""
+        redact = self.redact
+        return Message(
+            message.role,
+            None if message.content is None else redact(message.content),
+            tuple(
+                ToolCall(redact(c.id), redact(c.name), redact(c.arguments))
+                for c in message.tool_calls
+            ),
+            message.tool_call_id,
+            None if message.reasoning is None else redact(message.reasoning),
+        )
+
+    def _started(self, messages: tuple[Message, ...], keys: tuple[Message, ...]) -> _Chain:
+        """A new chain, with the first message hashed: the system prompt, the same text for
+        every job of a task (agent.systemprompt hands out one object), hashed once for them."""
+        chain = _Chain(hashlib.sha256(), 0, None, keys)
+        if not messages:
+            return chain
+        first = keys[0] if keys else messages[0]
+        known = self._first
+        if known is not None and known[0] is first.content and first.role == "system":
+            chain.hasher = known[1].copy()
+        else:
+            chain.hasher.update(self._message(first))
+            if first.role == "system" and not first.tool_calls:
+                self._first = (first.content, chain.hasher.copy())
+        chain.count, chain.last = 1, messages[0]
+        return chain
+
+    def _tools_digest(self, tools: tuple[ToolSpec, ...]) -> bytes:
+        """The sha256 of the tools' JSON (redacted), behind a separator."""
+        known = self._tools  # the jobs of a task are handed the same specs (Tool.spec)
+        if known is not None and _same(known[0], tools):
+            return known[1]
         text = _compact(
             redacted(
                 [
@@ -286,9 +420,14 @@ class CachedLLM:
                 ],
                 self.redact,
             )
-        ).decode()
-        self._tools = (tools, text)
-        return text.encode()
+        )
+        digest = b"\x00" + hashlib.sha256(text).digest()
+        self._tools = (tools, digest)
+        return digest
+
+
+def _same(a: tuple[ToolSpec, ...], b: tuple[ToolSpec, ...]) -> bool:
+    return a is b or (len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True)))
 
 
 def _plain(value: Any) -> Any:
@@ -330,15 +469,19 @@ def _files(directory: Path) -> Iterator[Path]:
         path = directory / name
         if path.exists():
             yield path
+    yield from sorted(directory.glob("journal-*.jsonl"))
 
 
-def _open(directory: Path) -> sqlite3.Connection | None:
+def _open(directory: Path, *, absorb: bool = False) -> sqlite3.Connection | None:
+    """calls.db; `absorb` (under the project lock): with the journals killed runs left."""
     path = directory / "calls.db"
-    if not path.exists():
+    journals = sorted(directory.glob("journal-*.jsonl")) if absorb else []
+    if not path.exists() and not journals:
         return None
-    db = sqlite3.connect(path, isolation_level=None)
-    db.execute("PRAGMA busy_timeout = 5000")
-    db.executescript(SCHEMA)
+    db = _connect(path)
+    for journal in journals:
+        _absorb(db, journal)
+        journal.unlink()
     return db
 
 
@@ -359,8 +502,8 @@ def stats(directory: Path) -> Stats:
 
 def prune(directory: Path, *, older_than: float | None = None, max_size: int | None = None) -> int:
     """Remove the entries not used for `older_than` seconds, then the ones used longest ago
-    until the replies take at most `max_size` bytes; how many went."""
-    db = _open(directory)
+    until the replies take at most `max_size` bytes; how many went. Under the project lock."""
+    db = _open(directory, absorb=True)
     if db is None:
         return 0
     removed = 0

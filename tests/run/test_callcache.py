@@ -400,3 +400,23 @@ def test_prune_and_clear_are_refused_while_a_run_holds_the_project(
         _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert json.loads(cache_cli(root, "stats", "--json").stdout)["entries"] == 3
+
+
+def test_an_unreadable_cache_is_a_warning_and_live_calls(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    root = make_project(tmp_path / "p", READS, NOTES)
+    (root / ".claw/cache").mkdir(parents=True)
+    (root / ".claw/cache/calls.db").write_bytes(b"not a database at all" * 100)
+    server.handler = turns(2)
+    r = claw(root, "run", env=env)
+    assert r.exit_code == 0, r.stderr
+    assert "claw: warning: the call cache" in r.stderr and "cannot be used" in r.stderr
+    assert len(server.requests) == 2
+    r = cache_cli(root, "clear")
+    assert r.exit_code == 0, r.stderr
+    (root / "out.md").unlink()
+    assert claw(root, "run", env=env).exit_code == 0  # a new cache: stored, and replayed
+    (root / "out.md").unlink()
+    r = claw(root, "run", env=env)
+    assert (r.exit_code, len(server.requests)) == (0, 4), r.stderr
