@@ -37,6 +37,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from claw_batch import baton, cancel
+from claw_batch.errors import LimitExceeded
 from claw_batch.llm.base import LLM
 from claw_batch.llm.messages import ChatRequest, Completion, Message, ToolCall, ToolSpec
 from claw_batch.llm.replyjson import completion_from_json, completion_json, message_json, redacted
@@ -444,13 +445,16 @@ def _compact(value: Any) -> bytes:
 
 
 def _wait(event: threading.Event, deadline: float) -> None:
-    """Until `event` is set, the deadline passes (the caller then asks itself) or the run is
-    cancelled."""
+    """Until `event` is set; a deadline that passes first ends the job (as a provider's
+    queue does: endpoints.Throttled), and so does a cancelled run."""
     with baton.released():
         while not event.wait(cancel.POLL):
             cancel.check()
             if time.monotonic() >= deadline:
-                return
+                raise LimitExceeded(
+                    "timeout: the job's deadline passed while it waited for the same request "
+                    "of another job"
+                )
 
 
 @dataclass(frozen=True)
