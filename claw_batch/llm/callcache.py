@@ -343,7 +343,9 @@ class CachedLLM:
 
     def _chain(self, request: ChatRequest) -> _Chain:
         messages, keys = request.messages, request.key_messages
-        chain = self._chains.get(request.job)
+        # A job's requests come from its one thread; a caller without a job name has no
+        # chain of its own to share.
+        chain = self._chains.get(request.job) if request.job else None
         if (
             chain is None
             or chain.keys is not keys
@@ -353,7 +355,8 @@ class CachedLLM:
             if len(self._chains) >= MAX_CHAINS:
                 self._chains.clear()
             chain = self._started(messages, keys)
-            self._chains[request.job] = chain
+            if request.job:
+                self._chains[request.job] = chain
         for i in range(chain.count, len(messages)):
             shown = keys[i] if i < len(keys) else messages[i]
             known, hashed = chain.reply
