@@ -4,10 +4,11 @@ stop, a failure — replays the turns whose requests are the same at no cost, th
 
 The key is the request as a canonical form, redacted as cassettes are (llm.cassette):
 the endpoint (its base URL without credentials or query), the model, the messages — the
-first ones as `request.key_messages` read, with placeholders for the daily notes, the time
-and the project's location, which change between runs without changing the question — the
-day (a task asked again on another day is a new request), the tools, the temperature and the
-sample index (`-B` asks for the next one: nothing is replayed). Never a key, a header, a
+system prompt as `request.key_messages[0]` reads it, with placeholders for the daily notes,
+the time and the project's location, which change between runs without changing the
+question; the task prompt and the rest as sent — the day (a task asked again on another day
+is a new request), the tools, the temperature and the sample index (`-B` asks for the next
+one: nothing is replayed). Never a key, a header, a
 timeout or a retry setting.
 
 A job's requests only grow: each adds the last reply and the tool results to the one before.
@@ -358,7 +359,7 @@ class CachedLLM:
             if request.job:
                 self._chains[request.job] = chain
         for i in range(chain.count, len(messages)):
-            shown = keys[i] if i < len(keys) else messages[i]
+            shown = keys[0] if i == 0 and keys else messages[i]
             known, hashed = chain.reply
             chain.hasher.update(hashed if shown is known else self._message(shown))
         if len(messages) > chain.count:

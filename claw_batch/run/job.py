@@ -232,13 +232,15 @@ class _Execution:
         # staged .env in the diff, a file read()) it could pass on reversed, past redaction.
         redact = self.ctx.redact
         prompt = redact(p.prompt)
-        keys: tuple[Message, ...] = ()  # cassettes and the call cache read them
+        keys: tuple[Message, ...] = ()  # cassettes read them; the call cache the first
         models = self.ctx.models
-        if models.mode.record or models.mode.replay or models.caching:
+        if models.mode.record or models.mode.replay:
             keys = (
                 Message("system", _redacted_key(redact, system.key_text)),
                 Message("user", redact(key_prompt(self.ctx, p))),
             )
+        elif models.caching:  # the task prompt as sent: a prompt that shows the time asks anew
+            keys = (Message("system", _redacted_key(redact, system.key_text)),)
         loop = self._loop(started, keys)
         shown = _redacted(redact, system.text)
         self.on_event("system", content=shown)
