@@ -47,6 +47,7 @@ KEY_VERSION = 1  # a new canonical form: a new number, and the old entries are n
 DEFAULT_MAX_SIZE = 2 << 30  # bytes of replies kept: 2 GiB
 NOT_KEPT = frozenset({"length", "content_filter", "refusal"})  # finish reasons
 MAX_CHAINS = 10_000  # running hashes kept (one per job in flight): past it, they start again
+FOLD_EVERY = 4096  # replies in the journal before it goes into calls.db (and is emptied)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS calls (
@@ -88,10 +89,11 @@ class CallStore:
     """`.claw/cache/`: the replies of earlier runs in `calls.db`, and this run's appended to
     a journal (`journal-<pid>.jsonl`) as they arrive — one write each, in the OS's hands
     before the job uses the reply, which a `kill -9` cannot take back; an SQLite commit a
-    reply cost a turn ~15 times as much. The journal goes into `calls.db` when the run ends,
-    or, when it was killed, when the next run opens the cache. Hits are counted in memory
-    and written then too. Opened when first used; an error turns it off for the rest of the
-    run, with one warning: calls are made live, no job fails for it."""
+    reply cost a turn ~15 times as much. The journal goes into `calls.db` every FOLD_EVERY
+    replies and when the run ends, or, when it was killed, when the next run opens the
+    cache. Hits are counted in memory and written at the end. Opened when first used; an
+    error turns it off for the rest of the run, with one warning: calls are made live, no
+    job fails for it."""
 
     def __init__(self, directory: Path, *, warn: Callable[[str], None] = lambda _: None) -> None:
         self.directory = directory
@@ -103,8 +105,9 @@ class CallStore:
         self._journal: int | None = None  # the file descriptor
         self._journal_path = directory / f"journal-{os.getpid()}.jsonl"
         self._written = 0  # bytes of the journal
-        self._fresh: dict[str, tuple[int, int]] = {}  # this run's: key -> (offset, length)
+        self._fresh: dict[str, tuple[int, int]] = {}  # in the journal: key -> (offset, length)
         self._hits: dict[str, int] = {}
+        self.fold_every = FOLD_EVERY
 
     def _connect(self) -> sqlite3.Connection | None:
         """Called under the lock."""
@@ -173,8 +176,20 @@ class CallStore:
                     view = view[os.write(self._journal, view) :]
                 self._fresh[key] = (self._written, len(line))
                 self._written += len(line)
-            except OSError as e:
+                if len(self._fresh) >= self.fold_every:
+                    self._fold()
+            except (OSError, sqlite3.Error) as e:
                 self._failed(e)
+
+    def _fold(self) -> None:
+        """The journal into calls.db, then emptied: a run of 100,000 jobs keeps neither a
+        journal nor an index of it that grows with it. Under the lock. Killed between the
+        two, the next run takes the same lines again (INSERT OR REPLACE)."""
+        assert self._db is not None and self._journal is not None
+        _absorb(self._db, self._journal_path)
+        os.ftruncate(self._journal, 0)
+        self._written = 0
+        self._fresh.clear()
 
     def close(self) -> None:
         """This run's journal into calls.db, and its hits counted."""

@@ -102,3 +102,17 @@ def test_the_endpoint_in_the_key_has_no_credentials() -> None:
         "openai:https://api.example.com:8443/v1"
     )
     assert endpoint_identity(None) == "openai:default"
+
+
+def test_a_long_run_folds_its_journal_into_the_database_as_it_goes(tmp_path: Path) -> None:
+    inner = Gate()
+    inner.through.set()
+    llm = cached(tmp_path, inner)
+    llm.store.fold_every = 3
+    for n in range(7):
+        llm.complete(request(f"j{n}", f"question {n}"), deadline=1e12)
+    journal = next((tmp_path / "cache").glob("journal-*.jsonl"))
+    assert len(journal.read_text().splitlines()) == 1  # 6 folded, the 7th waits for the end
+    for n in range(7):  # every reply found, folded or not
+        assert llm.complete(request(f"k{n}", f"question {n}"), deadline=1e12).replayed
+    assert inner.calls == 7
