@@ -420,3 +420,18 @@ def test_an_unreadable_cache_is_a_warning_and_live_calls(
     (root / "out.md").unlink()
     r = claw(root, "run", env=env)
     assert (r.exit_code, len(server.requests)) == (0, 4), r.stderr
+
+
+def test_the_day_is_in_the_key_and_the_daily_notes_are_not(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    root = make_project(tmp_path / "p", READS, NOTES)
+    server.handler = turns(2)
+    assert claw(root, "run", env=env).exit_code == 0  # appends to today's daily note
+    (root / "out.md").unlink()
+    assert claw(root, "run", env=env).exit_code == 0  # a longer note in the prompt: replayed
+    assert len(server.requests) == 2
+    (root / "out.md").unlink()
+    tomorrow = {**env, "CLAW_NOW": "2026-11-23T08:00:00+01:00"}
+    assert claw(root, "run", env=tomorrow).exit_code == 0  # another day: asked anew
+    assert len(server.requests) == 4
