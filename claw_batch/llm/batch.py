@@ -34,13 +34,9 @@ from claw_batch.errors import LimitExceeded, ModelError
 from claw_batch.figures import duration
 from claw_batch.llm import wire
 from claw_batch.llm.batchapi import BatchAPI, BatchState, Gone, Unreachable
-from claw_batch.llm.cassette import (
-    canonical_request,
-    completion_from_json,
-    completion_json,
-    redacted,
-)
+from claw_batch.llm.cassette import canonical_request
 from claw_batch.llm.messages import ChatRequest, Completion
+from claw_batch.llm.replyjson import completion_from_json, completion_json, redacted
 
 if TYPE_CHECKING:
     from claw_batch.llm.endpoints import EndpointSpec
