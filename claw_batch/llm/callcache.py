@@ -4,22 +4,25 @@ stop, a failure — replays the turns whose requests are the same at no cost, th
 
 The key is the request as a canonical form, redacted as cassettes are (llm.cassette):
 the endpoint (its base URL without credentials or query), the model, the messages — the
-system prompt as `request.key_messages[0]` reads it, with placeholders for the daily notes,
-the time and the project's location, which change between runs without changing the
-question; the task prompt and the rest as sent — the day (a task asked again on another day
-is a new request), the tools, the temperature and the sample index (`-B` asks for the next
-one: nothing is replayed). Never a key, a header, a
-timeout or a retry setting.
+system prompt as `request.key_messages[0]` reads it (SystemPrompt.call_key: placeholders for
+the time and the project's location, the daily notes without the entries claw's runner
+appends, which change between runs without changing the question); the task prompt and the
+rest as sent — the day (a task asked again on another day is a new request), the tools, the
+temperature and the sample index (`-B` asks for the next one: nothing is replayed). Above
+temperature 0, or with none set, a reply is a sample: the job is in the key too, and twins
+are not made once. Never a key, a header, a timeout or a retry setting.
 
 A job's requests only grow: each adds the last reply and the tool results to the one before.
 The key is kept as a running hash per job, so a turn hashes its new messages only, never the
 whole conversation again (issue 17: a turn's CPU must not grow with the conversation).
 
 Only a complete answer is kept: not an error, a reply cut at max_tokens, a refusal, or an
-empty one. Identical requests in flight at once are made once: the others wait for the first
-and take its reply from the cache. The store is bounded (`cache: {max_size: ...}`): the
-entries used longest ago go first, at the end of a run. A cache that cannot be read is a
-warning and live calls, never a failed job.
+empty one. At temperature 0, identical requests in flight at once are made once: the others
+wait for the first and take its reply from the cache. The tool loop `peek`s before it
+reserves a turn's budget: a replayed turn needs none. The store is bounded (`cache:
+{max_size: ...}`): the entries used longest ago go first, at the end of a run. A cache
+that cannot be read is a warning and live calls, never a failed job; one entry that cannot
+be read is a miss, and removed.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ from claw_batch.llm.base import LLM
 from claw_batch.llm.messages import ChatRequest, Completion, Message, ToolCall, ToolSpec
 from claw_batch.llm.replyjson import completion_from_json, completion_json, message_json, redacted
 
-KEY_VERSION = 1  # a new canonical form: a new number, and the old entries are never found
+KEY_VERSION = 2  # a new canonical form: a new number, and the old entries are never found
 DEFAULT_MAX_SIZE = 2 << 30  # bytes of replies kept: 2 GiB
 NOT_KEPT = frozenset({"length", "content_filter", "refusal"})  # finish reasons
 MAX_CHAINS = 10_000  # running hashes kept (one per job in flight): past it, they start again
