@@ -86,6 +86,8 @@ class ToolLoop:
         self.check_answer = check_answer
         self.budget = budget or JobBudget.tokens_only()
         self.specs = tuple(t.spec() for t in tools.values())
+        # The call cache's (llm.callcache.CachedLLM.peek): a replayed reply, asked first.
+        self._peek: Callable[[ChatRequest], Completion | None] | None = getattr(llm, "peek", None)
         self._spec_chars = spec_chars(self.specs)  # the same in every request
 
     def run(self, messages: list[Message]) -> LoopResult:
@@ -97,8 +99,13 @@ class ToolLoop:
         chars = self._spec_chars + sum(message_chars(m) for m in messages)
         for step in range(1, s.max_steps + 1):
             self._check_deadline()
-            self.budget.reserve(usage, chars // 4)
-            reply, markup = self._ask(messages, step)
+            request = self._request(messages)
+            # A turn the call cache replays costs nothing: no budget is held for it, so a
+            # job a budget stopped replays what it paid for before it stops again.
+            replayed = self._peek(request) if self._peek is not None else None
+            if replayed is None:
+                self.budget.reserve(usage, chars // 4)
+            reply, markup = self._ask(request, step, replayed)
             if not reply.replayed:  # a replayed turn paid nothing: no budget spent
                 usage += reply.usage
             messages.append(reply.message)
@@ -138,11 +145,9 @@ class ToolLoop:
         correction = self.check_answer(text) if self.check_answer else None
         return correction, correction or ""
 
-    def _ask(
-        self, messages: list[Message], step: int
-    ) -> tuple[Completion, toolmarkup.Markup | None]:
+    def _request(self, messages: list[Message]) -> ChatRequest:
         s = self.settings
-        request = ChatRequest(
+        return ChatRequest(
             model=s.model,
             messages=tuple(messages),
             tools=self.specs,
@@ -151,11 +156,16 @@ class ToolLoop:
             key_messages=s.key_messages,
             sample=s.sample,
         )
+
+    def _ask(
+        self, request: ChatRequest, step: int, replayed: Completion | None = None
+    ) -> tuple[Completion, toolmarkup.Markup | None]:
+        """The model's reply to `request`, or `replayed`: what the call cache held for it."""
         if self.before_call is not None:
             self.before_call()
         started = time.monotonic()
         try:
-            reply = self.llm.complete(request, deadline=s.deadline)
+            reply = replayed or self.llm.complete(request, deadline=self.settings.deadline)
         except BaseException:
             self.budget.settle(Usage())  # what a failed call cost is not known: nothing
             raise

@@ -264,6 +264,7 @@ class _Chain:
     last: Message | None
     keys: tuple[Message, ...]
     live: bool = False  # a request of the job was asked of the model: the rest are new too
+    missed: str | None = None  # the key `peek` just found nothing for
     # The last reply, and what the key hashes of it: redacted once, for the store and the key.
     reply: tuple[Message | None, bytes] = (None, b"")
 
@@ -293,12 +294,30 @@ class CachedLLM:
         self._inflight: dict[str, threading.Event] = {}
         self._lock = threading.Lock()
 
+    def peek(self, request: ChatRequest) -> Completion | None:
+        """The reply the cache holds for `request`, without asking the model; None: none.
+        What the tool loop asks before it reserves budget: a replayed turn costs nothing, so
+        a job a budget stopped replays what it paid for. A miss is remembered: `complete`
+        does not look again."""
+        chain = self._chain(request)
+        if chain.live:
+            return None
+        key = self._key(chain, request)
+        found = self._replayed(key)
+        if found is None:
+            chain.missed = key
+        return found
+
     def complete(self, request: ChatRequest, *, deadline: float) -> Completion:
         chain = self._chain(request)
         key = self._key(chain, request)
         # A job that went live asks the cache no more: its requests hold a reply just paid
         # for, which no stored request can (a job it is the twin of follows it, and looks).
-        look = not chain.live
+        look = not chain.live and chain.missed != key
+        chain.missed = None
+        if not _shared(request):  # a sample: the job's own, never a twin's to wait for
+            found = self._replayed(key) if look else None
+            return found if found is not None else self._asked(chain, key, request, deadline)
         while True:
             found = self._replayed(key) if look else None
             if found is not None:
@@ -312,20 +331,24 @@ class CachedLLM:
             _wait(waiter, deadline)  # the same request in flight: its reply, when it comes
             look = True
         try:
-            completion = self.inner.complete(request, deadline=deadline)
-            chain.live = True
-            if cacheable(completion):
-                message = self._redacted(completion.message)
-                chain.reply = (completion.message, self._hashed(message))
-                stored = completion_json(Completion(message, completion.usage, None, ""))
-                stored["finish_reason"] = completion.finish_reason
-                stored["model"] = self.redact(completion.model)
-                self.store.put(key, stored, completion.usage.total_tokens)
-            return completion
+            return self._asked(chain, key, request, deadline)
         finally:
             with self._lock:
                 del self._inflight[key]
             mine.set()
+
+    def _asked(self, chain: _Chain, key: str, request: ChatRequest, deadline: float) -> Completion:
+        """The model's reply, kept when it is a complete answer."""
+        completion = self.inner.complete(request, deadline=deadline)
+        chain.live = True
+        if cacheable(completion):
+            message = self._redacted(completion.message)
+            chain.reply = (completion.message, self._hashed(message))
+            stored = completion_json(Completion(message, completion.usage, None, ""))
+            stored["finish_reason"] = completion.finish_reason
+            stored["model"] = self.redact(completion.model)
+            self.store.put(key, stored, completion.usage.total_tokens)
+        return completion
 
     def _replayed(self, key: str) -> Completion | None:
         data = self.store.get(key)
@@ -358,6 +381,8 @@ class CachedLLM:
             fields = [KEY_VERSION, self.endpoint, request.model, self.day, temperature]
             text = self._tails[tail] = b"\x00" + _compact([*fields, request.sample])
         hasher.update(text)
+        if not _shared(request):  # a sample is its job's: another job's is not its answer
+            hasher.update(b"\x00" + _compact(request.job))
         return str(hasher.hexdigest())
 
     def _chain(self, request: ChatRequest) -> _Chain:
@@ -447,6 +472,13 @@ class CachedLLM:
         digest = b"\x00" + hashlib.sha256(text).digest()
         self._tools = (tools, digest)
         return digest
+
+
+def _shared(request: ChatRequest) -> bool:
+    """Whether the reply is the request's, whichever job asks: at temperature 0 only. At any
+    other (unset: the provider's default, usually 1) a reply is one sample; twins in a run
+    are asked each, and a job replays only its own."""
+    return request.temperature is not None and float(request.temperature) <= 0
 
 
 def _same(a: tuple[ToolSpec, ...], b: tuple[ToolSpec, ...]) -> bool:
