@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -169,6 +170,7 @@ class ToolLoop:
         except BaseException:
             self.budget.settle(Usage())  # what a failed call cost is not known: nothing
             raise
+        reply = _whole(reply)
         if reply.replayed:  # from the call cache: nothing paid, what it would have cost saved
             self.budget.settle(Usage())
             cost = self.budget.priced(reply.usage)
@@ -323,6 +325,25 @@ def _dialect(markup: toolmarkup.Markup | None, sent: Message) -> dict[str, str]:
     if sent.reasoning is not None:
         fields["reasoning"] = sent.reasoning
     return fields
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _whole(reply: Completion) -> Completion:
+    """The reply with each lone surrogate (half an emoji a server cut, sent as `\\ud83d`)
+    made U+FFFD: no file, note, transcript or ledger can hold one as UTF-8."""
+    m = reply.message
+    texts = [m.content, m.reasoning, *(c.arguments for c in m.tool_calls)]
+    if all(t is None or t.isascii() or not _SURROGATE.search(t) for t in texts):
+        return reply
+
+    def fixed(text: str | None) -> str | None:
+        return None if text is None else _SURROGATE.sub("\ufffd", text)
+
+    calls = tuple(replace(c, arguments=fixed(c.arguments) or "") for c in m.tool_calls)
+    message = replace(m, content=fixed(m.content), reasoning=fixed(m.reasoning), tool_calls=calls)
+    return replace(reply, message=message)
 
 
 def _canonical_args(arguments: str) -> str:

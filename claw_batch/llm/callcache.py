@@ -163,9 +163,15 @@ class CallStore:
         return line.decode().rstrip("\n").split("\t", 3)[3]
 
     def put(self, key: str, reply: dict[str, Any], tokens: int) -> None:
-        text = json.dumps(reply, ensure_ascii=False, separators=(",", ":"))
-        # JSON escapes every line break and tab in a string: the text ends the line alone.
-        line = f"{key}\t{tokens}\t{time.time()!r}\t{text}\n".encode()
+        try:
+            text = json.dumps(reply, ensure_ascii=False, separators=(",", ":"))
+            # JSON escapes every line break and tab in a string: the text ends the line
+            # alone. A lone surrogate (half an emoji a server cut) can only be inside a
+            # string: written as JSON's escape for it, `\ud83d`, it reads back the same.
+            line = f"{key}\t{tokens}\t{time.time()!r}\t{text}\n".encode(errors="backslashreplace")
+        except (ValueError, TypeError, RecursionError) as e:
+            self.warn(f"claw: warning: a reply was not kept in the call cache: {e}")
+            return
         with self._lock:
             if self._connect() is None:
                 return
