@@ -147,12 +147,24 @@ class CallStore:
                     if row is None:
                         return None
                     text = row[0]
-                self._hits[key] = self._hits.get(key, 0) + 1
-                reply: dict[str, Any] = json.loads(text)
-                return reply
             except (sqlite3.Error, OSError, ValueError) as e:
                 self._failed(e)
                 return None
+            try:
+                reply: dict[str, Any] = json.loads(text)
+            except (ValueError, RecursionError):
+                self._forget(db, key)  # one unreadable entry: a miss, and asked anew
+                return None
+            self._hits[key] = self._hits.get(key, 0) + 1
+            return reply
+
+    def _forget(self, db: sqlite3.Connection, key: str) -> None:
+        """An entry that cannot be read out of the cache (under the lock)."""
+        self._fresh.pop(key, None)
+        try:
+            db.execute("DELETE FROM calls WHERE key = ?", (key,))
+        except sqlite3.Error as e:
+            self._failed(e)
 
     def _fresh_text(self, key: str) -> str | None:
         """A reply this run stored (read back from its journal)."""
@@ -193,7 +205,7 @@ class CallStore:
     def _fold(self) -> None:
         """The journal into calls.db, then emptied: a run of 100,000 jobs keeps neither a
         journal nor an index of it that grows with it. Under the lock. Killed between the
-        two, the next run takes the same lines again (INSERT OR REPLACE)."""
+        two, the next run takes the same lines again (an upsert)."""
         assert self._db is not None and self._journal is not None
         _absorb(self._db, self._journal_path)
         os.ftruncate(self._journal, 0)
@@ -252,9 +264,10 @@ def _absorb(db: sqlite3.Connection, journal: Path) -> None:
     if not rows:
         return
     db.execute("BEGIN IMMEDIATE")
-    db.executemany(
-        "INSERT OR REPLACE INTO calls (key, reply, created, last_used, hits, bytes, tokens) "
-        "VALUES (?, ?, ?, ?, 0, ?, ?)",
+    db.executemany(  # an entry stored again (by -B's twin, or a journal taken twice) keeps its hits
+        "INSERT INTO calls (key, reply, created, last_used, hits, bytes, tokens) "
+        "VALUES (?, ?, ?, ?, 0, ?, ?) ON CONFLICT (key) DO UPDATE SET reply = excluded.reply, "
+        "last_used = excluded.last_used, bytes = excluded.bytes, tokens = excluded.tokens",
         rows,
     )
     db.execute("COMMIT")
@@ -590,10 +603,20 @@ def prune(directory: Path, *, older_than: float | None = None, max_size: int | N
         db.execute("COMMIT")
         if removed:
             db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            db.execute("VACUUM")
+            if _mostly_free(db):  # not every run's end: VACUUM rewrites the whole file
+                db.execute("VACUUM")
     finally:
         db.close()
     return removed
+
+
+VACUUM_FREE = 0.25  # prune gives the space back when this share of calls.db is free pages
+
+
+def _mostly_free(db: sqlite3.Connection) -> bool:
+    pages = db.execute("PRAGMA page_count").fetchone()[0]
+    free = db.execute("PRAGMA freelist_count").fetchone()[0]
+    return bool(pages) and free > pages * VACUUM_FREE
 
 
 def clear(directory: Path) -> int:
