@@ -34,6 +34,7 @@ from claw_batch.errors import LimitExceeded, ModelError
 from claw_batch.figures import duration
 from claw_batch.llm import wire
 from claw_batch.llm.batchapi import BatchAPI, BatchState, Gone, Unreachable
+from claw_batch.llm.batchoutput import read_lines
 from claw_batch.llm.cassette import (
     canonical_request,
     completion_from_json,
@@ -379,7 +380,7 @@ class BatchLLM:
         for file_id in (state.output_file_id, state.error_file_id):
             if file_id:
                 data = self._retried(functools.partial(self.api.content, file_id))
-                _read_lines(data, replies, failed, self.redact)
+                read_lines(data, replies, failed, self.redact)
         if self.journal is not None:
             # Kept redacted, as every sink is: a reply may echo a key the prompt showed.
             kept = {
@@ -470,40 +471,3 @@ def _chunks(calls: list[_Call]) -> list[dict[str, list[_Call]]]:
         chunk[call.cid] = [call]
         size += length
     return [c for c in chunks if c]
-
-
-def _read_lines(
-    data: bytes,
-    replies: dict[str, Completion],
-    failed: dict[str, tuple[int, str]],
-    redact: Callable[[str], str],
-) -> None:
-    """The replies and failures of an output or error file."""
-    from claw_batch.llm import failures
-
-    for raw in data.splitlines():
-        if not raw.strip():
-            continue
-        try:
-            line = json.loads(raw)
-            cid = line["custom_id"]
-        except (ValueError, KeyError, TypeError):
-            continue  # a line that is not one: its request has no reply, and goes again
-        response = line.get("response") or {}
-        status = response.get("status_code") if isinstance(response, dict) else None
-        body = response.get("body") if isinstance(response, dict) else None
-        error = line.get("error")
-        if status == 200 and error is None:
-            try:
-                replies[cid] = wire.completion_from_reply(body)
-            except (wire.MalformedReply, RecursionError) as exc:
-                failed[cid] = (200, redact(f"malformed reply: {exc}"))
-            continue
-        if error is not None and status is None:  # e.g. batch_expired: the line never ran
-            code = error.get("code") if isinstance(error, dict) else None
-            if code in ("batch_expired", "batch_cancelled"):
-                continue
-            failed[cid] = (500, redact(failures.error_detail(error, None)))
-            continue
-        inner = body.get("error", body) if isinstance(body, dict) else body
-        failed[cid] = (int(status or 500), redact(failures.error_detail(inner, None)))
