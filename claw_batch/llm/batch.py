@@ -27,7 +27,6 @@ first — and a file whose create outcome is unknown stays journalled for the ne
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import threading
 import time
@@ -38,11 +37,11 @@ from typing import TYPE_CHECKING, TypeVar
 from claw_batch import baton, cancel
 from claw_batch.errors import LimitExceeded, ModelError
 from claw_batch.figures import duration
-from claw_batch.llm import wire
+from claw_batch.llm import batchlines
 from claw_batch.llm.batchapi import BatchAPI, BatchState, Gone, Unreachable
+from claw_batch.llm.batchlines import Call, chunks, custom_id
 from claw_batch.llm.batchoutput import read_lines
 from claw_batch.llm.cassette import (
-    canonical_request,
     completion_from_json,
     completion_json,
     redacted,
@@ -57,8 +56,6 @@ T = TypeVar("T")
 QUIET = 0.5  # seconds without a new request before the waiting ones are submitted
 FIRST_POLL = 1.0  # seconds before a batch is first looked at
 MAX_POLL = 60.0  # seconds between two looks at a batch, at most
-MAX_REQUESTS = 50_000  # lines of one batch file (OpenAI's limit)
-MAX_BYTES = 200 * 2**20  # bytes of one batch file (OpenAI's limit)
 HEARTBEAT = 600.0  # seconds after which a batch's progress is said again, changed or not
 ATTEMPTS = 3  # times a line that failed with a retryable status is submitted
 OVER = frozenset({"completed", "expired", "cancelled", "failed"})
@@ -79,45 +76,13 @@ class BatchRun:
     again: str = "claw run"  # what picks up the results: `claw run --batch` for a --batch run
 
 
-def custom_id(request: ChatRequest) -> str:
-    """The request's id in a batch: a digest of what decides its answer (model, messages with
-    the placeholders of `key_messages`, tools, sampling) and of the job that asks, so that the
-    same request made again, by a run after a crash, finds its line."""
-    canonical = {**canonical_request(request), "job": request.job}
-    sample = getattr(request, "sample", 0)  # -B's sample index (the call cache's), once there
-    if sample:
-        canonical["sample"] = sample
-    text = json.dumps(canonical, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return "claw-" + hashlib.sha256(text.encode()).hexdigest()[:40]
-
-
-@dataclass(eq=False)
-class _Call:
-    cid: str
-    request: ChatRequest
-    done: threading.Event = field(default_factory=threading.Event)
-    completion: Completion | None = None
-    error: BaseException | None = None
-    attempts: int = 0
-    abandoned: bool = False  # its job stopped waiting (Ctrl-C, --batch-wait): never answered
-
-    def line(self) -> bytes:
-        body = wire.request_json(self.request)
-        head = json.dumps({"custom_id": self.cid, "method": "POST", "url": "/v1/chat/completions"})
-        return head[:-1].encode() + b',"body":' + body + b"}\n"
-
-    def answer(self, completion: Completion | None, error: BaseException | None = None) -> None:
-        self.completion, self.error = completion, error
-        self.done.set()
-
-
 @dataclass(eq=False)
 class _Batch:
     """A batch in flight that calls of this run wait for."""
 
     file_id: str
     batch_id: str | None
-    calls: dict[str, list[_Call]]
+    calls: dict[str, list[Call]]
     started: float = field(default_factory=time.monotonic)
     next_poll: float = 0.0
     interval: float = FIRST_POLL
@@ -145,7 +110,7 @@ class BatchLLM:
         self.journal = opened(self.api.shown) if opened is not None else None
         self.redact = redact
         self._cond = threading.Condition()
-        self._pending: list[_Call] = []
+        self._pending: list[Call] = []
         self._last = 0.0  # when the last request came
         self._flight: dict[str, _Batch] = {}  # by input file id
         self._thread: threading.Thread | None = None
@@ -157,7 +122,7 @@ class BatchLLM:
     def complete(self, request: ChatRequest, *, deadline: float) -> Completion:
         """The reply to `request` through a batch; `deadline` does not bound the wait (a
         batch takes up to 24 hours), --batch-wait does."""
-        call = _Call(custom_id(request), request)
+        call = Call(custom_id(request), request)
         with self._cond:
             found = self.journal.find(call.cid) if self.journal is not None else None
             if found is not None and found.completion is not None:  # kept till the job ends
@@ -211,7 +176,7 @@ class BatchLLM:
                 f"for): `{self.run.again}` again picks up its results"
             )
 
-    def _flush(self, calls: list[_Call]) -> None:
+    def _flush(self, calls: list[Call]) -> None:
         try:
             self._submit(calls)
         except Exception as exc:  # nobody waits for these calls any more: said here
@@ -229,7 +194,7 @@ class BatchLLM:
                 f"at the provider, and `{self.run.again}` again picks up their results"
             )
 
-    def _wait(self, call: _Call) -> Completion:
+    def _wait(self, call: Call) -> Completion:
         try:
             with baton.released():
                 while not call.done.wait(cancel.POLL):
@@ -268,7 +233,7 @@ class BatchLLM:
                 with self._cond:
                     if self._closed:  # close() took what was pending
                         return
-                    submit: list[_Call] = []
+                    submit: list[Call] = []
                     if self._submit_due(time.monotonic()):
                         submit, self._pending = self._pending, []
                 if submit:
@@ -296,9 +261,9 @@ class BatchLLM:
         return max(0.01, min(times, default=1.0))
 
     def _full(self) -> bool:
-        return len(self._pending) >= MAX_REQUESTS
+        return len(self._pending) >= batchlines.MAX_REQUESTS
 
-    def _guarded(self, calls: list[_Call], step: Callable[[], None]) -> None:
+    def _guarded(self, calls: list[Call], step: Callable[[], None]) -> None:
         """A step that failed fails the calls it was for, never the collector."""
         try:
             step()
@@ -308,7 +273,7 @@ class BatchLLM:
             self._fail(calls, exc)
             raise
 
-    def _fail(self, calls: list[_Call], exc: BaseException) -> None:
+    def _fail(self, calls: list[Call], exc: BaseException) -> None:
         for call in calls:
             if not call.done.is_set():
                 call.answer(None, exc)
@@ -323,11 +288,11 @@ class BatchLLM:
             if self.journal is not None and not self._detached:
                 write(self.journal)
 
-    def _submit(self, calls: list[_Call]) -> None:
-        for chunk in _chunks(calls):
+    def _submit(self, calls: list[Call]) -> None:
+        for chunk in chunks(calls):
             self._submit_file(chunk)
 
-    def _submit_file(self, calls: dict[str, list[_Call]]) -> None:
+    def _submit_file(self, calls: dict[str, list[Call]]) -> None:
         data = b"".join(cs[0].line() for cs in calls.values())
         file_id = self._retried(lambda: self.api.upload(data))
         jobs = [(cid, cs[0].request.job) for cid, cs in calls.items()]
@@ -475,8 +440,8 @@ class BatchLLM:
     ) -> None:
         """Each waiting call's reply or error; what has no reply goes again. A reply nobody
         waits for any longer stays in the journal for the next run."""
-        again: dict[str, list[_Call]] = {}
-        missing: dict[str, list[_Call]] = {}
+        again: dict[str, list[Call]] = {}
+        missing: dict[str, list[Call]] = {}
         for cid, waiting in batch.calls.items():
             calls = [c for c in waiting if not c.abandoned]
             if not calls:
@@ -504,11 +469,11 @@ class BatchLLM:
             self._resubmit(batch, again, state.status)
 
     def _counted(
-        self, calls: dict[str, list[_Call]], batch_id: str | None, why: str
-    ) -> dict[str, list[_Call]]:
+        self, calls: dict[str, list[Call]], batch_id: str | None, why: str
+    ) -> dict[str, list[Call]]:
         """Of calls whose batch gave them no reply, those that go again; the others, tried
         ATTEMPTS times, fail saying `why`."""
-        again: dict[str, list[_Call]] = {}
+        again: dict[str, list[Call]] = {}
         for cid, cs in calls.items():
             attempts = max(c.attempts for c in cs) + 1
             for call in cs:
@@ -525,7 +490,7 @@ class BatchLLM:
                 call.answer(None, error)
         return again
 
-    def _retry(self, calls: list[_Call], status: int, said: str) -> bool:
+    def _retry(self, calls: list[Call], status: int, said: str) -> bool:
         """Whether a failed line goes again; if not, its calls fail with the provider's words."""
         attempts = max(c.attempts for c in calls) + 1
         for call in calls:
@@ -541,7 +506,7 @@ class BatchLLM:
             call.answer(None, error)
         return False
 
-    def _resubmit(self, batch: _Batch, calls: dict[str, list[_Call]], status: str = "") -> None:
+    def _resubmit(self, batch: _Batch, calls: dict[str, list[Call]], status: str = "") -> None:
         with self._cond:
             self._flight.pop(batch.file_id, None)
             for cs in calls.values():
@@ -555,21 +520,3 @@ class BatchLLM:
             f"claw: batch {batch.batch_id or batch.file_id}{why}: {len(calls)} request"
             f"{'s' * (len(calls) > 1)} without a reply submitted again"
         )
-
-
-def _chunks(calls: list[_Call]) -> list[dict[str, list[_Call]]]:
-    """The calls by custom_id, in files within the provider's limits."""
-    chunks: list[dict[str, list[_Call]]] = [{}]
-    size = 0
-    for call in calls:
-        chunk = chunks[-1]
-        if call.cid in chunk:
-            chunk[call.cid].append(call)
-            continue
-        length = len(call.line())
-        if chunk and (len(chunk) >= MAX_REQUESTS or size + length > MAX_BYTES):
-            chunk, size = {}, 0
-            chunks.append(chunk)
-        chunk[call.cid] = [call]
-        size += length
-    return [c for c in chunks if c]

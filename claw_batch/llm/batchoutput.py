@@ -10,7 +10,7 @@ from collections.abc import Callable
 from claw_batch.llm import wire
 from claw_batch.llm.messages import Completion
 
-CUSTOM_ID = re.compile(r"claw-[0-9a-f]{40}")  # claw_batch.llm.batch.custom_id
+CUSTOM_ID = re.compile(r"claw-[0-9a-f]{40}")  # claw_batch.llm.batchlines.custom_id
 
 
 def read_lines(

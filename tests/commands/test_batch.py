@@ -383,10 +383,10 @@ def test_a_file_holds_what_the_provider_allows(
     monkeypatch: pytest.MonkeyPatch,
     limit: str,
 ) -> None:
-    from claw_batch.llm import batch
+    from claw_batch.llm import batchlines
 
     # two requests a file: by count, or by bytes (a line is ~950 bytes: the system prompt)
-    monkeypatch.setattr(batch, limit, 2 if limit == "MAX_REQUESTS" else 2000)
+    monkeypatch.setattr(batchlines, limit, 2 if limit == "MAX_REQUESTS" else 2000)
     root = make_project(tmp_path / "p", FAN_OUT, {**FILES, "inbox/d.txt": "D"})
     r = claw(root, "run", "triage", "--batch", env=env)
     assert r.exit_code == 0, r.stderr
