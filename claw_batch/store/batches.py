@@ -141,9 +141,12 @@ class Journal:
                 )
 
     def settled(self, jobs: Iterable[str]) -> None:
-        """The results of `jobs` are recorded: their replies are not needed any longer."""
+        """The results of `jobs` are recorded: their replies are not needed any longer. Their
+        requests still in a batch stay (the batch is paid for: a later run of the job takes
+        their replies), until they age out."""
         with self.db.transaction():
             self.db.db.executemany(
-                "DELETE FROM batch_requests WHERE endpoint = ? AND job = ?",
+                "DELETE FROM batch_requests WHERE endpoint = ? AND job = ? "
+                "AND completion IS NOT NULL",
                 [(self.endpoint, job) for job in jobs],
             )

@@ -751,3 +751,37 @@ def test_batch_wait_submits_what_the_jobs_asked_for_last(
     assert (server.batch.uploads, server.batch.created) == (2, 2)
     assert "batch batch_fake2 is left running" in r.stderr
     assert "could not submit" not in r.stderr
+
+
+def test_a_create_whose_outcome_stays_unknown_keeps_its_file_for_the_next_run(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every create answers 503 and the provider's list cannot be read: the job fails, but
+    the file is not forgotten (its batch may exist): the next run looks for it, then creates
+    it, and uploads nothing again."""
+    from claw_batch.llm import batch
+
+    monkeypatch.setattr(batch, "FIRST_POLL", 0.05)
+    post, get = server.batch.post, server.batch.get
+    down = True
+
+    def creating(path: str, raw: bytes, headers: Any) -> tuple[int, object]:
+        if down and path.rstrip("/") == "/v1/batches":
+            return 503, {"error": {"message": "upstream timeout"}}
+        return post(path, raw, headers)
+
+    def listing(path: str) -> tuple[int, object]:
+        if down and path.startswith("/v1/batches?"):
+            return 503, {"error": {"message": "upstream timeout"}}
+        return get(path)
+
+    server.batch.post = creating  # type: ignore[method-assign]
+    server.batch.get = listing  # type: ignore[method-assign]
+    root = make_project(tmp_path / "p", FAN_OUT, ONE)
+    r = claw(root, "run", "triage", "--batch", env=env)
+    assert r.exit_code == 1, r.stderr
+    assert "the batch of file file-fake1 may have been made" in r.stderr
+    down = False
+    r = claw(root, "run", "triage", "--batch", env=env)
+    assert r.exit_code == 0, r.stderr
+    assert (server.batch.uploads, server.batch.created, len(server.requests)) == (1, 1, 1)
