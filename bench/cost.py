@@ -16,12 +16,16 @@ the answer.
 - killed at 50 %: the server kills the run's process group (SIGKILL) when the request half-way
   through the clean run's count arrives; then `claw run` again, to the end. The figure is
   both runs together: what the work cost with a crash in the middle.
-- batch: `claw run --batch` (issue 18, part 2), where this claw has it.
+- output moved: after a clean run, the task's `output:` path changes (a setting that acts
+  after the model) and `claw run` again: every job reruns; the figure is the second run.
+- batch: `claw run --batch`: the same requests through the fake's Files and Batches API,
+  priced at the batch price (half of list for gpt-4o-mini).
 
-The call cache (issue 18, part 1) is what should make the killed run cost what the clean one
-does. Until this claw has one, the "cache off" and "now" columns are the same work measured
-twice, and the batch row says it cannot be measured; CACHE_OFF and BATCH below are the
-switches to fill in as those parts land.
+"cache off" is `claw run --no-cache`: the same work with the call cache off, each row's
+baseline. With -j 16, a kill at 50 % leaves at most 16 jobs half done: the completed ones are
+up to date without any cache (make semantics), so the cache saves only the first turns of the
+jobs in flight there; a kill inside long multi-turn jobs saves more (tests/run/test_callcache.py:
+a job killed after 5 of 8 turns costs 3 requests).
 
     python bench/cost.py [--items 1000]
 
@@ -56,10 +60,10 @@ from claw_batch.llm.usage import Usage  # noqa: E402
 MODEL = "gpt-4o-mini"  # the example clawfile's
 TURNS = (Usage(700, 20), Usage(850, 90))  # what the fake says each turn of a job used
 JOBS = 16
-# Arguments of `claw run` that turn the call cache off (part 1), and that send a task's calls
-# through the provider's Batch API (part 2); None: this claw has no such thing yet.
-CACHE_OFF: tuple[str, ...] | None = None
-BATCH: tuple[str, ...] | None = None
+CACHE_OFF = ("--no-cache",)
+BATCH = ("--batch",)
+OUTPUT = "workspace/tickets/{{ item.stem }}.json"  # the example's triage output, and moved:
+MOVED = "workspace/tickets-v2/{{ item.stem }}.json"
 
 
 def reply(body: dict[str, Any]) -> Reply:
@@ -103,24 +107,25 @@ class Spent:
     requests: int = 0
     usd: float = 0.0
 
-    def add(self, body: dict[str, Any]) -> None:
+    def add(self, body: dict[str, Any], *, batch: bool = False) -> None:
         turn = TURNS[0] if len(body["messages"]) <= 2 else TURNS[1]
         self.requests += 1
-        self.usd += prices.cost(turn, prices.lookup(MODEL)) or 0.0
+        self.usd += prices.cost(turn, prices.lookup(MODEL, batch=batch)) or 0.0
 
 
 class Counting:
     """The fake server's handler: counts what it receives; kills the run at request `kill_at`."""
 
-    def __init__(self, kill_at: int | None = None) -> None:
+    def __init__(self, kill_at: int | None = None, *, batch: bool = False) -> None:
         self.spent = Spent()
         self.kill_at = kill_at
+        self.batch = batch  # the requests come as a batch's lines: the batch price
         self.child: subprocess.Popen[bytes] | None = None
         self.lock = threading.Lock()
 
     def __call__(self, body: dict[str, Any]) -> Reply:
         with self.lock:
-            self.spent.add(body)
+            self.spent.add(body, batch=self.batch)
             if self.child is not None and self.spent.requests == self.kill_at:
                 os.killpg(self.child.pid, signal.SIGKILL)  # the run and its workers
         return reply(body)
@@ -155,7 +160,7 @@ def claw_run(
 
 def clean(items: int, args: tuple[str, ...]) -> Spent:
     with scratch() as tmp, FakeOpenAI() as server:
-        server.handler = handler = Counting()
+        server.handler = handler = Counting(batch="--batch" in args)
         claw_run(example(Path(tmp) / "p", items), server, handler, *args)
     return handler.spent
 
@@ -170,15 +175,28 @@ def killed(items: int, args: tuple[str, ...], half: int) -> Spent:
     return handler.spent
 
 
-def shown(spent: Spent | None) -> str:
-    if spent is None:
-        return "— (not in this claw)"
+def moved(items: int, args: tuple[str, ...]) -> Spent:
+    """What a second run costs after the output path changed: every job runs again."""
+    with scratch() as tmp, FakeOpenAI() as server:
+        root = example(Path(tmp) / "p", items)
+        server.handler = handler = Counting()
+        claw_run(root, server, handler, *args)
+        clawfile = root / "clawfile.yaml"
+        text_ = clawfile.read_text(encoding="utf-8")
+        assert OUTPUT in text_, "the example's triage output changed: update OUTPUT"
+        clawfile.write_text(text_.replace(OUTPUT, MOVED), encoding="utf-8")
+        server.handler = handler = Counting()
+        claw_run(root, server, handler, *args)
+    return handler.spent
+
+
+def shown(spent: Spent) -> str:
     return f"{spent.requests:,} requests, ${spent.usd:.4f}"
 
 
-def ratio(off: Spent | None, now: Spent | None) -> str:
-    if off is None or now is None or not now.usd:
-        return "—"
+def ratio(off: Spent, now: Spent) -> str:
+    if not now.usd:
+        return "∞ (nothing paid)" if off.usd else "—"
     return f"{off.usd / now.usd:.2f}×"
 
 
@@ -187,29 +205,28 @@ def main() -> int:
     parser.add_argument("--items", type=int, default=1000)
     options = parser.parse_args()
     print(f"machine: {machine()}; {options.items:,} jobs of the example's triage, -j {JOBS}\n")
-    off_args = CACHE_OFF if CACHE_OFF is not None else ()
-    rows = []
-    clean_now = clean(options.items, ())
-    clean_off = clean(options.items, off_args)
+    n = options.items
+    clean_now, clean_off = clean(n, ()), clean(n, CACHE_OFF)
     half = clean_now.requests // 2
-    kill_now = killed(options.items, (), half)
-    kill_off = killed(options.items, off_args, half)
-    batch_now = clean(options.items, BATCH) if BATCH is not None else None
-    batch_off = clean(options.items, (*off_args, *BATCH)) if BATCH is not None else None
-    for name, off, now in (
+    scenarios = (
         ("clean run", clean_off, clean_now),
-        ("killed at 50 %, then run again (both runs)", kill_off, kill_now),
-        ("batch run", batch_off, batch_now),
-    ):
-        rows.append([name, shown(off), f"**{shown(now)}**", ratio(off, now)])
-    header = ["scenario", "cache off", "now", "saving (cache off ÷ now, dollars)"]
-    print(table(header, rows))
-    cache = (
-        "the call cache is off in both columns: this claw has none"
-        if CACHE_OFF is None
-        else (f"cache off: `claw run {' '.join(CACHE_OFF)}`")
+        (
+            "killed at 50 %, then run again (both runs)",
+            killed(n, CACHE_OFF, half),
+            killed(n, (), half),
+        ),
+        ("output path changed, run again (the second run)", moved(n, CACHE_OFF), moved(n, ())),
+        ("batch run (`--batch`), against the clean live run", clean_off, clean(n, BATCH)),
     )
-    print(f"\nRequests counted at the fake server; dollars at {MODEL}'s built-in price; {cache}.")
+    rows = [
+        [name, shown(off), f"**{shown(now)}**", ratio(off, now)] for name, off, now in scenarios
+    ]
+    header = ["scenario", "cache off (`--no-cache`)", "claw", "saving (dollars: cache off ÷ claw)"]
+    print(table(header, rows))
+    print(
+        f"\nRequests counted at the fake server (a batch's lines included); dollars at {MODEL}'s "
+        "built-in price (the batch price for the batch run)."
+    )
     return 0
 
 

@@ -34,6 +34,7 @@ SECTIONS: dict[str, dict[str, tuple[str, str]]] = {
         "show": ("claw_batch.commands.show:show", "Show a run's transcripts"),
         "report": ("claw_batch.commands.report:report", "Write an HTML page of recent runs"),
         "memory": ("claw_batch.commands.memory:memory", "Search the workspace's memory"),
+        "cache": ("claw_batch.commands.cache:cache", "See or trim the call cache"),
     },
     "Set up a project": {
         "init": ("claw_batch.commands.init:init", "Scaffold a project"),

@@ -213,6 +213,22 @@ class Task:
 
 
 @dataclass(frozen=True)
+class CallCache:
+    """`cache:`: the call cache (llm.callcache); `cache: false` turns it off."""
+
+    enabled: bool = True
+    max_size: int = 2 << 30  # bytes of replies kept
+
+    @classmethod
+    def of(cls, data: object) -> CallCache:
+        if data is False:
+            return cls(enabled=False)
+        if isinstance(data, dict):
+            return cls(max_size=data.get("max_size") or cls.max_size)
+        return cls()
+
+
+@dataclass(frozen=True)
 class Clawfile:
     tasks: Mapping[str, Task]
     model: str = "gpt-4o-mini"
@@ -222,6 +238,7 @@ class Clawfile:
     default: tuple[str, ...] | None = None
     prices: Mapping[str, Price] = field(default_factory=dict)
     budget: Budget | None = None  # the clawfile-wide per_day / per_week cap
+    cache: CallCache = CallCache()
 
     @functools.cached_property
     def untrusted(self) -> tuple[str, ...]:
@@ -253,6 +270,7 @@ class Clawfile:
             default=None if default is None else _strs(default),
             prices={n: Price.of(p) for n, p in data["prices"].items()},
             budget=Budget.of(data["budget"]),
+            cache=CallCache.of(data.get("cache", True)),  # .get: a document kept by an older claw
         )
 
 

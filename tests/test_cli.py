@@ -87,8 +87,11 @@ LEAVES = [
     ("memory", "search"),
     ("skills", "list"),
     ("skills", "check"),
+    ("cache", "stats"),
+    ("cache", "prune"),
+    ("cache", "clear"),
 ]
-GROUPS = [("cron",), ("hook",), ("memory",), ("skills",)]
+GROUPS = [("cron",), ("hook",), ("memory",), ("skills",), ("cache",)]
 RUN_JOBS = [("run",), ("hook", "run"), ("watch",), ("schedule",)]  # report jobs as they go
 QUIET_ONLY = [("list",), ("validate",), ("hook", "install"), ("hook", "uninstall")]
 QUIET_ONLY += [("skills", "list"), ("skills", "check")]
@@ -96,6 +99,7 @@ EXAMPLES = [("run",), ("plan",), ("why",), ("hook", "install"), ("cron", "print"
 EXAMPLES += [("watch",), ("log",), ("show",), ("report",), ("memory", "search"), ("init",)]
 EXAMPLES += [("graph",), ("schedule",), ("list",), ("validate",), ("skills", "list")]
 EXAMPLES += [("skills", "check"), ("hook", "uninstall"), ("hook", "run")]
+EXAMPLES += [("cache", "stats"), ("cache", "prune"), ("cache", "clear")]
 
 
 def help_of(*words: str) -> str:

@@ -601,7 +601,9 @@ def test_disk_full_writing_the_ledger(tmp_path: Path, small_disk: Any) -> None:
         claw_dir.fill()
         return text("new answer")
 
-    r, _ = disk_run(root, "-B", reply=fill_then_answer)
+    # --no-cache: the call cache, on the same disk, would give back the space its files
+    # took when it turns itself off for the full disk, and the ledger would then fit.
+    r, _ = disk_run(root, "-B", "--no-cache", reply=fill_then_answer)
     summary = assert_clean_failure(r)
     assert summary["error"] == "ledger .claw/state.db: No space left on device"
     assert (root / "out/a.md").read_text() == "new answer\n"  # written before the ledger failed

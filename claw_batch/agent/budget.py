@@ -161,6 +161,10 @@ class JobBudget:
             self.spend.reserve(self.task, self.caps, estimate)
             self._held = estimate
 
+    def priced(self, usage: Usage) -> float | None:
+        """What `usage` would cost the job (None: price unknown); nothing is spent."""
+        return prices.cost(usage, self.price)
+
     def settle(self, usage: Usage) -> float | None:
         """The call's cost (None: price unknown), added to the job's and the run's."""
         cost = prices.cost(usage, self.price)

@@ -50,6 +50,7 @@ class LoopSettings:
     job: str = ""
     key_messages: tuple[Message, ...] = ()  # see ChatRequest.key_messages
     corrections: int = 1  # how often check_answer may send the model back
+    sample: int = 0  # see ChatRequest.sample
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,8 @@ class ToolLoop:
             self._check_deadline()
             self.budget.reserve(usage, chars // 4)
             reply, markup = self._ask(messages, step)
-            usage += reply.usage
+            if not reply.replayed:  # a replayed turn paid nothing: no budget spent
+                usage += reply.usage
             messages.append(reply.message)
             chars += message_chars(reply.message)
             calls = reply.message.tool_calls
@@ -147,6 +149,7 @@ class ToolLoop:
             temperature=s.temperature,
             job=s.job,
             key_messages=s.key_messages,
+            sample=s.sample,
         )
         if self.before_call is not None:
             self.before_call()
@@ -156,9 +159,14 @@ class ToolLoop:
         except BaseException:
             self.budget.settle(Usage())  # what a failed call cost is not known: nothing
             raise
-        cost = self.budget.settle(reply.usage)
+        if reply.replayed:  # from the call cache: nothing paid, what it would have cost saved
+            self.budget.settle(Usage())
+            cost = self.budget.priced(reply.usage)
+        else:
+            cost = self.budget.settle(reply.usage)
         recovered, markup = self._recover(reply, step)
-        self._record(step, reply.message, recovered, markup, cost, time.monotonic() - started)
+        seconds = time.monotonic() - started
+        self._record(step, reply.message, recovered, markup, cost, seconds, reply.replayed)
         return recovered, markup
 
     def _recover(self, reply: Completion, step: int) -> tuple[Completion, toolmarkup.Markup | None]:
@@ -188,8 +196,10 @@ class ToolLoop:
         markup: toolmarkup.Markup | None,
         cost: float | None,
         seconds: float,
+        replayed: bool = False,
     ) -> None:
-        """The assistant event: the content as the model sent it, the calls as they run."""
+        """The assistant event: the content as the model sent it, the calls as they run. A
+        replayed turn (the call cache answered) says so, and its cost is what it saved."""
         self.on_event(
             "assistant",
             step=step,
@@ -207,6 +217,7 @@ class ToolLoop:
             model=reply.model,
             seconds=round(seconds, 3),
             cost_usd=cost,
+            **({"replayed": True} if replayed else {}),
         )
 
     def _run_calls(self, calls: tuple[ToolCall, ...]) -> list[Message]:

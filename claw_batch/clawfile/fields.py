@@ -82,7 +82,7 @@ def _bash(value: object) -> object:
     raise refuse(f"expected true, false or a list of command patterns, got {describe(value)}")
 
 
-_SIZE = re.compile(r"(\d+(?:\.\d+)?)([KMGT]?)\Z")
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)([KMGT]?)B?\Z")  # 2G, 2GB
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 SIZE_RANGE = (1 << 20, 1 << 50)  # 1M to 1024T: a smaller limit stops everything
 

@@ -103,6 +103,12 @@ class LimitsModel(_Strict):
     disk: Size | None = None  # free space the write directories' filesystem may lose
 
 
+class CacheModel(_Strict):
+    """`cache:`: the call cache's bound."""
+
+    max_size: Size | None = None  # None: 2G
+
+
 class ProjectBudgetModel(_Strict):
     """The clawfile-wide cap: all tasks together."""
 
@@ -182,6 +188,7 @@ class ClawfileModel(_Strict):
     tasks: dict[Name, TaskModel]
     prices: Annotated[dict[str, PriceModel], OrEmpty] = {}
     budget: ProjectBudgetModel | None = None
+    cache: bool | CacheModel = True
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,11 @@ if TYPE_CHECKING:
     type=click.Path(file_okay=False, path_type=Path),
     help="Where recorded replies live (default: cassettes/ in the project).",
 )
+@click.option(
+    "--no-cache",
+    is_flag=True,
+    help="Neither replay model replies from the call cache nor store them.",
+)
 @click.option("--model", help="Use this model for every task.")
 @click.option(
     "--batch",
@@ -81,6 +86,7 @@ def run(
     record: bool,
     replay: bool,
     cassettes: Path | None,
+    no_cache: bool,
     model: str | None,
     batch: bool,
     batch_wait: str | None,
@@ -127,6 +133,7 @@ def run(
         cassettes=(cassettes or project.root / "cassettes").absolute(),
         batch=batch,
         batch_wait=waited,
+        cache=not no_cache,
     )
     options = RunOptions(
         force=force,

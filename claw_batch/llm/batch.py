@@ -41,12 +41,8 @@ from claw_batch.llm import batchlines
 from claw_batch.llm.batchapi import BatchAPI, BatchState, Gone, Unreachable
 from claw_batch.llm.batchlines import Call, chunks, custom_id
 from claw_batch.llm.batchoutput import read_lines
-from claw_batch.llm.cassette import (
-    completion_from_json,
-    completion_json,
-    redacted,
-)
 from claw_batch.llm.messages import ChatRequest, Completion
+from claw_batch.llm.replyjson import completion_from_json, completion_json, redacted
 
 if TYPE_CHECKING:
     from claw_batch.llm.endpoints import EndpointSpec

@@ -22,9 +22,8 @@ def custom_id(request: ChatRequest) -> str:
     the placeholders of `key_messages`, tools, sampling) and of the job that asks, so that the
     same request made again, by a run after a crash, finds its line."""
     canonical = {**canonical_request(request), "job": request.job}
-    sample = getattr(request, "sample", 0)  # -B's sample index (the call cache's), once there
-    if sample:
-        canonical["sample"] = sample
+    if request.sample:  # -B asks for a new sample: never a journalled reply
+        canonical["sample"] = request.sample
     text = json.dumps(canonical, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return "claw-" + hashlib.sha256(text.encode()).hexdigest()[:40]
 

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from claw_batch.llm.base import LLM
     from claw_batch.llm.batch import BatchLLM, BatchRun
     from claw_batch.llm.breaker import Breaker
+    from claw_batch.llm.callcache import CallStore
     from claw_batch.llm.messages import ChatRequest, Completion
     from claw_batch.llm.workers import Pool
 
@@ -32,6 +33,7 @@ class Mode:
     cassettes: Path = Path("cassettes")
     batch: bool = False  # every task's calls through the provider's Batch API (--batch)
     batch_wait: float | None = None  # seconds a run waits for its batches (--batch-wait)
+    cache: bool = True  # False: `--no-cache` (a replay never uses the call cache)
 
 
 def api_keys(config: Clawfile, environ: Mapping[str, str]) -> list[str]:
@@ -186,6 +188,33 @@ class Models:
         # together and fail together when it refuses the key (llm.breaker).
         self._breakers: dict[tuple[str | None, str | None], Breaker] = {}
         self._lock = threading.Lock()
+        self.cache_dir: Path | None = None  # the call cache's, when the run uses one
+        self.calls: CallStore | None = None  # opened for the first live model
+        self.day = ""  # the run's date, part of the call cache's keys
+        self.warn: Callable[[str], None] = lambda _: None
+
+    def use_cache(self, directory: Path, day: str, warn: Callable[[str], None]) -> None:
+        """Answer from the call cache in `directory` what it holds (llm.callcache), with
+        `day` in its keys; before any model is got."""
+        if not self.mode.replay:
+            self.cache_dir, self.day, self.warn = directory, day, warn
+
+    @property
+    def caching(self) -> bool:
+        return self.cache_dir is not None
+
+    def end_cache(self, max_size: int) -> None:
+        """At the end of the run: the cache within `max_size` bytes, oldest-used out first."""
+        calls, self.calls = self.calls, None
+        if calls is None:
+            return
+        calls.close()
+        from claw_batch.llm.callcache import prune
+
+        try:
+            prune(calls.directory, max_size=max_size)
+        except Exception as e:  # sqlite3.Error, OSError: the next run tries again
+            self.warn(f"claw: warning: the call cache could not be pruned: {e}")
 
     def get(self, model: str, *, batch: bool = False) -> tuple[LLM, str]:
         """The LLM that serves `model` and the model name the endpoint expects; `batch`:
@@ -214,11 +243,25 @@ class Models:
 
             return ReplayLLM(self.mode.cassettes, redact=self.redact)
         llm = self._batch_endpoint(provider_name) if batch else self._live(provider_name)
+        if self.cache_dir is not None:  # inside a recording: it records replayed replies too
+            llm = self._cached(llm, provider_name)
         if self.mode.record:
             from claw_batch.llm.cassette import RecordingLLM
 
             return RecordingLLM(llm, self.mode.cassettes, redact=self.redact)
         return llm
+
+    def _cached(self, llm: LLM, provider_name: str) -> LLM:
+        """`llm` answering from the call cache what it holds (called under the lock)."""
+        from claw_batch.llm.callcache import CachedLLM, CallStore, endpoint_identity
+
+        assert self.cache_dir is not None
+        if self.calls is None:
+            self.calls = CallStore(self.cache_dir, warn=self.warn)
+        base_url = endpoint_spec(self.config, self.environ, provider_name).base_url
+        return CachedLLM(
+            llm, self.calls, endpoint=endpoint_identity(base_url), day=self.day, redact=self.redact
+        )
 
     def _batch_endpoint(self, provider_name: str) -> LLM:
         from claw_batch.llm.batch import BatchLLM

@@ -50,6 +50,9 @@ class ChatRequest:
     # what replay keys use in their place, so that a recording replays on any day, anywhere.
     job: str = ""
     key_messages: tuple[Message, ...] = field(default=(), compare=False)
+    # Not sent either: which answer to this request is wanted (the call cache's key; `-B`
+    # asks for the next one, llm.callcache).
+    sample: int = 0
 
 
 @dataclass(frozen=True)
@@ -58,3 +61,4 @@ class Completion:
     usage: Usage = field(default_factory=Usage)
     finish_reason: str | None = None
     model: str = ""
+    replayed: bool = False  # answered from the call cache: nothing was paid for it

@@ -62,10 +62,12 @@ def format_entry(
     text: str,
     cost: float | None = None,
     outside: bool = False,
+    saved: str = "",
 ) -> str:
     head = f"### {when.strftime('%H:%M')} {job} · {status} · {seconds:.1f} s · "
     head += count(tokens, "token")
     head += f" · ${cost:.4f}" if cost is not None else ""
+    head += saved
     quote = OUTSIDE if outside else "> "
     body = "\n".join(f"{quote}{ln}" for ln in first_lines(text))
     return f"{head}\n{body}\n\n" if body else f"{head}\n\n"
@@ -106,6 +108,15 @@ class NoteJob(NamedTuple):
     text: str  # its result, or its error
     cost: float | None  # USD; None: the price is not known
     outside: bool = False  # it read content from outside the project
+    saved_tokens: int = 0  # what the turns the call cache replayed would have cost
+    saved_usd: float | None = None
+
+
+def saved_text(tokens: int, usd: float | None) -> str:
+    """` · saved 1,234 tokens ($0.0040)`: what the call cache replayed; "" when nothing."""
+    if not tokens:
+        return ""
+    return f" · saved {count(tokens, 'token')}" + (f" (${usd:.4f})" if usd is not None else "")
 
 
 # How a note quotes a job that read content from outside the project: the system prompt,
@@ -134,6 +145,8 @@ class TaskEntry:
         self.cost: float | None = 0.0  # of the jobs that used tokens; None: a price unknown
         self.failed: list[NoteJob] = []  # the first SHOWN_FAILURES
         self.done: list[NoteJob] = []  # the first SHOWN_ITEMS
+        self.saved_tokens = 0
+        self.saved_usd: float | None = 0.0  # None: a price unknown
 
     def quotes(self, status: str) -> bool:
         """Whether a job that ended so would be quoted: its text is needed only then."""
@@ -148,6 +161,9 @@ class TaskEntry:
         self.tokens += job.tokens
         if job.tokens:
             self.cost = plus(self.cost, job.cost)
+        if job.saved_tokens:
+            self.saved_tokens += job.saved_tokens
+            self.saved_usd = plus(self.saved_usd, job.saved_usd)
         if self.quotes(job.status):
             (self.done if job.status == "ok" else self.failed).append(job)
 
@@ -164,12 +180,14 @@ class TaskEntry:
                 text=j.text,
                 cost=cost,
                 outside=j.outside,
+                saved=saved_text(self.saved_tokens, self.saved_usd),
             )
         tally = ", ".join(f"{n} {status}" for status, n in sorted(self.counts.items()))
         head = (
             f"### {when.strftime('%H:%M')} {task} · {count(self.jobs, 'job')}: {tally} · "
             f"{self.seconds:.1f} s · {count(self.tokens, 'token')}"
             + (f" · ${cost:.4f}" if cost is not None else "")
+            + saved_text(self.saved_tokens, self.saved_usd)
         )
         lines = [f"{_quote(j)}{_name(j.item)} ✗ {j.status}: {_first(j.text)}" for j in self.failed]
         lines += [f"{_quote(j)}{_name(j.item)}: {_first(j.text)}" for j in self.done]

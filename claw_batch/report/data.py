@@ -41,6 +41,8 @@ class JobSpan:
     error: str | None = None
     transcript: str | None = None  # relative to the project root
     remembered: str | None = None  # the run whose failed verdict this job gave again
+    saved_tokens: int = 0  # what the turns the call cache replayed would have cost
+    saved_usd: float | None = None
 
     @property
     def name(self) -> str:
@@ -92,6 +94,8 @@ class Cell:
     priced_jobs: int = 0  # jobs whose cost is known
     unpriced_jobs: int = 0  # jobs that used tokens at a price nobody knows
     unpriced_tokens: int = 0
+    saved_tokens: int = 0  # replayed from the call cache instead of paid
+    saved_usd: float = 0.0  # what of it has a known price
 
     def add(self, job: JobSpan) -> Cell:
         unpriced = job.cost_usd is None and job.tokens > 0
@@ -103,6 +107,8 @@ class Cell:
             job.cost_usd is not None,
             unpriced,
             job.tokens if unpriced else 0,
+            job.saved_tokens,
+            job.saved_usd or 0.0,
         )
 
     def __add__(self, other: Cell) -> Cell:
@@ -114,6 +120,8 @@ class Cell:
             self.priced_jobs + other.priced_jobs,
             self.unpriced_jobs + other.unpriced_jobs,
             self.unpriced_tokens + other.unpriced_tokens,
+            self.saved_tokens + other.saved_tokens,
+            self.saved_usd + other.saved_usd,
         )
 
 
@@ -227,8 +235,11 @@ def _jobs(db: sqlite3.Connection, rough: str, run_ids: list[str]) -> dict[str, l
     found: dict[str, list[JobSpan]] = {}
     wanted = set(run_ids)
     remembered = history.column(db, "jobs", "remembered")
+    saved = (
+        f"{history.column(db, 'jobs', 'saved_tokens')}, {history.column(db, 'jobs', 'saved_usd')}"
+    )
     rows = db.execute(
-        f"SELECT {_JOB_COLUMNS}, {remembered} FROM jobs "
+        f"SELECT {_JOB_COLUMNS}, {remembered}, {saved} FROM jobs "
         "WHERE run_id IN (SELECT id FROM runs WHERE started >= ?) ORDER BY started, rowid",
         (rough,),
     )
@@ -257,6 +268,8 @@ def _job(row: tuple[Any, ...]) -> JobSpan:
         error,
         path,
         row[13],
+        row[14] or 0,
+        row[15],
     )
 
 

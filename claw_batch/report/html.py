@@ -79,8 +79,17 @@ def _totals(period: Period) -> str:
         + _card("jobs", str(len(period.jobs)), chips)
         + _card("tokens", figures.tokens(cell.tokens), escape(cached))
         + _card("cost", *_cost_text(cell))
+        + _saved_card(cell)
         + "</section>"
     )
+
+
+def _saved_card(cell: Cell) -> str:
+    """What the call cache replayed instead of paying: shown when it replayed anything."""
+    if not cell.saved_tokens:
+        return ""
+    note = f"{figures.tokens(cell.saved_tokens)} tokens replayed from the call cache"
+    return _card("saved", figures.usd(cell.saved_usd), escape(note))
 
 
 def _card(name: str, value: str, note: str) -> str:

@@ -27,6 +27,7 @@ def render(rows: list[RunRow]) -> str:
         tokens = sum(job.tokens for job in run.jobs)
         cached = _cached(sum(job.cached_tokens for job in run.jobs), ", {:,} cached")
         totals = f", {count(tokens, 'token')}, {spent}{cached}" if run.jobs else ""
+        totals += _saved(run.jobs)
         head = f"{when}  {run.status:<11} {run.trigger:<{by}} {run.command}"
         lines.append(f"{head}{took}{totals}  [{run.id}]")
         if run.batches:
@@ -38,7 +39,7 @@ def render(rows: list[RunRow]) -> str:
             cost = usd(job.cost_usd if job.tokens else 0.0)  # no model call, nothing spent
             line = f"  {job.status:<11} {name} {seconds:>8} {job.tokens:>9,} tok {cost:>9}  "
             line += _cached(job.cached_tokens, "{:,} cached  ")
-            lines.append((line + _detail(job)).rstrip())
+            lines.append((line + _saved_of(job) + _detail(job)).rstrip())
         if not run.jobs:
             lines.append("  (no job ran: everything was up to date)")
     return visible("\n".join(lines) + ("\n" if lines else ""))  # items, errors, commands
@@ -47,6 +48,21 @@ def render(rows: list[RunRow]) -> str:
 def _cached(tokens: int, shown: str) -> str:
     """The prompt tokens a provider's prefix cache served, when it served any."""
     return shown.format(tokens) if tokens else ""
+
+
+def _saved(jobs: tuple[JobRow, ...]) -> str:
+    """`, saved 1,234 tokens, $0.0040`: what the call cache replayed instead of paying."""
+    replayed = [job for job in jobs if job.saved_tokens]
+    if not replayed:
+        return ""
+    tokens = sum(job.saved_tokens for job in replayed)
+    return f", saved {count(tokens, 'token')}, {usd(prices.total(j.saved_usd for j in replayed))}"
+
+
+def _saved_of(job: JobRow) -> str:
+    if not job.saved_tokens:
+        return ""
+    return f"(saved {job.saved_tokens:,} tok {usd(job.saved_usd)})  "
 
 
 def _detail(job: JobRow) -> str:

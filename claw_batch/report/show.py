@@ -96,6 +96,8 @@ def _assistant(e: Mapping[str, Any]) -> Iterator[str]:
     spent = f", ${cost:.4f}" if isinstance(cost, (int, float)) else ""
     cached = usage.get("cached", 0)  # of the prompt, served from the provider's prefix cache
     spent = (f", {cached:,} cached" if isinstance(cached, int) and cached else "") + spent
+    if e.get("replayed"):  # the call cache answered: what it shows was saved, not spent
+        spent = f"{spent}, replayed from the call cache: nothing paid"
     yield f"assistant (step {e.get('step')}, {count(tokens, 'token')}{spent}):"
     if e.get("content"):
         yield indent(str(e["content"]).strip())

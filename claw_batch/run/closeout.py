@@ -87,7 +87,9 @@ class CloseOut:
             self.outside.discard(r.job)
         text = self.redact(r.text if r.status == "ok" else r.error or "") if quoted else ""
         item, seconds, cost = r.job.item or "", r.duration_s, r.cost_usd
-        return NoteJob(item, r.status, seconds, r.tokens, text, cost, outside)
+        return NoteJob(
+            item, r.status, seconds, r.tokens, text, cost, outside, r.saved_tokens, r.saved_usd
+        )
 
     def note(self, task: str) -> None:
         """One daily-note entry per task per run, for the jobs that ran."""

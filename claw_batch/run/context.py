@@ -37,6 +37,7 @@ class RunContext:
     spend: Spend | None = None  # what the run's jobs may spend (None: a dry run)
     redact: Callable[[str], str] = str  # the run's Redactor
     tainted: TaintedFiles | None = None  # which files are outside content (None: the globs)
+    force: bool = False  # -B: a fresh answer, nothing replayed from the call cache
 
     @property
     def workspace(self) -> str:

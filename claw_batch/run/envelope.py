@@ -69,6 +69,8 @@ def _row(r: JobResult, totals: _Totals) -> dict[str, Any]:
         "tokens": r.tokens,
         "cached_tokens": r.usage.cached_tokens,  # of its prompt tokens, from a prefix cache
         "cost_usd": _usd(r.cost_usd),
+        "saved_tokens": r.saved_tokens,
+        "saved_usd": _usd(r.saved_usd),
         "output": r.output,
         "error": r.error,
         "transcript": r.transcript or None,
@@ -88,6 +90,8 @@ class _Totals:
         self.cached = 0
         self.cost: float | None = 0  # of the jobs that used tokens; None: a price unknown
         self.duration: float = 0
+        self.saved_tokens = 0
+        self.saved: float | None = 0  # of the jobs that replayed turns; None: a price unknown
 
     def add(self, r: JobResult) -> None:
         self.jobs += 1
@@ -98,6 +102,9 @@ class _Totals:
         if r.tokens:
             self.cost = plus(self.cost, r.cost_usd)
         self.duration += r.duration_s
+        self.saved_tokens += r.saved_tokens
+        if r.saved_tokens:
+            self.saved = plus(self.saved, r.saved_usd)
 
     def fields(self) -> dict[str, Any]:
         return {
@@ -106,6 +113,8 @@ class _Totals:
             "tokens": self.tokens,
             "cached_tokens": self.cached,
             "cost_usd": _usd(self.cost),
+            "saved_tokens": self.saved_tokens,
+            "saved_usd": _usd(self.saved),
             "duration_s": round(self.duration, 3),
         }
 

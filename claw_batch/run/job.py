@@ -79,7 +79,8 @@ def run_job(
     progress.job_started(job)
     started = time.monotonic()
     try:
-        attempt = _attempt(run, p, sink, taint, records.synced)
+        sample = records.sample(job, fresh=run.force) if run.models.caching else 0
+        attempt = _attempt(run, p, sink, taint, records.synced, sample)
     except Exception as e:  # it stops the run: close the job's records first
         _abort(run, job, records, transcript, sink, started, started_wall, e)
         raise
@@ -101,6 +102,8 @@ def run_job(
         findings=tuple(run.redact(f) for f in _findings(outcome)),
         reasons=decision.reasons,
         cost_usd=sink.cost_usd,
+        saved_tokens=sink.saved_tokens,
+        saved_usd=sink.saved_usd,
     )
     records.record(result, started_wall, p, fp, taint.source)
     return result
@@ -130,13 +133,14 @@ Attempt = tuple["Outcome | None", Status, "str | None", "str | None"]
 
 
 def _attempt(
-    run: RunContext, p: Prepared, sink: JobSink, taint: JobTaint, synced: DirSyncs
+    run: RunContext, p: Prepared, sink: JobSink, taint: JobTaint, synced: DirSyncs, sample: int
 ) -> Attempt:
     """(outcome, status, reason, error). What ends a job is caught here; what ends the run
     propagates. `taint` says at the end what the job read from outside; `synced` makes the
-    output's rename durable (before the ledger records the job done: run.record)."""
+    output's rename durable (before the ledger records the job done: run.record); `sample`:
+    the call cache's sample index of its requests."""
     try:
-        outcome = _Execution(run, p, sink, taint, synced).run()
+        outcome = _Execution(run, p, sink, taint, synced, sample).run()
     except KeyboardInterrupt:
         return None, "interrupted", "interrupted", "interrupted (Ctrl-C or SIGTERM)"
     except LimitExceeded as e:
@@ -190,6 +194,8 @@ def _abort(
         error=message,
         transcript=records.shown(transcript),
         cost_usd=sink.cost_usd,
+        saved_tokens=sink.saved_tokens,
+        saved_usd=sink.saved_usd,
     )
     records.ended(ended, started_wall)
 
@@ -204,7 +210,13 @@ class _Execution:
     """The tool loop, then the answer checked and written."""
 
     def __init__(
-        self, run: RunContext, prepared: Prepared, sink: JobSink, taint: JobTaint, synced: DirSyncs
+        self,
+        run: RunContext,
+        prepared: Prepared,
+        sink: JobSink,
+        taint: JobTaint,
+        synced: DirSyncs,
+        sample: int = 0,
     ) -> None:
         self.ctx = run
         self.p = prepared
@@ -212,6 +224,7 @@ class _Execution:
         self.before_call = sink.flush  # the turn so far goes to disk before each call
         self.taint = taint
         self.synced = synced
+        self.sample = sample
 
     def run(self) -> Outcome:
         started = time.monotonic()
@@ -222,13 +235,17 @@ class _Execution:
         # staged .env in the diff, a file read()) it could pass on reversed, past redaction.
         redact = self.ctx.redact
         prompt = redact(p.prompt)
-        # Only cassettes and batch ids read them: rendered only for those.
-        keys: tuple[Message, ...] = ()
-        if self.ctx.models.mode.record or self.ctx.models.mode.replay or self._batch:
+        keys: tuple[
+            Message, ...
+        ] = ()  # cassettes and batch ids read them; the call cache the first
+        models = self.ctx.models
+        if models.mode.record or models.mode.replay or self._batch:
             keys = (
-                Message("system", redact(system.key_text)),
+                Message("system", _redacted_key(redact, system.key_text)),
                 Message("user", redact(key_prompt(self.ctx, p))),
             )
+        elif models.caching:  # the task prompt as sent: a prompt that shows the time asks anew
+            keys = (Message("system", _redacted_key(redact, system.key_text)),)
         loop = self._loop(started, keys)
         shown = _redacted(redact, system.text)
         self.on_event("system", content=shown)
@@ -263,6 +280,7 @@ class _Execution:
             timeout=task.timeout,
             job=p.job.name,
             key_messages=key_messages,
+            sample=self.sample,
         )
         schema = p.schema
         # Its tools' code and validators (pydantic) are loaded while its first request is in
@@ -334,6 +352,20 @@ def _redacted(redact: Callable[[str], str], text: str) -> str:
         return last[2]
     shown = redact(text)
     _last_redacted = (redact, text, shown)
+    return shown
+
+
+# The same for the system prompts' keys (with placeholders for what changes between runs).
+_last_key_redacted: tuple[Callable[[str], str], str, str] | None = None
+
+
+def _redacted_key(redact: Callable[[str], str], text: str) -> str:
+    global _last_key_redacted
+    last = _last_key_redacted
+    if last is not None and last[0] is redact and last[1] is text:
+        return last[2]
+    shown = redact(text)
+    _last_key_redacted = (redact, text, shown)
     return shown
 
 

@@ -27,10 +27,20 @@ class JobSink:
         self.progress = progress
         self.usage = Usage()
         self.cost_usd: float | None = None  # None: no call, or the model's price is unknown
+        # What the turns the call cache answered would have cost: tokens, USD (None: none,
+        # or the price is unknown).
+        self.saved_tokens = 0
+        self.saved_usd: float | None = None
 
     def __call__(self, kind: str, **fields: Any) -> None:
         self.transcript.event(kind, **fields)
-        if kind == "assistant":
+        if kind == "assistant" and fields.get("replayed"):  # nothing paid: not in `calls`
+            u = fields["usage"]
+            self.saved_tokens += u["prompt"] + u["completion"]
+            cost = fields.get("cost_usd")
+            if cost is not None:
+                self.saved_usd = (self.saved_usd or 0.0) + cost
+        elif kind == "assistant":
             u = fields["usage"]
             self.usage += Usage(u["prompt"], u["completion"], u["cached"])
             cost = fields.get("cost_usd")

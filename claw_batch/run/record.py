@@ -27,6 +27,7 @@ from claw_batch.safety.redact import Redactor
 from claw_batch.safety.untrusted import printable
 from claw_batch.store.filehash import FileHashes
 from claw_batch.store.lastrun import when
+from claw_batch.store.samples import Samples
 from claw_batch.store.state import Done, JobRecord, State
 from claw_batch.store.transcript import Transcript
 from claw_batch.store.verdicts import Verdicts
@@ -72,6 +73,7 @@ class Recorder:
         self.redact = redact
         self.environ = environ
         self._verdicts: Verdicts | None = None  # opened by the first check task
+        self._samples: Samples | None = None  # opened by the first job that uses the call cache
         # The folders of the outputs written, fsynced before the ledger records their jobs
         # done: one fsync a folder for the jobs that end together (State.succeed_job).
         self.synced = DirSyncs()
@@ -82,6 +84,15 @@ class Recorder:
         started = now_for_run(self.environ)
         self.state.start_job(self.run_id, job.task, job.item or "", started.isoformat())
         return started
+
+    def sample(self, job: Job, *, fresh: bool) -> int:
+        """The job's sample index for the call cache; `fresh` (-B): the next one, written
+        before its first call."""
+        assert self.state is not None
+        if self._samples is None:
+            self._samples = Samples(self.state)
+        task, item = _key(job)
+        return self._samples.bump(task, item) if fresh else self._samples.get(task, item)
 
     def transcript(self, job: Job) -> Transcript:
         return Transcript(self.run_dir / transcript_name(job), self.redact)

@@ -54,6 +54,9 @@ class JobResult(NamedTuple):
     # ("the verdict of run X at T"), and how to ask the model again.
     remembered: str | None = None
     again: str | None = None
+    # What the turns the call cache replayed would have cost (None: none, or price unknown).
+    saved_tokens: int = 0
+    saved_usd: float | None = None
 
     @property
     def tokens(self) -> int:
@@ -170,7 +173,7 @@ def _row(r: JobResult) -> tuple[object, ...]:
         job.task, job.item, r.status, r.reason, r.duration_s,
         u.prompt_tokens, u.completion_tokens, u.cached_tokens,
         r.output, r.error, r.transcript, r.text, r.findings, r.reasons, r.cost_usd,
-        r.prompt_estimate, r.remembered, r.again,
+        r.prompt_estimate, r.remembered, r.again, r.saved_tokens, r.saved_usd,
     )
     # fmt: on
 

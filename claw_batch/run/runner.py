@@ -213,6 +213,7 @@ class Runner:
         if unset is not None:  # before the run's first write: no job, no note, no ledger run
             summary = RunSummary(run_id, exit_code=unset.exit_code, error=str(unset))
             return self._ended_early(summary, state, chosen, left=True)
+        self._use_cache(now)
         if self.options.dry_run:
             self._say_batched(names)
         elif state is not None and self._batching(names):
@@ -233,6 +234,7 @@ class Runner:
                 code, error = Interrupted.exit_code, "interrupted"
             finally:
                 self._stop_workers()
+                self.models.end_cache(self.project.config.cache.max_size)
                 summary = RunSummary(run_id, run.results, code, error)
                 try:
                     if chosen is not None:
@@ -277,6 +279,15 @@ class Runner:
             "" if wait is None else duration(wait),
             "claw run --batch" if self.options.mode.batch else "claw run",
         )
+
+    def _use_cache(self, now: dt.datetime) -> None:
+        """The call cache (llm.callcache), unless the clawfile (`cache: false`) or the run
+        (`--no-cache`) turns it off; opened by the first live model call."""
+        if self.options.dry_run or not self.options.mode.cache:
+            return
+        if self.project.config.cache.enabled:
+            directory = self.project.root / ".claw" / "cache"
+            self.models.use_cache(directory, now.date().isoformat(), self.progress.message)
 
     def _stop_workers(self) -> None:
         if self.workers is not None:

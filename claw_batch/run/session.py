@@ -174,6 +174,7 @@ class RunSession:
             skills=offered,
             redact=setup.redact,
             tainted=tainted,
+            force=setup.force,
             spend=Spend(config, state.spent_since, now) if state and not setup.dry_run else None,
         )
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import re
 import sqlite3
@@ -31,6 +32,8 @@ class JobRow:
     cost_usd: float | None  # None: the model's price is not known
     remembered: str | None = None  # the run whose failed verdict this job gave again
     cached_tokens: int = 0  # of its prompt tokens, served from the provider's prefix cache
+    saved_tokens: int = 0  # what the turns the call cache replayed would have cost
+    saved_usd: float | None = None
 
     @property
     def name(self) -> str:
@@ -201,8 +204,15 @@ def _jobs(db: sqlite3.Connection, run_id: str, task: str | None) -> tuple[JobRow
     rows = db.execute(
         "SELECT task, item, status, reason, duration_s, "
         "prompt_tokens + completion_tokens, output, error, transcript, cost_usd, "
-        f"{column(db, 'jobs', 'remembered')}, cached_tokens "
+        f"{column(db, 'jobs', 'remembered')}, cached_tokens, "
+        f"{column(db, 'jobs', 'saved_tokens')}, {column(db, 'jobs', 'saved_usd')} "
         f"FROM jobs WHERE run_id = ?{only} ORDER BY rowid",
         (run_id, task) if task else (run_id,),
     ).fetchall()
-    return tuple(JobRow(*j) for j in rows)
+    return tuple(_job_row(j) for j in rows)
+
+
+def _job_row(j: Any) -> JobRow:
+    """A row of _jobs' SELECT: its last two columns are what the call cache saved."""
+    *head, saved_tokens, saved_usd = j
+    return dataclasses.replace(JobRow(*head), saved_tokens=saved_tokens or 0, saved_usd=saved_usd)

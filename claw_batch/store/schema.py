@@ -37,6 +37,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     error TEXT,
     transcript TEXT,
     remembered TEXT,               -- a failed check's verdict given again: the run that gave it
+    saved_tokens INTEGER NOT NULL DEFAULT 0,  -- what turns the call cache replayed would cost
+    saved_usd REAL,                -- NULL: nothing replayed, or the price is not known
     PRIMARY KEY (run_id, task, item)
 );
 -- The last successful run of each job: what make calls the up-to-date check. A row exists
@@ -109,6 +111,8 @@ ADDED = (
     ("files", "ctime_ns", "INTEGER"),  # the ctime in the stat shortcut
     ("runs", "trigger", "TEXT"),  # what started a run (claw log, claw report)
     ("jobs", "remembered", "TEXT"),  # a remembered verdict's run (claw log, show, report)
+    ("jobs", "saved_tokens", "INTEGER NOT NULL DEFAULT 0"),  # the call cache's replays
+    ("jobs", "saved_usd", "REAL"),
 )
 
 # Made after the columns above: an index may name one of them.

@@ -22,6 +22,12 @@ from claw_batch.llm.usage import Usage
 from claw_batch.store.database import Database
 
 INSERT_CALL = "INSERT INTO calls VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+# Named: a ledger whose columns were added in another order (schema.ADDED) takes the row too.
+JOB_COLUMNS = (
+    "INSERT INTO jobs (run_id, task, item, status, reason, started, duration_s, prompt_tokens, "
+    "completion_tokens, cached_tokens, cost_usd, output, error, transcript, remembered, "
+    "saved_tokens, saved_usd)"
+)
 START_JOB = (
     "INSERT OR REPLACE INTO jobs (run_id, task, item, status, started) "
     "VALUES (?, ?, ?, 'running', ?)"
@@ -49,6 +55,10 @@ class JobEnd(Protocol):
     def error(self) -> str | None: ...
     @property
     def transcript(self) -> str: ...
+    @property
+    def saved_tokens(self) -> int: ...
+    @property
+    def saved_usd(self) -> float | None: ...
 
 
 @dataclass(frozen=True)
@@ -68,6 +78,8 @@ class JobRecord:
     error: str | None
     transcript: str | None
     remembered: str | None = None  # the run whose failed verdict this job gave again
+    saved_tokens: int = 0  # what the turns the call cache replayed would have cost
+    saved_usd: float | None = None
 
     @classmethod
     def of(cls, run_id: str, task: str, item: str, started: str, end: JobEnd) -> JobRecord:
@@ -89,6 +101,8 @@ class JobRecord:
             end.output,
             end.error,
             end.transcript,
+            saved_tokens=end.saved_tokens,
+            saved_usd=end.saved_usd,
         )
 
 
@@ -292,14 +306,15 @@ class State(Database):
 
     def _write_batch(self, batch: list[tuple[JobRecord, Done | None, Durable | None]]) -> None:
         self._insert(
-            "INSERT INTO jobs",
+            JOB_COLUMNS,
             [_job_row(r) for r, _, _ in batch],
             " ON CONFLICT (run_id, task, item) DO UPDATE SET status=excluded.status, "
             "reason=excluded.reason, duration_s=excluded.duration_s, "
             "prompt_tokens=excluded.prompt_tokens, completion_tokens=excluded.completion_tokens, "
             "cached_tokens=excluded.cached_tokens, cost_usd=excluded.cost_usd, "
             "output=excluded.output, error=excluded.error, transcript=excluded.transcript, "
-            "remembered=excluded.remembered",
+            "remembered=excluded.remembered, saved_tokens=excluded.saved_tokens, "
+            "saved_usd=excluded.saved_usd",
         )
         calls = [c for r, _, _ in batch for c in self._calls.pop((r.run_id, r.task, r.item), ())]
         if calls:
@@ -368,6 +383,8 @@ def _job_row(r: JobRecord) -> tuple[object, ...]:
         r.error,
         r.transcript,
         r.remembered,
+        r.saved_tokens,
+        r.saved_usd,
     )
 
 

@@ -105,8 +105,8 @@ def test_up_to_date_tasks_need_no_key(tmp_path: Path, server: FakeOpenAI) -> Non
     assert claw(root, "run", "local", "digest", "triage", env=keyed).exit_code == 0
     # only `local` is out of date: it runs, and the router's tasks call nothing
     (root / "local.md").unlink()
-    server.enqueue(text("local again"))
-    r = claw(root, "run", "local", "digest", "triage", env=env(server))
+    server.enqueue(text("local again"))  # asked again: not the reply the call cache keeps
+    r = claw(root, "run", "--no-cache", "local", "digest", "triage", env=env(server))
     assert r.exit_code == 0, r.stderr
     assert (root / "local.md").read_text() == "local again\n"
     # -B runs them all: the key is needed again

@@ -141,9 +141,9 @@ def to_reply(spec: dict[str, Any]) -> Reply:
 
 def snapshot_files(root: Path) -> dict[str, bytes]:
     """Every file of the project but the state database (binary, and its own tests' job)
-    and the caches of the validated clawfile and the parsed skills (test_configcache's and
-    test_skills')."""
-    caches = (".claw/state.db", ".claw/clawfile.json", ".claw/skills.json")
+    and the caches of the validated clawfile, the parsed skills and the model's replies
+    (test_configcache's, test_skills' and tests/run/test_callcache's)."""
+    caches = (".claw/state.db", ".claw/clawfile.json", ".claw/skills.json", ".claw/cache/")
     return {
         p.relative_to(root).as_posix(): p.read_bytes()
         for p in sorted(root.rglob("*"))

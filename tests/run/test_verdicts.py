@@ -34,7 +34,9 @@ def server() -> Iterator[FakeOpenAI]:
 
 def review(root: Path, server: FakeOpenAI, *args: str) -> tuple[int, str]:
     env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-x"}
-    r = claw(root, "run", "review", *args, env=env)
+    # The fake model answers without reading the code: its requests are the same whatever the
+    # code is, and the call cache would answer them (tests/run/test_callcache.py).
+    r = claw(root, "run", "review", "--no-cache", *args, env=env)
     return r.exit_code, r.stderr
 
 

@@ -396,7 +396,9 @@ def test_a_change_anywhere_in_an_offered_skill_reruns_the_job(
     assert claw(root, "run", env=env(server)).exit_code == 0
     assert claw(root, "run", env=env(server)).stderr == "1 job up to date\n"
     (root / "skills/ours/references/terms.md").write_text("# Terms\nclaw: a tool\n")
-    assert claw(root, "run", env=env(server)).exit_code == 0
+    # The model never reads the skill here, so it is asked the same: --no-cache, to see the
+    # job run as the model sees it (the call cache would replay the answer).
+    assert claw(root, "run", "--no-cache", env=env(server)).exit_code == 0
     assert len(server.requests) == 2
 
 

@@ -1,0 +1,565 @@
+"""The call cache: every complete model reply kept in `.claw/cache/calls.db` by the sha256 of
+its request, so that a job that runs again — after `kill -9`, Ctrl-C, a timeout, a budget
+stop, a failure — replays the turns whose requests are the same at no cost, then goes on live.
+
+The key is the request as a canonical form, redacted as cassettes are (llm.cassette):
+the endpoint (its base URL without credentials or query), the model, the messages — the
+system prompt as `request.key_messages[0]` reads it, with placeholders for the daily notes,
+the time and the project's location, which change between runs without changing the
+question; the task prompt and the rest as sent — the day (a task asked again on another day
+is a new request), the tools, the temperature and the sample index (`-B` asks for the next
+one: nothing is replayed). Never a key, a header, a
+timeout or a retry setting.
+
+A job's requests only grow: each adds the last reply and the tool results to the one before.
+The key is kept as a running hash per job, so a turn hashes its new messages only, never the
+whole conversation again (issue 17: a turn's CPU must not grow with the conversation).
+
+Only a complete answer is kept: not an error, a reply cut at max_tokens, a refusal, or an
+empty one. Identical requests in flight at once are made once: the others wait for the first
+and take its reply from the cache. The store is bounded (`cache: {max_size: ...}`): the
+entries used longest ago go first, at the end of a run. A cache that cannot be read is a
+warning and live calls, never a failed job.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from claw_batch import baton, cancel
+from claw_batch.errors import LimitExceeded
+from claw_batch.llm.base import LLM
+from claw_batch.llm.messages import ChatRequest, Completion, Message, ToolCall, ToolSpec
+from claw_batch.llm.replyjson import completion_from_json, completion_json, message_json, redacted
+
+KEY_VERSION = 1  # a new canonical form: a new number, and the old entries are never found
+DEFAULT_MAX_SIZE = 2 << 30  # bytes of replies kept: 2 GiB
+NOT_KEPT = frozenset({"length", "content_filter", "refusal"})  # finish reasons
+MAX_CHAINS = 10_000  # running hashes kept (one per job in flight): past it, they start again
+FOLD_EVERY = 4096  # replies in the journal before it goes into calls.db (and is emptied)
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS calls (
+    key TEXT PRIMARY KEY,          -- sha256 of the canonical request (KEY_VERSION)
+    reply TEXT NOT NULL,           -- the completion as JSON, redacted
+    created REAL NOT NULL,         -- unix time
+    last_used REAL NOT NULL,
+    hits INTEGER NOT NULL DEFAULT 0,
+    bytes INTEGER NOT NULL,
+    tokens INTEGER NOT NULL DEFAULT 0  -- prompt + completion: what each hit saved
+);
+"""
+
+
+def cache_dir(root: Path) -> Path:
+    return root / ".claw" / "cache"
+
+
+def endpoint_identity(base_url: str | None) -> str:
+    """The endpoint as the key names it: scheme, host, port and path, never credentials
+    (`https://user:key@host`) nor a query (`?api-key=...`)."""
+    if not base_url:
+        return "openai:default"
+    parts = urlsplit(base_url.strip())
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return "openai:" + urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
+
+
+def cacheable(completion: Completion) -> bool:
+    """A complete answer: not cut, not refused, not empty."""
+    if completion.finish_reason in NOT_KEPT:
+        return False
+    message = completion.message
+    return bool(message.tool_calls or (message.content or "").strip())
+
+
+class CallStore:
+    """`.claw/cache/`: the replies of earlier runs in `calls.db`, and this run's appended to
+    a journal (`journal-<pid>.jsonl`) as they arrive — one write each, in the OS's hands
+    before the job uses the reply, which a `kill -9` cannot take back; an SQLite commit a
+    reply cost a turn ~15 times as much. The journal goes into `calls.db` every FOLD_EVERY
+    replies and when the run ends, or, when it was killed, when the next run opens the
+    cache. Hits are counted in memory and written at the end. Opened when first used; an
+    error turns it off for the rest of the run, with one warning: calls are made live, no
+    job fails for it."""
+
+    def __init__(self, directory: Path, *, warn: Callable[[str], None] = lambda _: None) -> None:
+        self.directory = directory
+        self.path = directory / "calls.db"
+        self.warn = warn
+        self._db: sqlite3.Connection | None = None
+        self._off = False
+        self._lock = threading.Lock()
+        self._journal: int | None = None  # the file descriptor
+        self._journal_path = directory / f"journal-{os.getpid()}.jsonl"
+        self._written = 0  # bytes of the journal
+        self._fresh: dict[str, tuple[int, int]] = {}  # in the journal: key -> (offset, length)
+        self._hits: dict[str, int] = {}
+        self.fold_every = FOLD_EVERY
+
+    def _connect(self) -> sqlite3.Connection | None:
+        """Called under the lock."""
+        if self._db is None and not self._off:
+            try:
+                self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+                self._db = _connect(self.path)
+                for left in sorted(self.directory.glob("journal-*.jsonl")):
+                    _absorb(self._db, left)  # a killed run's
+                    left.unlink()
+            except (sqlite3.Error, OSError, ValueError) as e:
+                self._failed(e)
+        return self._db
+
+    def _failed(self, error: Exception) -> None:
+        self._off = True
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+        self.warn(
+            f"claw: warning: the call cache {self.path} cannot be used ({error}): model "
+            "calls are made live; `claw cache clear` starts a new one"
+        )
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        with self._lock:
+            db = self._connect()
+            if db is None:
+                return None
+            try:
+                text = self._fresh_text(key)
+                if text is None:
+                    row = db.execute("SELECT reply FROM calls WHERE key = ?", (key,)).fetchone()
+                    if row is None:
+                        return None
+                    text = row[0]
+                self._hits[key] = self._hits.get(key, 0) + 1
+                reply: dict[str, Any] = json.loads(text)
+                return reply
+            except (sqlite3.Error, OSError, ValueError) as e:
+                self._failed(e)
+                return None
+
+    def _fresh_text(self, key: str) -> str | None:
+        """A reply this run stored (read back from its journal)."""
+        where = self._fresh.get(key)
+        if where is None or self._journal is None:
+            return None
+        line = os.pread(self._journal, where[1], where[0])
+        return line.decode().rstrip("\n").split("\t", 3)[3]
+
+    def put(self, key: str, reply: dict[str, Any], tokens: int) -> None:
+        text = json.dumps(reply, ensure_ascii=False, separators=(",", ":"))
+        # JSON escapes every line break and tab in a string: the text ends the line alone.
+        line = f"{key}\t{tokens}\t{time.time()!r}\t{text}\n".encode()
+        with self._lock:
+            if self._connect() is None:
+                return
+            try:
+                if self._journal is None:
+                    flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
+                    self._journal = os.open(self._journal_path, flags, 0o600)
+                    self._written = os.fstat(self._journal).st_size
+                view = memoryview(line)
+                while view:  # a short write goes on where it stopped
+                    view = view[os.write(self._journal, view) :]
+                self._fresh[key] = (self._written, len(line))
+                self._written += len(line)
+                if len(self._fresh) >= self.fold_every:
+                    self._fold()
+            except (OSError, sqlite3.Error) as e:
+                self._failed(e)
+
+    def _fold(self) -> None:
+        """The journal into calls.db, then emptied: a run of 100,000 jobs keeps neither a
+        journal nor an index of it that grows with it. Under the lock. Killed between the
+        two, the next run takes the same lines again (INSERT OR REPLACE)."""
+        assert self._db is not None and self._journal is not None
+        _absorb(self._db, self._journal_path)
+        os.ftruncate(self._journal, 0)
+        self._written = 0
+        self._fresh.clear()
+
+    def close(self) -> None:
+        """This run's journal into calls.db, and its hits counted."""
+        with self._lock:
+            db, journal = self._db, self._journal
+            self._db, self._journal = None, None
+            if journal is not None:
+                os.close(journal)
+            if db is None:
+                return
+            try:
+                if journal is not None:
+                    _absorb(db, self._journal_path)
+                    self._journal_path.unlink()
+                if self._hits:
+                    now = time.time()
+                    db.execute("BEGIN IMMEDIATE")
+                    db.executemany(
+                        "UPDATE calls SET hits = hits + ?, last_used = ? WHERE key = ?",
+                        [(n, now, key) for key, n in self._hits.items()],
+                    )
+                    db.execute("COMMIT")
+            except (sqlite3.Error, OSError) as e:
+                self.warn(f"claw: warning: the call cache {self.path} was not updated: {e}")
+            finally:
+                db.close()
+                self._fresh.clear()
+                self._hits.clear()
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+    db.execute("PRAGMA busy_timeout = 5000")
+    db.execute("PRAGMA journal_mode = WAL")
+    db.executescript(SCHEMA)
+    return db
+
+
+def _absorb(db: sqlite3.Connection, journal: Path) -> None:
+    """A journal's entries into calls.db, in one transaction; a line a kill cut is left out."""
+    rows = []
+    with journal.open("rb") as f:
+        for line in f:
+            if not line.endswith(b"\n"):
+                continue  # a write a kill cut
+            try:
+                key, tokens, when, text = line.decode().rstrip("\n").split("\t", 3)
+                rows.append((key, text, float(when), float(when), len(line), int(tokens)))
+            except ValueError:
+                continue
+    if not rows:
+        return
+    db.execute("BEGIN IMMEDIATE")
+    db.executemany(
+        "INSERT OR REPLACE INTO calls (key, reply, created, last_used, hits, bytes, tokens) "
+        "VALUES (?, ?, ?, ?, 0, ?, ?)",
+        rows,
+    )
+    db.execute("COMMIT")
+
+
+@dataclass
+class _Chain:
+    """A job's messages hashed so far: the hash, how many, and the last one (the same
+    object, or the job's messages are not the ones hashed)."""
+
+    hasher: Any  # hashlib's sha256 object
+    count: int
+    last: Message | None
+    keys: tuple[Message, ...]
+    live: bool = False  # a request of the job was asked of the model: the rest are new too
+    # The last reply, and what the key hashes of it: redacted once, for the store and the key.
+    reply: tuple[Message | None, bytes] = (None, b"")
+
+
+class CachedLLM:
+    """Answers from the cache what it holds; asks `inner` the rest, and keeps the answer."""
+
+    def __init__(
+        self,
+        inner: LLM,
+        store: CallStore,
+        *,
+        endpoint: str,
+        day: str,
+        redact: Callable[[str], str],
+    ) -> None:
+        self.inner = inner
+        self.store = store
+        self.endpoint = endpoint
+        self.day = day  # the run's date: a request of another day is another request
+        self.redact = redact
+        self._chains: dict[str, _Chain] = {}  # by job
+        self._tools: tuple[tuple[ToolSpec, ...], bytes] | None = None  # the specs, their JSON
+        # The last system prompt hashed first: its text and the hash of it alone.
+        self._first: tuple[str | None, Any] | None = None
+        self._tails: dict[tuple[str, float | None, int], bytes] = {}
+        self._inflight: dict[str, threading.Event] = {}
+        self._lock = threading.Lock()
+
+    def complete(self, request: ChatRequest, *, deadline: float) -> Completion:
+        chain = self._chain(request)
+        key = self._key(chain, request)
+        # A job that went live asks the cache no more: its requests hold a reply just paid
+        # for, which no stored request can (a job it is the twin of follows it, and looks).
+        look = not chain.live
+        while True:
+            found = self._replayed(key) if look else None
+            if found is not None:
+                return found
+            with self._lock:
+                waiter = self._inflight.get(key)
+                if waiter is None:
+                    mine = self._inflight[key] = threading.Event()
+            if waiter is None:
+                break
+            _wait(waiter, deadline)  # the same request in flight: its reply, when it comes
+            look = True
+        try:
+            completion = self.inner.complete(request, deadline=deadline)
+            chain.live = True
+            if cacheable(completion):
+                message = self._redacted(completion.message)
+                chain.reply = (completion.message, self._hashed(message))
+                stored = completion_json(Completion(message, completion.usage, None, ""))
+                stored["finish_reason"] = completion.finish_reason
+                stored["model"] = self.redact(completion.model)
+                self.store.put(key, stored, completion.usage.total_tokens)
+            return completion
+        finally:
+            with self._lock:
+                del self._inflight[key]
+            mine.set()
+
+    def _replayed(self, key: str) -> Completion | None:
+        data = self.store.get(key)
+        if data is None:
+            return None
+        try:
+            completion = completion_from_json(data)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            return None  # an entry this claw cannot read: asked again, and stored anew
+        return Completion(
+            completion.message,
+            completion.usage,
+            completion.finish_reason,
+            completion.model,
+            replayed=True,
+        )
+
+    def key(self, request: ChatRequest) -> str:
+        """The request's key: the job's messages hashed once each, then the rest."""
+        return self._key(self._chain(request), request)
+
+    def _key(self, chain: _Chain, request: ChatRequest) -> str:
+        hasher = chain.hasher.copy()
+        hasher.update(self._tools_digest(request.tools))
+        tail = (request.model, request.temperature, request.sample)
+        text = self._tails.get(tail)
+        if text is None:
+            # 0 from YAML and 0.0 from elsewhere are the same setting.
+            temperature = None if request.temperature is None else float(request.temperature)
+            fields = [KEY_VERSION, self.endpoint, request.model, self.day, temperature]
+            text = self._tails[tail] = b"\x00" + _compact([*fields, request.sample])
+        hasher.update(text)
+        return str(hasher.hexdigest())
+
+    def _chain(self, request: ChatRequest) -> _Chain:
+        messages, keys = request.messages, request.key_messages
+        # A job's requests come from its one thread; a caller without a job name has no
+        # chain of its own to share.
+        chain = self._chains.get(request.job) if request.job else None
+        if (
+            chain is None
+            or chain.keys is not keys
+            or chain.count > len(messages)
+            or (chain.count and messages[chain.count - 1] is not chain.last)
+        ):
+            if len(self._chains) >= MAX_CHAINS:
+                self._chains.clear()
+            chain = self._started(messages, keys)
+            if request.job:
+                self._chains[request.job] = chain
+        for i in range(chain.count, len(messages)):
+            shown = keys[0] if i == 0 and keys else messages[i]
+            known, hashed = chain.reply
+            chain.hasher.update(hashed if shown is known else self._message(shown))
+        if len(messages) > chain.count:
+            chain.count, chain.last = len(messages), messages[-1]
+        return chain
+
+    def _message(self, message: Message) -> bytes:
+        """A message as the key hashes it. What the model said is redacted here (a replayed
+        reply is the stored, redacted one, and must ask what the paid one asked next); the
+        rest claw redacted before it was sent: tool results, prompts and their keys."""
+        return self._hashed(self._redacted(message) if message.role == "assistant" else message)
+
+    @staticmethod
+    def _hashed(message: Message) -> bytes:
+        # message_json's keys come in one order: no sorting needed.
+        return json.dumps(message_json(message), separators=(",", ":")).encode() + b"\n"
+
+    def _redacted(self, message: Message) -> Message:
+        """A reply with its every text redacted."""
+        redact = self.redact
+        return Message(
+            message.role,
+            None if message.content is None else redact(message.content),
+            tuple(
+                ToolCall(redact(c.id), redact(c.name), redact(c.arguments))
+                for c in message.tool_calls
+            ),
+            message.tool_call_id,
+            None if message.reasoning is None else redact(message.reasoning),
+        )
+
+    def _started(self, messages: tuple[Message, ...], keys: tuple[Message, ...]) -> _Chain:
+        """A new chain, with the first message hashed: the system prompt, the same text for
+        every job of a task (agent.systemprompt hands out one object), hashed once for them."""
+        chain = _Chain(hashlib.sha256(), 0, None, keys)
+        if not messages:
+            return chain
+        first = keys[0] if keys else messages[0]
+        known = self._first
+        if known is not None and known[0] is first.content and first.role == "system":
+            chain.hasher = known[1].copy()
+        else:
+            chain.hasher.update(self._message(first))
+            if first.role == "system" and not first.tool_calls:
+                self._first = (first.content, chain.hasher.copy())
+        chain.count, chain.last = 1, messages[0]
+        return chain
+
+    def _tools_digest(self, tools: tuple[ToolSpec, ...]) -> bytes:
+        """The sha256 of the tools' JSON (redacted), behind a separator."""
+        known = self._tools  # the jobs of a task are handed the same specs (Tool.spec)
+        if known is not None and _same(known[0], tools):
+            return known[1]
+        text = _compact(
+            redacted(
+                [
+                    {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": _plain(t.parameters),
+                    }
+                    for t in tools
+                ],
+                self.redact,
+            )
+        )
+        digest = b"\x00" + hashlib.sha256(text).digest()
+        self._tools = (tools, digest)
+        return digest
+
+
+def _same(a: tuple[ToolSpec, ...], b: tuple[ToolSpec, ...]) -> bool:
+    return a is b or (len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True)))
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _compact(value: Any) -> bytes:
+    # ensure_ascii: a newline in a string is written `\n`, so b"\n" ends a message alone.
+    return json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
+
+
+def _wait(event: threading.Event, deadline: float) -> None:
+    """Until `event` is set; a deadline that passes first ends the job (as a provider's
+    queue does: endpoints.Throttled), and so does a cancelled run."""
+    with baton.released():
+        while not event.wait(cancel.POLL):
+            cancel.check()
+            if time.monotonic() >= deadline:
+                raise LimitExceeded(
+                    "timeout: the job's deadline passed while it waited for the same request "
+                    "of another job"
+                )
+
+
+@dataclass(frozen=True)
+class Stats:
+    entries: int
+    bytes: int  # of replies
+    file_bytes: int  # of the database's files
+    oldest: float | None  # unix time of the oldest entry made
+    newest: float | None
+    hits: int
+    saved_tokens: int  # the tokens the hits did not pay for
+
+
+def _files(directory: Path) -> Iterator[Path]:
+    for name in ("calls.db", "calls.db-wal", "calls.db-shm"):
+        path = directory / name
+        if path.exists():
+            yield path
+    yield from sorted(directory.glob("journal-*.jsonl"))
+
+
+def _open(directory: Path, *, absorb: bool = False) -> sqlite3.Connection | None:
+    """calls.db; `absorb` (under the project lock): with the journals killed runs left."""
+    path = directory / "calls.db"
+    journals = sorted(directory.glob("journal-*.jsonl")) if absorb else []
+    if not path.exists() and not journals:
+        return None
+    db = _connect(path)
+    for journal in journals:
+        _absorb(db, journal)
+        journal.unlink()
+    return db
+
+
+def stats(directory: Path) -> Stats:
+    db = _open(directory)
+    size = sum(p.stat().st_size for p in _files(directory))
+    if db is None:
+        return Stats(0, 0, size, None, None, 0, 0)
+    try:
+        row = db.execute(
+            "SELECT COUNT(*), COALESCE(SUM(bytes), 0), MIN(created), MAX(created), "
+            "COALESCE(SUM(hits), 0), COALESCE(SUM(hits * tokens), 0) FROM calls"
+        ).fetchone()
+    finally:
+        db.close()
+    return Stats(row[0], row[1], size, row[2], row[3], row[4], row[5])
+
+
+def prune(directory: Path, *, older_than: float | None = None, max_size: int | None = None) -> int:
+    """Remove the entries not used for `older_than` seconds, then the ones used longest ago
+    until the replies take at most `max_size` bytes; how many went. Under the project lock."""
+    db = _open(directory, absorb=True)
+    if db is None:
+        return 0
+    removed = 0
+    try:
+        db.execute("BEGIN IMMEDIATE")
+        if older_than is not None:
+            cut = time.time() - older_than
+            removed += db.execute("DELETE FROM calls WHERE last_used < ?", (cut,)).rowcount
+        if max_size is not None:
+            total = db.execute("SELECT COALESCE(SUM(bytes), 0) FROM calls").fetchone()[0]
+            if total > max_size:
+                doomed: list[tuple[str]] = []
+                for key, size in db.execute("SELECT key, bytes FROM calls ORDER BY last_used"):
+                    if total <= max_size:
+                        break
+                    doomed.append((key,))
+                    total -= size
+                db.executemany("DELETE FROM calls WHERE key = ?", doomed)
+                removed += len(doomed)
+        db.execute("COMMIT")
+        if removed:
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            db.execute("VACUUM")
+    finally:
+        db.close()
+    return removed
+
+
+def clear(directory: Path) -> int:
+    """Remove every entry (the files too); how many there were."""
+    entries = 0
+    with contextlib.suppress(sqlite3.Error):  # unreadable: removed all the same
+        entries = stats(directory).entries
+    for path in list(_files(directory)):
+        path.unlink()
+    return entries
