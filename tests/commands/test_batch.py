@@ -785,3 +785,19 @@ def test_a_create_whose_outcome_stays_unknown_keeps_its_file_for_the_next_run(
     r = claw(root, "run", "triage", "--batch", env=env)
     assert r.exit_code == 0, r.stderr
     assert (server.batch.uploads, server.batch.created, len(server.requests)) == (1, 1, 1)
+
+
+def test_a_forced_job_never_takes_a_journalled_reply(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    """-B asks for a new sample (ChatRequest.sample, in the custom_id): the reply a batch
+    of the run before returned is not it."""
+    server.batch.held = True
+    root = make_project(tmp_path / "p", FAN_OUT, ONE)
+    r = claw(root, "run", "triage", "--batch", "--batch-wait", "1s", env=env)
+    assert r.exit_code == 3, r.stderr
+    finish_held_batches(server)
+    r = claw(root, "run", "triage", "--batch", "-B", env=env)
+    assert r.exit_code == 0, r.stderr
+    assert "re-attached" not in r.stderr
+    assert (server.batch.uploads, server.batch.created, len(server.requests)) == (2, 2, 2)
