@@ -787,17 +787,18 @@ def test_a_create_whose_outcome_stays_unknown_keeps_its_file_for_the_next_run(
     assert (server.batch.uploads, server.batch.created, len(server.requests)) == (1, 1, 1)
 
 
+@pytest.mark.parametrize("cache", [(), ("--no-cache",)], ids=["cache", "no-cache"])
 def test_a_forced_job_never_takes_a_journalled_reply(
-    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str], cache: tuple[str, ...]
 ) -> None:
     """-B asks for a new sample (ChatRequest.sample, in the custom_id): the reply a batch
-    of the run before returned is not it."""
+    of the run before returned is not it — with the call cache off too."""
     server.batch.held = True
     root = make_project(tmp_path / "p", FAN_OUT, ONE)
-    r = claw(root, "run", "triage", "--batch", "--batch-wait", "1s", env=env)
+    r = claw(root, "run", "triage", "--batch", "--batch-wait", "1s", *cache, env=env)
     assert r.exit_code == 3, r.stderr
     finish_held_batches(server)
-    r = claw(root, "run", "triage", "--batch", "-B", env=env)
+    r = claw(root, "run", "triage", "--batch", "-B", *cache, env=env)
     assert r.exit_code == 0, r.stderr
     assert "re-attached" not in r.stderr
     assert (server.batch.uploads, server.batch.created, len(server.requests)) == (2, 2, 2)
