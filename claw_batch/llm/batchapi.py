@@ -71,22 +71,24 @@ class BatchAPI:
                 file=("claw-batch.jsonl", data, "application/jsonl"), purpose="batch"
             ),
         )
-        return file.id
+        return self._clean(file.id)
 
     def create(self, input_file_id: str) -> BatchState:
+        """Tried once (the SDK does not retry it): a create whose answer is lost may have
+        made the batch, and a second would bill the file twice (llm.batch looks first)."""
         batch = self._call(
             "create the batch (POST /batches)",
-            lambda c: c.batches.create(
+            lambda c: c.with_options(max_retries=0).batches.create(
                 input_file_id=input_file_id,
                 endpoint=ENDPOINT,  # type: ignore[arg-type]
                 completion_window=WINDOW,  # type: ignore[arg-type]
             ),
         )
-        return _state(batch)
+        return self._state(batch)
 
     def retrieve(self, batch_id: str) -> BatchState:
         what = f"look at batch {batch_id}"
-        return _state(self._call(what, lambda c: c.batches.retrieve(batch_id), known=True))
+        return self._state(self._call(what, lambda c: c.batches.retrieve(batch_id), known=True))
 
     def made_from(self, input_file_id: str) -> BatchState | None:
         """The batch made from this input file, if the provider made one: among its latest
@@ -95,7 +97,7 @@ class BatchAPI:
         page = self._call(what, lambda c: c.batches.list(limit=100))
         for batch in getattr(page, "data", None) or []:
             if getattr(batch, "input_file_id", None) == input_file_id:
-                return _state(batch)
+                return self._state(batch)
         return None
 
     def content(self, file_id: str) -> bytes:
@@ -160,19 +162,30 @@ class BatchAPI:
     def _where(self) -> str:
         return f"provider '{self.spec.provider}' at {self.shown}"
 
+    def _clean(self, given: object) -> str:
+        """A provider's id (of a batch, a file) or status as claw journals and prints it: the
+        key redacted, no control characters, at most 200 characters."""
+        text = self._redact(str(given))
+        return "".join(ch for ch in text if ch.isprintable())[:200]
 
-def _state(batch: object) -> BatchState:
-    counts = getattr(batch, "request_counts", None)
-    errors = getattr(batch, "errors", None)
-    data = getattr(errors, "data", None) or []
-    said = "; ".join(str(getattr(e, "message", "") or e) for e in data)
-    return BatchState(
-        id=str(getattr(batch, "id", "")),
-        status=str(getattr(batch, "status", "")),
-        output_file_id=getattr(batch, "output_file_id", None),
-        error_file_id=getattr(batch, "error_file_id", None),
-        total=int(getattr(counts, "total", 0) or 0),
-        completed=int(getattr(counts, "completed", 0) or 0),
-        failed=int(getattr(counts, "failed", 0) or 0),
-        errors=" ".join(said.split())[:300],
-    )
+    def _state(self, batch: object) -> BatchState:
+        counts = getattr(batch, "request_counts", None)
+        errors = getattr(batch, "errors", None)
+        data = getattr(errors, "data", None) or []
+        said = "; ".join(str(getattr(e, "message", "") or e) for e in data)
+        output = getattr(batch, "output_file_id", None)
+        error = getattr(batch, "error_file_id", None)
+        return BatchState(
+            id=self._clean(getattr(batch, "id", "")),
+            status=self._clean(getattr(batch, "status", "")),
+            output_file_id=self._clean(output) if output else None,
+            error_file_id=self._clean(error) if error else None,
+            total=_count(getattr(counts, "total", 0)),
+            completed=_count(getattr(counts, "completed", 0)),
+            failed=_count(getattr(counts, "failed", 0)),
+            errors=" ".join(self._redact(said).split())[:300],
+        )
+
+
+def _count(given: object) -> int:
+    return given if type(given) is int and 0 <= given < 10**9 else 0

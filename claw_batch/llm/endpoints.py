@@ -230,10 +230,12 @@ class Models:
                     llm = self._cache[slot] = self._make(provider_name, batch)
         return llm, name
 
-    def close(self) -> None:
-        """The run is over: batch endpoints stop waiting, and say what they leave running."""
+    def close(self, settled: Iterable[str] = ()) -> None:
+        """The run is over: batch endpoints stop waiting, and say what they leave running;
+        `settled`: the jobs whose results are recorded (their journalled replies go)."""
+        jobs = frozenset(settled) if self._batches else frozenset()
         for llm in self._batches:
-            llm.close()
+            llm.close(jobs)
 
     def _make(self, provider_name: str, batch: bool = False) -> LLM:
         if self.mode.replay:

@@ -79,7 +79,7 @@ def run_job(
     progress.job_started(job)
     started = time.monotonic()
     try:
-        sample = records.sample(job, fresh=run.force) if run.models.caching else 0
+        sample = records.sample(job, fresh=run.force) if _sampled(run, p) else 0
         attempt = _attempt(run, p, sink, taint, records.synced, sample)
     except Exception as e:  # it stops the run: close the job's records first
         _abort(run, job, records, transcript, sink, started, started_wall, e)
@@ -130,6 +130,13 @@ def _taint(run: RunContext, p: Prepared, run_id: str) -> JobTaint:
 
 
 Attempt = tuple["Outcome | None", Status, "str | None", "str | None"]
+
+
+def _sampled(run: RunContext, p: Prepared) -> bool:
+    """Whether the job's requests carry its sample index (-B moves it): when a stored reply
+    could answer them — the call cache's, or a batch's journalled one."""
+    mode = run.models.mode
+    return run.models.caching or (not mode.replay and (p.task.batch or mode.batch))
 
 
 def _attempt(

@@ -110,6 +110,11 @@ def exit_code_of(statuses: Set[str]) -> int:
     return 0
 
 
+def _settled(results: Results) -> Iterator[str]:
+    """The jobs whose result is recorded for good (their batch replies are not needed again)."""
+    return (r.job.name for r in results if r.status in ("ok", "failed"))
+
+
 class Runner:
     def __init__(
         self,
@@ -212,7 +217,7 @@ class Runner:
         if self.options.dry_run:
             self._say_batched(names)
         elif state is not None and self._batching(names):
-            self._batch_run(state, run_id)
+            self._batch_run(state, run_id, now)
         run = RunSession(self._setup(), state, run_id, now)
         code, error = 1, None  # what the ledger says if a bug ends the run
         try:
@@ -223,15 +228,19 @@ class Runner:
         except KeyboardInterrupt:
             code, error = Interrupted.exit_code, "interrupted"
         finally:
-            self.models.close()
-            self._stop_workers()
-            self.models.end_cache(self.project.config.cache.max_size)
-            summary = RunSummary(run_id, run.results, code, error)
-            try:
-                if chosen is not None:
-                    chosen.finish(summary)
+            try:  # a Ctrl-C while batch endpoints close still ends the run in the ledger
+                self.models.close(settled=_settled(run.results))
+            except KeyboardInterrupt:
+                code, error = Interrupted.exit_code, "interrupted"
             finally:
-                summary = run.close(summary)
+                self._stop_workers()
+                self.models.end_cache(self.project.config.cache.max_size)
+                summary = RunSummary(run_id, run.results, code, error)
+                try:
+                    if chosen is not None:
+                        chosen.finish(summary)
+                finally:
+                    summary = run.close(summary)
         return summary
 
     def _batching(self, names: list[str]) -> bool:
@@ -252,7 +261,7 @@ class Runner:
                     f"API ({why})"
                 )
 
-    def _batch_run(self, state: State, run_id: str) -> None:
+    def _batch_run(self, state: State, run_id: str, now: dt.datetime) -> None:
         """What the run's batch endpoints need: the ledger for their journal, its id, where
         to say what they do, and when to stop waiting (--batch-wait)."""
         import time
@@ -263,7 +272,7 @@ class Runner:
 
         wait = self.options.mode.batch_wait
         self.models.batch_run = BatchRun(
-            lambda endpoint: Journal(state, endpoint),
+            lambda endpoint: Journal(state, endpoint, now.timestamp()),
             run_id,
             self.progress.message,
             None if wait is None else time.monotonic() + wait,

@@ -5,8 +5,11 @@ A batch's input file is journalled as soon as it is uploaded, with the custom_id
 request it holds; its batch id as soon as the batch is created, before any polling. A run
 killed meanwhile leaves the rows; the next run whose job makes one of those requests
 re-attaches to the batch instead of uploading it again. Replies downloaded are kept until
-a job takes them; a request whose line did not complete (an expired or cancelled batch) is
-dropped, so that it is submitted anew. Replies are kept redacted, as every sink is.
+the result of the job that asked is recorded (`settled`): a job stopped in its third round
+(a kill, Ctrl-C, --batch-wait) finds the replies of its first two at the next run, and pays
+them once. A request whose line did not complete (an expired or cancelled batch) is dropped,
+so that it is submitted anew. Rows older than MAX_AGE are ignored and dropped: a reply made
+days ago never answers today's request. Replies are kept redacted, as every sink is.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
 from claw_batch.store.database import Database
+
+MAX_AGE = 48 * 3600.0  # seconds a journalled request or reply is good for (a batch: 24 h at most)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS batches (
@@ -32,6 +37,7 @@ CREATE TABLE IF NOT EXISTS batch_requests (
     input_file_id TEXT NOT NULL,
     job TEXT NOT NULL,
     completion TEXT,               -- the reply, JSON (llm.cassette.completion_json), once in
+    at REAL NOT NULL DEFAULT 0,    -- when submitted, then when its reply came (epoch seconds)
     PRIMARY KEY (endpoint, custom_id)
 );
 """
@@ -47,20 +53,29 @@ class Found(NamedTuple):
 class Journal:
     """The journal of one endpoint's batches."""
 
-    def __init__(self, db: Database, endpoint: str) -> None:
+    def __init__(self, db: Database, endpoint: str, now: float) -> None:
+        """`now`: the run's clock (epoch seconds), which ages the rows."""
         self.db = db
         self.endpoint = endpoint
+        self.now = now
         with db.transaction():
             for statement in SCHEMA.split(";"):
                 if statement.strip():
                     db.db.execute(statement)
+            columns = [row[1] for row in db.db.execute("PRAGMA table_info(batch_requests)")]
+            if "at" not in columns:  # a journal of the first batch release
+                db.db.execute("ALTER TABLE batch_requests ADD COLUMN at REAL NOT NULL DEFAULT 0")
+            db.db.execute(
+                "DELETE FROM batch_requests WHERE endpoint = ? AND at < ?",
+                (endpoint, now - MAX_AGE),
+            )
 
     def find(self, custom_id: str) -> Found | None:
         rows = self.db.select(
             "SELECT r.input_file_id, b.batch_id, b.status, r.completion FROM batch_requests r "
             "JOIN batches b ON b.endpoint = r.endpoint AND b.input_file_id = r.input_file_id "
-            "WHERE r.endpoint = ? AND r.custom_id = ?",
-            (self.endpoint, custom_id),
+            "WHERE r.endpoint = ? AND r.custom_id = ? AND r.at >= ?",
+            (self.endpoint, custom_id, self.now - MAX_AGE),
         )
         return Found(*rows[0]) if rows else None
 
@@ -75,8 +90,8 @@ class Journal:
                 (self.endpoint, input_file_id, run_id, len(rows)),
             )
             self.db.db.executemany(
-                "INSERT OR REPLACE INTO batch_requests VALUES (?, ?, ?, ?, NULL)",
-                [(self.endpoint, cid, input_file_id, job) for cid, job in rows],
+                "INSERT OR REPLACE INTO batch_requests VALUES (?, ?, ?, ?, NULL, ?)",
+                [(self.endpoint, cid, input_file_id, job, self.now) for cid, job in rows],
             )
 
     def created(self, input_file_id: str, batch_id: str, status: str) -> None:
@@ -99,9 +114,12 @@ class Journal:
         without one dropped."""
         with self.db.transaction():
             self.db.db.executemany(
-                "UPDATE batch_requests SET completion = ? WHERE endpoint = ? AND custom_id = ? "
-                "AND input_file_id = ?",
-                [(text, self.endpoint, cid, input_file_id) for cid, text in completions.items()],
+                "UPDATE batch_requests SET completion = ?, at = ? WHERE endpoint = ? "
+                "AND custom_id = ? AND input_file_id = ?",
+                [
+                    (text, self.now, self.endpoint, cid, input_file_id)
+                    for cid, text in completions.items()
+                ],
             )
             self.db.db.execute(
                 "DELETE FROM batch_requests WHERE endpoint = ? AND input_file_id = ? "
@@ -122,10 +140,13 @@ class Journal:
                     (self.endpoint, input_file_id),
                 )
 
-    def take(self, custom_id: str) -> None:
-        """A reply handed to the job that asked: not kept any longer."""
+    def settled(self, jobs: Iterable[str]) -> None:
+        """The results of `jobs` are recorded: their replies are not needed any longer. Their
+        requests still in a batch stay (the batch is paid for: a later run of the job takes
+        their replies), until they age out."""
         with self.db.transaction():
-            self.db.db.execute(
-                "DELETE FROM batch_requests WHERE endpoint = ? AND custom_id = ?",
-                (self.endpoint, custom_id),
+            self.db.db.executemany(
+                "DELETE FROM batch_requests WHERE endpoint = ? AND job = ? "
+                "AND completion IS NOT NULL",
+                [(self.endpoint, job) for job in jobs],
             )

@@ -10,6 +10,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -382,10 +383,10 @@ def test_a_file_holds_what_the_provider_allows(
     monkeypatch: pytest.MonkeyPatch,
     limit: str,
 ) -> None:
-    from claw_batch.llm import batch
+    from claw_batch.llm import batchlines
 
     # two requests a file: by count, or by bytes (a line is ~950 bytes: the system prompt)
-    monkeypatch.setattr(batch, limit, 2 if limit == "MAX_REQUESTS" else 2000)
+    monkeypatch.setattr(batchlines, limit, 2 if limit == "MAX_REQUESTS" else 2000)
     root = make_project(tmp_path / "p", FAN_OUT, {**FILES, "inbox/d.txt": "D"})
     r = claw(root, "run", "triage", "--batch", env=env)
     assert r.exit_code == 0, r.stderr
@@ -429,3 +430,375 @@ def test_a_batch_that_spans_midnight_is_still_re_attached(
     assert r.exit_code == 0, r.stderr
     assert (server.batch.uploads, server.batch.created) == (1, 1)
     assert "re-attached to batch batch_fake1" in r.stderr
+
+
+THREE = """
+    version: 1
+    model: gpt-4o-mini
+    tasks:
+      digest:
+        prompt: "Read notes/a.md and notes/b.md and digest them."
+        output: digest.md
+        tools: [read]
+"""
+
+
+def three(body: dict[str, Any]) -> Reply:
+    """Three turns: a read, another read, the answer."""
+    reads = sum(m["role"] == "tool" for m in body["messages"])
+    if reads < 2:
+        return tool_calls(call("read", {"path": f"notes/{'ab'[reads]}.md"}))
+    return text("digest")
+
+
+def finish_held_batches(server: FakeOpenAI) -> None:
+    """The provider finishes the batches in flight between two runs."""
+    server.batch.held = False
+    for batch_id in list(server.batch.batches):
+        server.batch.get(f"/v1/batches/{batch_id}")
+
+
+def test_a_job_killed_in_its_second_round_pays_its_first_round_once(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    """The digest's first turn is answered (batch 1), its second is in batch 2 when the run
+    is killed: the next run takes turn 1's reply from the journal and re-attaches to batch 2."""
+
+    def holding(body: dict[str, Any]) -> Reply:
+        if not any(m["role"] == "tool" for m in body["messages"]):
+            server.batch.held = True  # the batch after this one stays in flight
+        return answer(body)
+
+    server.handler = holding
+    root = make_project(tmp_path / "p", FAN_OUT, ONE)
+    child = subprocess.Popen(
+        [sys.executable, "-m", "claw_batch", "run", "digest", "--batch"],
+        cwd=root,
+        env={**os.environ, **env},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        while server.batch.created < 2 or server.batch.retrieves < 3:  # batch 2 polled
+            assert child.poll() is None
+            server.batch.created_event.wait(0.05)
+    finally:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.communicate()
+    assert (server.batch.uploads, server.batch.created) == (2, 2)
+    server.handler = answer
+    finish_held_batches(server)
+    r = claw(root, "run", "digest", "--batch", env=env)
+    assert r.exit_code == 0, r.stderr
+    assert (server.batch.uploads, server.batch.created, len(server.requests)) == (2, 2, 2)
+    db = sqlite3.connect(root / ".claw/state.db")  # the job is done: its replies are not kept
+    assert db.execute("SELECT COUNT(*) FROM batch_requests").fetchone() == (0,)
+
+
+def test_cron_runs_with_batch_wait_finish_a_three_turn_job_paying_each_turn_once(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    """README's cron recipe, batches slower than the wait: each run takes the replies of the
+    turns before, asks for the next, and submits it as it stops (--batch-wait)."""
+    server.handler = three
+    root = make_project(tmp_path / "p", THREE, {"notes/a.md": "A", "notes/b.md": "B"})
+    codes = []
+    for _ in range(8):  # a run may end before the reply of a batch re-attached to comes
+        server.batch.held = True
+        r = claw(root, "run", "--batch", "--batch-wait", "1s", env=env)
+        codes.append(r.exit_code)
+        if r.exit_code != 3:
+            break
+        finish_held_batches(server)
+    assert codes[-1] == 0 and set(codes[:-1]) == {3}, r.stderr
+    assert (server.batch.uploads, server.batch.created, len(server.requests)) == (3, 3, 3)
+    assert (root / "digest.md").read_text() == "digest\n"
+
+
+def test_a_lost_create_answer_never_makes_a_second_batch(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    """POST /batches made the batch, but its answer was a 503 (a proxy timed out): claw looks
+    for the batch made from its file before creating another (neither it nor the SDK
+    retries the create)."""
+    made = server.batch._create
+
+    def lost(body: dict[str, Any]) -> tuple[int, object]:
+        status, batch = made(body)
+        return (
+            (503, {"error": {"message": "upstream timeout"}}) if status == 200 else (status, batch)
+        )
+
+    server.batch._create = lost  # type: ignore[method-assign]
+    root = make_project(tmp_path / "p", FAN_OUT, ONE)
+    r = claw(root, "run", "triage", "--batch", env=env)
+    assert r.exit_code == 0, r.stderr
+    assert (server.batch.uploads, server.batch.created, len(server.requests)) == (1, 1, 1)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        b'{"custom_id": {"a": 1}, "response": {"status_code": 200, "body": {}}}',
+        b'{"custom_id": ["x"], "response": {"status_code": 200}}',
+        b'{"custom_id": "ID", "response": {"status_code": "abc", "body": {}}}',
+        b'{"custom_id": "ID", "response": {"status_code": 1e999, "body": {}}}',
+        b'{"custom_id": "ID", "response": {"status_code": 500, "body": []}}',
+        b"[1, 2]",
+    ],
+    ids=["dict-id", "list-id", "text-status", "huge-status", "list-body", "not-an-object"],
+)
+def test_a_malformed_output_line_is_skipped(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str], bad: bytes
+) -> None:
+    """A line before the good one that is not a reply claw can read: skipped, and the run
+    (and the next) ends as its jobs do, never with a crash."""
+    process = server.batch._process
+
+    def garbled(batch: dict[str, Any], *, cancelled: bool = False) -> None:
+        process(batch, cancelled=cancelled)
+        output = server.batch.files[batch["output_file_id"]]
+        cid = json.loads(output.splitlines()[0])["custom_id"].encode()
+        server.batch.files[batch["output_file_id"]] = bad.replace(b"ID", cid) + b"\n" + output
+
+    server.batch._process = garbled  # type: ignore[method-assign]
+    root = make_project(tmp_path / "p", FAN_OUT, ONE)
+    for _ in range(2):
+        r = claw(root, "run", "triage", "--batch", "--force", env=env)
+        assert r.exit_code == 0, r.stderr
+        assert (root / "tickets/a.md").read_text() == "triaged: Triage inbox/a.txt.\n"
+    db = sqlite3.connect(root / ".claw/state.db")
+    assert db.execute("SELECT DISTINCT status FROM batches").fetchall() == [("completed",)]
+
+
+def test_a_line_missing_from_a_completed_batch_goes_again_at_most_three_times(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from claw_batch.llm import batch
+
+    monkeypatch.setattr(batch, "QUIET", 0.2)
+    monkeypatch.setattr(batch, "FIRST_POLL", 0.2)
+    process = server.batch._process
+
+    def truncated(batch: dict[str, Any], *, cancelled: bool = False) -> None:
+        process(batch, cancelled=cancelled)
+        server.batch.files[batch["output_file_id"]] = b"not json at all\n"
+
+    server.batch._process = truncated  # type: ignore[method-assign]
+    root = make_project(tmp_path / "p", FAN_OUT, ONE)
+    r = claw(root, "run", "triage", "--batch", env=env)
+    assert r.exit_code == 1, r.stderr
+    assert server.batch.created == 3
+    assert "(batch batch_fake3): no reply in its output file file-fake" in r.stderr
+    assert "after 3 attempts" in r.stderr
+
+
+def test_a_file_the_provider_dropped_before_its_batch_was_made_is_uploaded_anew(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    """Killed after the upload, before the create; the provider drops the file meanwhile:
+    the next run's create is refused for good, and the requests go in a new file."""
+    server.batch.create_gate = threading.Event()
+    root = make_project(tmp_path / "p", FAN_OUT, ONE)
+    child = subprocess.Popen(
+        [sys.executable, "-m", "claw_batch", "run", "triage", "--batch"],
+        cwd=root,
+        env={**os.environ, **env},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        assert server.batch.creating.wait(HANG)
+    finally:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.communicate()
+        gate, server.batch.create_gate = server.batch.create_gate, None
+        gate.set()
+    server.batch.files.clear()  # expired, or deleted
+    r = claw(root, "run", "triage", "--batch", env=env)
+    assert r.exit_code == 0, r.stderr
+    assert "submitted again" in r.stderr
+    assert (server.batch.uploads, server.batch.created, len(server.requests)) == (2, 1, 1)
+
+
+def test_batch_wait_does_not_wait_for_a_poll_the_provider_stalls(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    """The provider does not answer a look at the batch: the run ends at its --batch-wait
+    all the same, while the look is still in flight."""
+    answered = threading.Event()
+    release = threading.Event()
+    get = server.batch.get
+
+    def stalled(path: str) -> tuple[int, object]:
+        if path.startswith("/v1/batches/batch_"):
+            release.wait(HANG)
+            answered.set()
+        return get(path)
+
+    server.batch.get = stalled  # type: ignore[method-assign]
+    server.batch.held = True
+    root = make_project(tmp_path / "p", FAN_OUT, ONE)
+    try:
+        # the first look comes at ~2.5 s (the quiet window, then FIRST_POLL), and stalls
+        r = claw(root, "run", "triage", "--batch", "--batch-wait", "5s", env=env)
+        assert not answered.is_set()  # the run did not wait for the stalled look
+    finally:
+        release.set()
+    assert r.exit_code == 3, r.stderr
+    assert "is left running" in r.stderr
+
+
+def test_ctrl_c_while_the_run_submits_its_last_requests_ends_it_in_the_ledger(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    """--batch-wait is over while the upload stalls; the run waits for the upload (it is
+    journalled), and Ctrl-C then ends it: exit 130, the run recorded interrupted."""
+    release = threading.Event()
+    uploading = threading.Event()
+    post = server.batch.post
+
+    def stalled(path: str, raw: bytes, headers: Any) -> tuple[int, object]:
+        if path.rstrip("/") == "/v1/files":
+            uploading.set()
+            release.wait(HANG)
+        return post(path, raw, headers)
+
+    server.batch.post = stalled  # type: ignore[method-assign]
+    root = make_project(tmp_path / "p", FAN_OUT, ONE)
+    child = subprocess.Popen(
+        [sys.executable, "-m", "claw_batch", "run", "triage", "--batch", "--batch-wait", "1s"],
+        cwd=root,
+        env={**os.environ, **env},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert uploading.wait(HANG)
+        assert child.stderr is not None
+        for line in child.stderr:  # the job stopped waiting: the run is closing
+            if line.startswith("limit triage"):
+                break
+        time.sleep(1.5)  # into the run's close, which waits for the upload
+        child.send_signal(signal.SIGINT)
+        child.communicate(timeout=HANG)
+    finally:
+        release.set()
+        if child.poll() is None:
+            child.kill()
+            child.communicate()
+    assert child.returncode == 130
+    db = sqlite3.connect(root / ".claw/state.db")
+    assert db.execute("SELECT status, exit_code FROM runs").fetchall() == [("interrupted", 130)]
+
+
+def test_a_batch_id_the_provider_answers_is_redacted_and_stripped(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    key = env["OPENAI_API_KEY"]
+    made = server.batch._create
+
+    def named(body: dict[str, Any]) -> tuple[int, object]:
+        status, batch = made(body)
+        if status == 200:
+            assert isinstance(batch, dict)
+            batch["id"] = f"batch_{key}\x1b[2J"
+        return status, batch
+
+    server.batch._create = named  # type: ignore[method-assign]
+    root = make_project(tmp_path / "p", FAN_OUT, ONE)
+    r = claw(root, "run", "triage", "--batch", env=env)
+    assert key not in r.stderr and "\x1b" not in r.stderr
+    assert "batch_[REDACTED]" in r.stderr
+    state = (root / ".claw/state.db").read_bytes()
+    assert key.encode() not in state and b"\x1b[2J" not in state
+
+
+def test_a_journalled_reply_older_than_two_days_is_not_taken(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    server.batch.held = True
+    root = make_project(tmp_path / "p", FAN_OUT, ONE)
+    r = claw(root, "run", "triage", "--batch", "--batch-wait", "1s", env=env)
+    assert r.exit_code == 3, r.stderr
+    finish_held_batches(server)
+    later = {**env, "CLAW_NOW": "2026-11-25T23:05:00+01:00"}  # three days on
+    r = claw(root, "run", "triage", "--batch", env=later)
+    assert r.exit_code == 0, r.stderr
+    assert "re-attached" not in r.stderr
+    assert (server.batch.uploads, server.batch.created, len(server.requests)) == (2, 2, 2)
+
+
+def test_batch_wait_submits_what_the_jobs_asked_for_last(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The digest's second turn is still gathered when --batch-wait is over: the run submits
+    it as it ends (the collector has not closed the connections it needs), for the next run."""
+    from claw_batch.llm import batch
+
+    server.batch.held = True
+    root = make_project(tmp_path / "p", FAN_OUT, ONE)
+    r = claw(root, "run", "digest", "--batch", "--batch-wait", "1s", env=env)
+    assert r.exit_code == 3, r.stderr
+    finish_held_batches(server)
+    server.batch.held = True
+    monkeypatch.setattr(batch, "QUIET", 60.0)  # the second turn waits in the collector
+    r = claw(root, "run", "digest", "--batch", "--batch-wait", "3s", env=env)
+    assert r.exit_code == 3, r.stderr
+    assert (server.batch.uploads, server.batch.created) == (2, 2)
+    assert "batch batch_fake2 is left running" in r.stderr
+    assert "could not submit" not in r.stderr
+
+
+def test_a_create_whose_outcome_stays_unknown_keeps_its_file_for_the_next_run(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every create answers 503 and the provider's list cannot be read: the job fails, but
+    the file is not forgotten (its batch may exist): the next run looks for it, then creates
+    it, and uploads nothing again."""
+    from claw_batch.llm import batch
+
+    monkeypatch.setattr(batch, "FIRST_POLL", 0.05)
+    post, get = server.batch.post, server.batch.get
+    down = True
+
+    def creating(path: str, raw: bytes, headers: Any) -> tuple[int, object]:
+        if down and path.rstrip("/") == "/v1/batches":
+            return 503, {"error": {"message": "upstream timeout"}}
+        return post(path, raw, headers)
+
+    def listing(path: str) -> tuple[int, object]:
+        if down and path.startswith("/v1/batches?"):
+            return 503, {"error": {"message": "upstream timeout"}}
+        return get(path)
+
+    server.batch.post = creating  # type: ignore[method-assign]
+    server.batch.get = listing  # type: ignore[method-assign]
+    root = make_project(tmp_path / "p", FAN_OUT, ONE)
+    r = claw(root, "run", "triage", "--batch", env=env)
+    assert r.exit_code == 1, r.stderr
+    assert "the batch of file file-fake1 may have been made" in r.stderr
+    down = False
+    r = claw(root, "run", "triage", "--batch", env=env)
+    assert r.exit_code == 0, r.stderr
+    assert (server.batch.uploads, server.batch.created, len(server.requests)) == (1, 1, 1)
+
+
+@pytest.mark.parametrize("cache", [(), ("--no-cache",)], ids=["cache", "no-cache"])
+def test_a_forced_job_never_takes_a_journalled_reply(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str], cache: tuple[str, ...]
+) -> None:
+    """-B asks for a new sample (ChatRequest.sample, in the custom_id): the reply a batch
+    of the run before returned is not it — with the call cache off too."""
+    server.batch.held = True
+    root = make_project(tmp_path / "p", FAN_OUT, ONE)
+    r = claw(root, "run", "triage", "--batch", "--batch-wait", "1s", *cache, env=env)
+    assert r.exit_code == 3, r.stderr
+    finish_held_batches(server)
+    r = claw(root, "run", "triage", "--batch", "-B", *cache, env=env)
+    assert r.exit_code == 0, r.stderr
+    assert "re-attached" not in r.stderr
+    assert (server.batch.uploads, server.batch.created, len(server.requests)) == (2, 2, 2)
