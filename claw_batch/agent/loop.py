@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -86,6 +87,8 @@ class ToolLoop:
         self.check_answer = check_answer
         self.budget = budget or JobBudget.tokens_only()
         self.specs = tuple(t.spec() for t in tools.values())
+        # The call cache's (llm.callcache.CachedLLM.peek): a replayed reply, asked first.
+        self._peek: Callable[[ChatRequest], Completion | None] | None = getattr(llm, "peek", None)
         self._spec_chars = spec_chars(self.specs)  # the same in every request
 
     def run(self, messages: list[Message]) -> LoopResult:
@@ -97,8 +100,13 @@ class ToolLoop:
         chars = self._spec_chars + sum(message_chars(m) for m in messages)
         for step in range(1, s.max_steps + 1):
             self._check_deadline()
-            self.budget.reserve(usage, chars // 4)
-            reply, markup = self._ask(messages, step)
+            request = self._request(messages)
+            # A turn the call cache replays costs nothing: no budget is held for it, so a
+            # job a budget stopped replays what it paid for before it stops again.
+            replayed = self._peek(request) if self._peek is not None else None
+            if replayed is None:
+                self.budget.reserve(usage, chars // 4)
+            reply, markup = self._ask(request, step, replayed)
             if not reply.replayed:  # a replayed turn paid nothing: no budget spent
                 usage += reply.usage
             messages.append(reply.message)
@@ -138,11 +146,9 @@ class ToolLoop:
         correction = self.check_answer(text) if self.check_answer else None
         return correction, correction or ""
 
-    def _ask(
-        self, messages: list[Message], step: int
-    ) -> tuple[Completion, toolmarkup.Markup | None]:
+    def _request(self, messages: list[Message]) -> ChatRequest:
         s = self.settings
-        request = ChatRequest(
+        return ChatRequest(
             model=s.model,
             messages=tuple(messages),
             tools=self.specs,
@@ -151,14 +157,20 @@ class ToolLoop:
             key_messages=s.key_messages,
             sample=s.sample,
         )
+
+    def _ask(
+        self, request: ChatRequest, step: int, replayed: Completion | None = None
+    ) -> tuple[Completion, toolmarkup.Markup | None]:
+        """The model's reply to `request`, or `replayed`: what the call cache held for it."""
         if self.before_call is not None:
             self.before_call()
         started = time.monotonic()
         try:
-            reply = self.llm.complete(request, deadline=s.deadline)
+            reply = replayed or self.llm.complete(request, deadline=self.settings.deadline)
         except BaseException:
             self.budget.settle(Usage())  # what a failed call cost is not known: nothing
             raise
+        reply = _whole(reply)
         if reply.replayed:  # from the call cache: nothing paid, what it would have cost saved
             self.budget.settle(Usage())
             cost = self.budget.priced(reply.usage)
@@ -313,6 +325,25 @@ def _dialect(markup: toolmarkup.Markup | None, sent: Message) -> dict[str, str]:
     if sent.reasoning is not None:
         fields["reasoning"] = sent.reasoning
     return fields
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _whole(reply: Completion) -> Completion:
+    """The reply with each lone surrogate (half an emoji a server cut, sent as `\\ud83d`)
+    made U+FFFD: no file, note, transcript or ledger can hold one as UTF-8."""
+    m = reply.message
+    texts = [m.content, m.reasoning, *(c.arguments for c in m.tool_calls)]
+    if all(t is None or t.isascii() or not _SURROGATE.search(t) for t in texts):
+        return reply
+
+    def fixed(text: str | None) -> str | None:
+        return None if text is None else _SURROGATE.sub("\ufffd", text)
+
+    calls = tuple(replace(c, arguments=fixed(c.arguments) or "") for c in m.tool_calls)
+    message = replace(m, content=fixed(m.content), reasoning=fixed(m.reasoning), tool_calls=calls)
+    return replace(reply, message=message)
 
 
 def _canonical_args(arguments: str) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +44,11 @@ class SystemPrompt:
     # The key text without the skills list: what tells a job's fingerprint that the
     # workspace files changed, not the skills (claw_batch.plan.uptodate.explain).
     key_context: str
+    # The call cache's key text (llm.callcache): the key text with the daily notes as their
+    # owner wrote them — an edit to today's note asks anew — without the entries claw's
+    # runner appends after each job (`owner_notes`), so that a job run again after a
+    # Ctrl-C, a failure or a budget stop still replays what it paid for.
+    call_key: str
 
 
 def truncate(text: str, cap: int, source: str) -> str:
@@ -91,15 +97,19 @@ def _stamp(path: str) -> Stamp:
 STABLE_FILES = WORKSPACE_FILES[:4]  # before the skills list; MEMORY.md after it
 
 
-def _sections(root: Path, sources: list[str]) -> tuple[dict[str, str], str]:
-    """The workspace file sections by file name and the body of the daily notes section
-    (empty: none). Read, and the budget spent, in WORKSPACE_FILES' order."""
+def _sections(root: Path, sources: list[str]) -> tuple[dict[str, str], str, str]:
+    """The workspace file sections by file name, the body of the daily notes section
+    (empty: none) and the notes as the call cache's key shows them (`owner_notes`). Read,
+    and the budget spent, in WORKSPACE_FILES' order."""
     sections: dict[str, str] = {}
     notes: list[str] = []
+    owned: list[str] = []
     budget = TOTAL_CAP
     for n, rel in enumerate(sources):
         is_file = n < len(WORKSPACE_FILES)
         text = _read(root / rel)
+        if text and not is_file and (mine := owner_notes(text)):
+            owned.append(f"### {rel}\n{mine}")
         if text and is_file and WORKSPACE_FILES[n] == "MEMORY.md":
             text = _trusted_memory(text)
         elif text and not is_file:
@@ -111,7 +121,28 @@ def _sections(root: Path, sources: list[str]) -> tuple[dict[str, str], str]:
                 sections[WORKSPACE_FILES[n]] = f"## {WORKSPACE_FILES[n]}\n{body}"
             else:
                 notes.append(f"### {rel}\n{body}")
-    return sections, "\n\n".join(notes)
+    return sections, "\n\n".join(notes), "\n\n".join(owned)
+
+
+# What claw's runner appends to a daily note (memory.notes: format_entry, TaskEntry.text,
+# append): the `# YYYY-MM-DD` line a new note starts with, and entries — a head
+# `### HH:MM TASK · STATUS · 1.2 s · 3 tokens…` (or `· 4 jobs: 4 ok ·`) and its `> ` quotes.
+_NOTE_TITLE = re.compile(r"# \d{4}-\d{2}-\d{2}")
+_ENTRY_HEAD = re.compile(r"### \d\d:\d\d \S.* · [\d.]+ s · [\d,]+ tokens?( · .*)?")
+
+
+def owner_notes(text: str) -> str:
+    """A daily note without what claw's runner appended to it, blank lines dropped: what
+    the call cache's key shows of it (SystemPrompt.call_key)."""
+    kept: list[str] = []
+    quoted = False  # in an entry's quotes
+    for line in text.splitlines():
+        if quoted and line.startswith(">"):
+            continue
+        quoted = bool(_ENTRY_HEAD.fullmatch(line))
+        if not (quoted or not line.strip() or _NOTE_TITLE.fullmatch(line)):
+            kept.append(line.rstrip())
+    return "\n".join(kept)
 
 
 def _trusted_memory(text: str) -> str:
@@ -168,7 +199,7 @@ def build_system_prompt(
 def _build(
     root: Path, sources: list[str], task: str, skills: Sequence[Skill], today: dt.date
 ) -> SystemPrompt:
-    sections, notes = _sections(root, sources)
+    sections, notes, owned = _sections(root, sources)
     stable = [sections[name] for name in STABLE_FILES if name in sections]
     memory = [sections["MEMORY.md"]] if "MEMORY.md" in sections else []
 
@@ -191,4 +222,5 @@ def _build(
         compose(notes, date, str(root)),
         compose(*placeholders, key=True),
         compose(*placeholders, key=True, listed=False),
+        compose(f"{placeholders[0]}\n{owned}".rstrip(), *placeholders[1:], key=True),
     )

@@ -16,6 +16,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     NonNegativeFloat,
@@ -48,6 +49,7 @@ from claw_batch.clawfile.fields import (
     TimeZone,
     ToolName,
     Workspace,
+    refuse,
 )
 from claw_batch.clawfile.yamlsource import Problem, YamlSource, load_yaml, problems_error
 from claw_batch.config import Clawfile, Project
@@ -107,6 +109,26 @@ class CacheModel(_Strict):
     """`cache:`: the call cache's bound."""
 
     max_size: Size | None = None  # None: 2G
+
+
+CACHE_FORMS = "`cache: false` (no call cache) or `cache: {max_size: 2G}` (its bound)"
+
+
+def _cache(value: object) -> object:
+    """`cache:` is true, false or a mapping of CacheModel's keys: anything else is said
+    once, with the forms it may take (not once per form pydantic tried)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, dict):
+        unknown = [key for key in value if key not in CacheModel.model_fields]
+        if unknown:
+            raise refuse(f"unknown key {unknown[0]!r} under cache: expected {CACHE_FORMS}")
+        try:  # here: a bad max_size said once, not beside "expected true or false"
+            return CacheModel.model_validate(value)
+        except ValidationError as e:
+            error = e.errors()[0]
+            raise refuse(f"{'.'.join(map(str, error['loc']))}: {error['msg']}") from None
+    raise refuse(f"expected {CACHE_FORMS}, got {describe(value)}")
 
 
 class ProjectBudgetModel(_Strict):
@@ -188,7 +210,7 @@ class ClawfileModel(_Strict):
     tasks: dict[Name, TaskModel]
     prices: Annotated[dict[str, PriceModel], OrEmpty] = {}
     budget: ProjectBudgetModel | None = None
-    cache: bool | CacheModel = True
+    cache: Annotated[bool | CacheModel, BeforeValidator(_cache)] = True
 
 
 @dataclass(frozen=True)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
@@ -40,7 +42,8 @@ def stats(as_json: bool, directory: Path | None, file: Path | None) -> int:
     from claw_batch.llm import callcache
 
     where = callcache.cache_dir(load(directory, file).root)
-    s = callcache.stats(where)
+    with _readable(where):
+        s = callcache.stats(where)
     if as_json:
         fields = {
             "entries": s.entries,
@@ -104,8 +107,9 @@ def prune(
     limit = _parse_size(max_size) if max_size is not None else None
     if age is None and limit is None:
         limit = project.config.cache.max_size
-    with ProjectLock(project.root, argv="claw cache prune"):
-        removed = callcache.prune(callcache.cache_dir(project.root), older_than=age, max_size=limit)
+    where = callcache.cache_dir(project.root)
+    with ProjectLock(project.root, argv="claw cache prune"), _readable(where):
+        removed = callcache.prune(where, older_than=age, max_size=limit)
     click.echo(f"claw: removed {removed:,} cached repl{'y' if removed == 1 else 'ies'}", err=True)
     return 0
 
@@ -130,6 +134,23 @@ def clear(directory: Path | None, file: Path | None) -> int:
         removed = callcache.clear(callcache.cache_dir(project.root))
     click.echo(f"claw: removed {removed:,} cached repl{'y' if removed == 1 else 'ies'}", err=True)
     return 0
+
+
+@contextlib.contextmanager
+def _readable(where: Path) -> Iterator[None]:
+    """A damaged calls.db (a disk error, a file copied half) as a usage error that says the
+    way out, not a crash."""
+    import sqlite3
+
+    from claw_batch.errors import UsageError
+
+    try:
+        yield
+    except sqlite3.Error as e:
+        raise UsageError(
+            f"the call cache {where / 'calls.db'} cannot be read ({e}); `claw cache clear` "
+            "removes it (runs then start a new one)"
+        ) from None
 
 
 def _parse_size(text: str) -> int:

@@ -4,22 +4,25 @@ stop, a failure — replays the turns whose requests are the same at no cost, th
 
 The key is the request as a canonical form, redacted as cassettes are (llm.cassette):
 the endpoint (its base URL without credentials or query), the model, the messages — the
-system prompt as `request.key_messages[0]` reads it, with placeholders for the daily notes,
-the time and the project's location, which change between runs without changing the
-question; the task prompt and the rest as sent — the day (a task asked again on another day
-is a new request), the tools, the temperature and the sample index (`-B` asks for the next
-one: nothing is replayed). Never a key, a header, a
-timeout or a retry setting.
+system prompt as `request.key_messages[0]` reads it (SystemPrompt.call_key: placeholders for
+the time and the project's location, the daily notes without the entries claw's runner
+appends, which change between runs without changing the question); the task prompt and the
+rest as sent — the day (a task asked again on another day is a new request), the tools, the
+temperature and the sample index (`-B` asks for the next one: nothing is replayed). Above
+temperature 0, or with none set, a reply is a sample: the job is in the key too, and twins
+are not made once. Never a key, a header, a timeout or a retry setting.
 
 A job's requests only grow: each adds the last reply and the tool results to the one before.
 The key is kept as a running hash per job, so a turn hashes its new messages only, never the
 whole conversation again (issue 17: a turn's CPU must not grow with the conversation).
 
 Only a complete answer is kept: not an error, a reply cut at max_tokens, a refusal, or an
-empty one. Identical requests in flight at once are made once: the others wait for the first
-and take its reply from the cache. The store is bounded (`cache: {max_size: ...}`): the
-entries used longest ago go first, at the end of a run. A cache that cannot be read is a
-warning and live calls, never a failed job.
+empty one. At temperature 0, identical requests in flight at once are made once: the others
+wait for the first and take its reply from the cache. The tool loop `peek`s before it
+reserves a turn's budget: a replayed turn needs none. The store is bounded (`cache:
+{max_size: ...}`): the entries used longest ago go first, at the end of a run. A cache
+that cannot be read is a warning and live calls, never a failed job; one entry that cannot
+be read is a miss, and removed.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ from claw_batch.llm.base import LLM
 from claw_batch.llm.messages import ChatRequest, Completion, Message, ToolCall, ToolSpec
 from claw_batch.llm.replyjson import completion_from_json, completion_json, message_json, redacted
 
-KEY_VERSION = 1  # a new canonical form: a new number, and the old entries are never found
+KEY_VERSION = 2  # a new canonical form: a new number, and the old entries are never found
 DEFAULT_MAX_SIZE = 2 << 30  # bytes of replies kept: 2 GiB
 NOT_KEPT = frozenset({"length", "content_filter", "refusal"})  # finish reasons
 MAX_CHAINS = 10_000  # running hashes kept (one per job in flight): past it, they start again
@@ -144,12 +147,24 @@ class CallStore:
                     if row is None:
                         return None
                     text = row[0]
-                self._hits[key] = self._hits.get(key, 0) + 1
-                reply: dict[str, Any] = json.loads(text)
-                return reply
             except (sqlite3.Error, OSError, ValueError) as e:
                 self._failed(e)
                 return None
+            try:
+                reply: dict[str, Any] = json.loads(text)
+            except (ValueError, RecursionError):
+                self._forget(db, key)  # one unreadable entry: a miss, and asked anew
+                return None
+            self._hits[key] = self._hits.get(key, 0) + 1
+            return reply
+
+    def _forget(self, db: sqlite3.Connection, key: str) -> None:
+        """An entry that cannot be read out of the cache (under the lock)."""
+        self._fresh.pop(key, None)
+        try:
+            db.execute("DELETE FROM calls WHERE key = ?", (key,))
+        except sqlite3.Error as e:
+            self._failed(e)
 
     def _fresh_text(self, key: str) -> str | None:
         """A reply this run stored (read back from its journal)."""
@@ -160,9 +175,15 @@ class CallStore:
         return line.decode().rstrip("\n").split("\t", 3)[3]
 
     def put(self, key: str, reply: dict[str, Any], tokens: int) -> None:
-        text = json.dumps(reply, ensure_ascii=False, separators=(",", ":"))
-        # JSON escapes every line break and tab in a string: the text ends the line alone.
-        line = f"{key}\t{tokens}\t{time.time()!r}\t{text}\n".encode()
+        try:
+            text = json.dumps(reply, ensure_ascii=False, separators=(",", ":"))
+            # JSON escapes every line break and tab in a string: the text ends the line
+            # alone. A lone surrogate (half an emoji a server cut) can only be inside a
+            # string: written as JSON's escape for it, `\ud83d`, it reads back the same.
+            line = f"{key}\t{tokens}\t{time.time()!r}\t{text}\n".encode(errors="backslashreplace")
+        except (ValueError, TypeError, RecursionError) as e:
+            self.warn(f"claw: warning: a reply was not kept in the call cache: {e}")
+            return
         with self._lock:
             if self._connect() is None:
                 return
@@ -184,7 +205,7 @@ class CallStore:
     def _fold(self) -> None:
         """The journal into calls.db, then emptied: a run of 100,000 jobs keeps neither a
         journal nor an index of it that grows with it. Under the lock. Killed between the
-        two, the next run takes the same lines again (INSERT OR REPLACE)."""
+        two, the next run takes the same lines again (an upsert)."""
         assert self._db is not None and self._journal is not None
         _absorb(self._db, self._journal_path)
         os.ftruncate(self._journal, 0)
@@ -243,9 +264,10 @@ def _absorb(db: sqlite3.Connection, journal: Path) -> None:
     if not rows:
         return
     db.execute("BEGIN IMMEDIATE")
-    db.executemany(
-        "INSERT OR REPLACE INTO calls (key, reply, created, last_used, hits, bytes, tokens) "
-        "VALUES (?, ?, ?, ?, 0, ?, ?)",
+    db.executemany(  # an entry stored again (by -B's twin, or a journal taken twice) keeps its hits
+        "INSERT INTO calls (key, reply, created, last_used, hits, bytes, tokens) "
+        "VALUES (?, ?, ?, ?, 0, ?, ?) ON CONFLICT (key) DO UPDATE SET reply = excluded.reply, "
+        "last_used = excluded.last_used, bytes = excluded.bytes, tokens = excluded.tokens",
         rows,
     )
     db.execute("COMMIT")
@@ -261,6 +283,7 @@ class _Chain:
     last: Message | None
     keys: tuple[Message, ...]
     live: bool = False  # a request of the job was asked of the model: the rest are new too
+    missed: str | None = None  # the key `peek` just found nothing for
     # The last reply, and what the key hashes of it: redacted once, for the store and the key.
     reply: tuple[Message | None, bytes] = (None, b"")
 
@@ -290,12 +313,30 @@ class CachedLLM:
         self._inflight: dict[str, threading.Event] = {}
         self._lock = threading.Lock()
 
+    def peek(self, request: ChatRequest) -> Completion | None:
+        """The reply the cache holds for `request`, without asking the model; None: none.
+        What the tool loop asks before it reserves budget: a replayed turn costs nothing, so
+        a job a budget stopped replays what it paid for. A miss is remembered: `complete`
+        does not look again."""
+        chain = self._chain(request)
+        if chain.live:
+            return None
+        key = self._key(chain, request)
+        found = self._replayed(key)
+        if found is None:
+            chain.missed = key
+        return found
+
     def complete(self, request: ChatRequest, *, deadline: float) -> Completion:
         chain = self._chain(request)
         key = self._key(chain, request)
         # A job that went live asks the cache no more: its requests hold a reply just paid
         # for, which no stored request can (a job it is the twin of follows it, and looks).
-        look = not chain.live
+        look = not chain.live and chain.missed != key
+        chain.missed = None
+        if not _shared(request):  # a sample: the job's own, never a twin's to wait for
+            found = self._replayed(key) if look else None
+            return found if found is not None else self._asked(chain, key, request, deadline)
         while True:
             found = self._replayed(key) if look else None
             if found is not None:
@@ -309,20 +350,24 @@ class CachedLLM:
             _wait(waiter, deadline)  # the same request in flight: its reply, when it comes
             look = True
         try:
-            completion = self.inner.complete(request, deadline=deadline)
-            chain.live = True
-            if cacheable(completion):
-                message = self._redacted(completion.message)
-                chain.reply = (completion.message, self._hashed(message))
-                stored = completion_json(Completion(message, completion.usage, None, ""))
-                stored["finish_reason"] = completion.finish_reason
-                stored["model"] = self.redact(completion.model)
-                self.store.put(key, stored, completion.usage.total_tokens)
-            return completion
+            return self._asked(chain, key, request, deadline)
         finally:
             with self._lock:
                 del self._inflight[key]
             mine.set()
+
+    def _asked(self, chain: _Chain, key: str, request: ChatRequest, deadline: float) -> Completion:
+        """The model's reply, kept when it is a complete answer."""
+        completion = self.inner.complete(request, deadline=deadline)
+        chain.live = True
+        if cacheable(completion):
+            message = self._redacted(completion.message)
+            chain.reply = (completion.message, self._hashed(message))
+            stored = completion_json(Completion(message, completion.usage, None, ""))
+            stored["finish_reason"] = completion.finish_reason
+            stored["model"] = self.redact(completion.model)
+            self.store.put(key, stored, completion.usage.total_tokens)
+        return completion
 
     def _replayed(self, key: str) -> Completion | None:
         data = self.store.get(key)
@@ -355,6 +400,8 @@ class CachedLLM:
             fields = [KEY_VERSION, self.endpoint, request.model, self.day, temperature]
             text = self._tails[tail] = b"\x00" + _compact([*fields, request.sample])
         hasher.update(text)
+        if not _shared(request):  # a sample is its job's: another job's is not its answer
+            hasher.update(b"\x00" + _compact(request.job))
         return str(hasher.hexdigest())
 
     def _chain(self, request: ChatRequest) -> _Chain:
@@ -444,6 +491,13 @@ class CachedLLM:
         digest = b"\x00" + hashlib.sha256(text).digest()
         self._tools = (tools, digest)
         return digest
+
+
+def _shared(request: ChatRequest) -> bool:
+    """Whether the reply is the request's, whichever job asks: at temperature 0 only. At any
+    other (unset: the provider's default, usually 1) a reply is one sample; twins in a run
+    are asked each, and a job replays only its own."""
+    return request.temperature is not None and float(request.temperature) <= 0
 
 
 def _same(a: tuple[ToolSpec, ...], b: tuple[ToolSpec, ...]) -> bool:
@@ -549,10 +603,20 @@ def prune(directory: Path, *, older_than: float | None = None, max_size: int | N
         db.execute("COMMIT")
         if removed:
             db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            db.execute("VACUUM")
+            if _mostly_free(db):  # not every run's end: VACUUM rewrites the whole file
+                db.execute("VACUUM")
     finally:
         db.close()
     return removed
+
+
+VACUUM_FREE = 0.25  # prune gives the space back when this share of calls.db is free pages
+
+
+def _mostly_free(db: sqlite3.Connection) -> bool:
+    pages = db.execute("PRAGMA page_count").fetchone()[0]
+    free = db.execute("PRAGMA freelist_count").fetchone()[0]
+    return bool(pages) and free > pages * VACUUM_FREE
 
 
 def clear(directory: Path) -> int:

@@ -246,13 +246,17 @@ class _Execution:
             Message, ...
         ] = ()  # cassettes and batch ids read them; the call cache the first
         models = self.ctx.models
-        if models.mode.record or models.mode.replay or self._batch:
+        # A cassette replays whatever the daily notes say; the call cache asks anew when
+        # their owner edited them (SystemPrompt.call_key).
+        cassette = models.mode.record or models.mode.replay
+        key_text = system.key_text if cassette else system.call_key
+        if cassette or self._batch:
             keys = (
-                Message("system", _redacted_key(redact, system.key_text)),
+                Message("system", _redacted_key(redact, key_text)),
                 Message("user", redact(key_prompt(self.ctx, p))),
             )
         elif models.caching:  # the task prompt as sent: a prompt that shows the time asks anew
-            keys = (Message("system", _redacted_key(redact, system.key_text)),)
+            keys = (Message("system", _redacted_key(redact, key_text)),)
         loop = self._loop(started, keys)
         shown = _redacted(redact, system.text)
         self.on_event("system", content=shown)

@@ -59,7 +59,9 @@ class Transcript:
             raise TaskFailed(failure)
         if not self._lines or self._fd < 0:
             return
-        data = "".join(self._lines).encode("utf-8")
+        # A lone surrogate (half an emoji a server cut) is only ever inside a JSON string:
+        # written as JSON's escape for it, `\ud83d`, the line stays UTF-8 and reads back.
+        data = "".join(self._lines).encode("utf-8", "backslashreplace")
         self._lines.clear()
         view = memoryview(data)
         try:

@@ -8,6 +8,7 @@ import dataclasses
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -256,7 +257,7 @@ def test_a_changed_tool_result_makes_that_request_and_the_rest_live(
     assert "note 1, changed" in json.dumps(server.requests[4]["messages"])
 
 
-TWINS = """
+SAMPLES = """
     version: 1
     model: fake-model
     tasks:
@@ -265,17 +266,47 @@ TWINS = """
         prompt: "Say hello."
         output: "out/{{ item.stem }}.md"
 """
+TWINS = SAMPLES.replace('prompt: "Say hello."', 'prompt: "Say hello."\n        temperature: 0')
 
 
 def test_identical_requests_in_one_run_are_made_once(
     tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
 ) -> None:
+    """At temperature 0 only: the reply is the request's, whichever job asks."""
     root = make_project(tmp_path / "p", TWINS, {"items/a.txt": "a", "items/b.txt": "b"})
     server.handler = lambda body: text("hello")
     r = claw(root, "run", "-j", "2", "--json", env=env)
     assert r.exit_code == 0, r.stderr
     assert len(server.requests) == 1
     assert (root / "out/a.md").read_text() == (root / "out/b.md").read_text()
+
+
+@pytest.mark.parametrize("temperature", ["", "\n        temperature: 0.9"])
+def test_a_sample_is_never_another_jobs_and_minus_b_asks_every_job_anew(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str], temperature: str
+) -> None:
+    """Unset (the provider's default, usually 1) or above 0: each job's answer is a sample
+    of its own — twins are asked each, and -B gets every job a new one."""
+    clawfile = SAMPLES.replace('prompt: "Say hello."', f'prompt: "Say hello."{temperature}')
+    root = make_project(tmp_path / "p", clawfile, {f"items/{c}.txt": c for c in "abc"})
+    asked = 0
+
+    def haiku(body: dict[str, Any]) -> Reply:
+        nonlocal asked
+        asked += 1
+        return text(f"haiku {asked}")
+
+    server.handler = haiku
+    assert claw(root, "run", "-j", "1", env=env).exit_code == 0
+    outs = {p.read_text() for p in (root / "out").iterdir()}
+    assert (asked, len(outs)) == (3, 3)
+    assert claw(root, "run", "-B", "-j", "1", env=env).exit_code == 0
+    again = {p.read_text() for p in (root / "out").iterdir()}
+    assert (asked, len(again), again & outs) == (6, 3, set())
+    for out in (root / "out").iterdir():  # run again: each job replays its own sample
+        out.unlink()
+    assert claw(root, "run", "-j", "1", env=env).exit_code == 0
+    assert asked == 6 and {p.read_text() for p in (root / "out").iterdir()} == again
 
 
 def test_nothing_secret_reaches_the_cache(
@@ -435,3 +466,155 @@ def test_the_day_is_in_the_key_and_the_daily_notes_are_not(
     tomorrow = {**env, "CLAW_NOW": "2026-11-23T08:00:00+01:00"}
     assert claw(root, "run", env=tomorrow).exit_code == 0  # another day: asked anew
     assert len(server.requests) == 4
+
+
+DIGEST = """
+    version: 1
+    model: fake-model
+    tasks:
+      digest:
+        prompt: "Summarize today's daily notes (they are in your system prompt)."
+        inputs: ["workspace/memory/*.md"]
+        output: digest.md
+"""
+
+
+def test_an_owners_edit_to_todays_note_asks_anew_and_claws_own_entries_do_not(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    note = "workspace/memory/2026-11-22.md"
+    root = make_project(tmp_path / "p", DIGEST, {note: "### 09:00 owner\nplan: ship v1\n"})
+
+    def summary(body: dict[str, Any]) -> Reply:
+        system = body["messages"][0]["content"]
+        return text("plans: " + " | ".join(ln for ln in system.splitlines() if "plan:" in ln))
+
+    server.handler = summary
+    assert claw(root, "run", env=env).exit_code == 0
+    assert "digest · ok" in (root / note).read_text()  # claw's entry, appended
+    (root / "digest.md").unlink()
+    later = {**env, "CLAW_NOW": "2026-11-22T23:30:00+01:00"}
+    assert claw(root, "run", env=later).exit_code == 0  # only claw's entry is new: replayed
+    assert len(server.requests) == 1
+    with (root / note).open("a") as f:
+        f.write("\n### 23:40 owner\nplan: CANCEL v1, ship v2 instead\n")
+    r = claw(root, "run", env=later)
+    assert r.exit_code == 0, r.stderr
+    assert len(server.requests) == 2
+    assert "CANCEL v1" in (root / "digest.md").read_text()
+
+
+PER_DAY = READS.replace(
+    "    tasks:", "    prices:\n      fake-model: {input: 10.0, output: 10.0}\n    tasks:"
+).replace("max_steps: 20", "max_steps: 20\n        budget: {per_day: 0.5}")
+
+
+def test_a_job_a_per_day_budget_stopped_replays_its_paid_turns_when_run_again(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    """A replayed turn costs nothing: the budget, spent, does not stop it."""
+    root = make_project(tmp_path / "p", PER_DAY, NOTES)
+    handle = turns(8)
+
+    def costly(body: dict[str, Any]) -> Reply:  # $0.10 a turn: the day's $0.50 buys 5
+        return dataclasses.replace(handle(body), usage=(10000, 0, 0))
+
+    server.handler = costly
+    r = claw(root, "run", env=env)
+    assert r.exit_code == 3 and "per_day" in r.stderr, r.stderr
+    paid = len(server.requests)
+    assert paid == 5
+    later = {**env, "CLAW_NOW": "2026-11-22T23:55:00+01:00"}
+    r = claw(root, "run", "--json", env=later)
+    assert r.exit_code == 3 and "per_day" in r.stderr, r.stderr
+    assert len(server.requests) == paid  # nothing paid
+    (job,) = json.loads(r.stdout)["jobs"]
+    assert job["saved_tokens"] == paid * 10000  # every paid turn replayed before the stop
+    assistant = [e for e in transcript_events(root) if e["type"] == "assistant"]
+    assert len(assistant) == paid and all(e["replayed"] for e in assistant)
+
+
+ONE = """
+    version: 1
+    model: fake-model
+    tasks:
+      one:
+        prompt: "Say it."
+        output: out.md
+"""
+
+
+@pytest.mark.parametrize("flags", [[], ["--no-cache"]])
+def test_a_reply_with_half_an_emoji_is_written_with_a_replacement_character(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str], flags: list[str]
+) -> None:
+    """A lone surrogate (`\\ud83d`, an emoji a server cut in two) crashed the run."""
+    root = make_project(tmp_path / "p", ONE)
+    server.handler = lambda body: text("half an emoji: \ud83d end")
+    r = claw(root, "run", *flags, env=env)
+    assert r.exit_code == 0, r.stderr
+    assert (root / "out.md").read_text() == "half an emoji: \ufffd end\n"
+    shown = claw(root, "show", "last", "one", env=env)
+    assert shown.exit_code == 0 and "half an emoji: \ufffd end" in shown.stdout, shown.stderr
+    (root / "out.md").unlink()
+    assert claw(root, "run", *flags, env=env).exit_code == 0
+    assert len(server.requests) == (2 if flags else 1)  # kept in the cache, and replayed
+    assert (root / "out.md").read_text() == "half an emoji: \ufffd end\n"
+
+
+def test_a_damaged_cache_database_is_a_usage_error_for_stats_and_prune(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    root = make_project(tmp_path / "p", READS, NOTES)
+    (root / ".claw/cache").mkdir(parents=True)
+    (root / ".claw/cache/calls.db").write_bytes(b"not a database at all" * 100)
+    for args in (("stats",), ("stats", "--json"), ("prune",), ("prune", "--max-size", "1M")):
+        r = cache_cli(root, *args)
+        assert r.exit_code == 2, (args, r.stderr)
+        assert str(root / ".claw/cache/calls.db") in r.stderr, r.stderr
+        assert "`claw cache clear`" in r.stderr and "unexpected" not in r.stderr, r.stderr
+    assert cache_cli(root, "clear").exit_code == 0
+    assert cache_cli(root, "stats").exit_code == 0
+
+
+def test_one_unreadable_entry_is_asked_again_and_the_cache_stays_on(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    root = make_project(tmp_path / "p", READS, NOTES)
+    server.handler = turns(3)
+    assert claw(root, "run", env=env).exit_code == 0
+    db = sqlite3.connect(root / ".claw/cache/calls.db")
+    with db:  # the last turn's entry, damaged
+        db.execute(
+            "UPDATE calls SET reply = '{\"message\":' WHERE created = (SELECT MAX(created) "
+            "FROM calls)"
+        )
+    db.close()
+    (root / "out.md").unlink()
+    r = claw(root, "run", env=env)
+    assert r.exit_code == 0 and "warning" not in r.stderr, r.stderr
+    assert len(server.requests) == 3 + 1  # two turns replayed, the damaged one asked again
+    (root / "out.md").unlink()
+    assert claw(root, "run", env=env).exit_code == 0  # and stored anew: all three replayed
+    assert len(server.requests) == 4
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ("{enabled: false}", "unknown key 'enabled' under cache: expected `cache: false`"),
+        ('"off"', "cache: expected `cache: false` (no call cache) or `cache: {max_size: 2G}`"),
+        ("[1]", "got a list"),
+        ("{max_size: lots}", "cache: max_size: expected a size such as 512M"),
+    ],
+)
+def test_a_bad_cache_setting_names_the_forms_it_may_take(
+    tmp_path: Path, value: str, said: str
+) -> None:
+    root = make_project(
+        tmp_path / "p", READS.replace("    tasks:", f"    cache: {value}\n    tasks:")
+    )
+    r = claw(root, "validate")
+    assert r.exit_code == 2 and said in r.stderr, r.stderr
+    assert "cache.bool" not in r.stderr and "valid keys: )" not in r.stderr, r.stderr
+    assert r.stderr.count("\n") == 1, r.stderr  # one problem, said once
