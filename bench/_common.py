@@ -42,6 +42,21 @@ def scratch() -> Iterator[str]:
     yield tempfile.mkdtemp(dir=_SCRATCH[0])
 
 
+def example_project(root: Path) -> Path:
+    """A copy of this repository's example project (clawfile, prompts, skills, workspace),
+    without what its runs wrote: reports, tickets, the developer's own daily notes."""
+    root.mkdir(parents=True)
+    for rel in ("clawfile.yaml", "prompts", "skills", "workspace"):
+        source = REPO / rel
+        if source.is_dir():
+            shutil.copytree(source, root / rel, ignore=shutil.ignore_patterns("reports", "tickets"))
+        else:
+            shutil.copy(source, root / rel)
+    for note in (root / "workspace/memory").glob("*.md"):
+        note.unlink()
+    return root
+
+
 def median(values: Sequence[float]) -> float:
     return statistics.median(values)
 

@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -46,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from _common import REPO, machine, scratch, table, use_repo
+from _common import REPO, example_project, machine, scratch, table, use_repo
 
 use_repo()
 sys.path.insert(0, str(REPO / "scripts"))
@@ -83,15 +82,7 @@ def _pair(usage: Usage) -> tuple[int, int]:
 
 def example(root: Path, items: int) -> Path:
     """The example project with `items` messages in its inbox."""
-    root.mkdir(parents=True)
-    for rel in ("clawfile.yaml", "prompts", "skills", "workspace"):
-        source = REPO / rel
-        if source.is_dir():
-            shutil.copytree(source, root / rel, ignore=shutil.ignore_patterns("reports", "tickets"))
-        else:
-            shutil.copy(source, root / rel)
-    for note in (root / "workspace/memory").glob("*.md"):
-        note.unlink()
+    example_project(root)
     inbox = root / "workspace/inbox"
     messages = [(path.stem, path.read_bytes()) for path in sorted(inbox.glob("*.txt"))]
     for path in inbox.glob("*.txt"):

