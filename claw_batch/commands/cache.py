@@ -39,11 +39,11 @@ def stats(as_json: bool, directory: Path | None, file: Path | None) -> int:
       claw cache stats
       claw cache stats --json
     """
-    from claw_batch.llm import callcache
+    from claw_batch.llm import callstore
 
-    where = callcache.cache_dir(load(directory, file).root)
+    where = callstore.cache_dir(load(directory, file).root)
     with _readable(where):
-        s = callcache.stats(where)
+        s = callstore.stats(where)
     if as_json:
         fields = {
             "entries": s.entries,
@@ -90,7 +90,7 @@ def prune(
       claw cache prune --max-size 500M
     """
     from claw_batch.clock import now_for_run
-    from claw_batch.llm import callcache
+    from claw_batch.llm import callstore
     from claw_batch.run.lock import ProjectLock
     from claw_batch.store import history
 
@@ -107,9 +107,9 @@ def prune(
     limit = _parse_size(max_size) if max_size is not None else None
     if age is None and limit is None:
         limit = project.config.cache.max_size
-    where = callcache.cache_dir(project.root)
+    where = callstore.cache_dir(project.root)
     with ProjectLock(project.root, argv="claw cache prune"), _readable(where):
-        removed = callcache.prune(where, older_than=age, max_size=limit)
+        removed = callstore.prune(where, older_than=age, max_size=limit)
     click.echo(f"claw: removed {removed:,} cached repl{'y' if removed == 1 else 'ies'}", err=True)
     return 0
 
@@ -126,12 +126,12 @@ def clear(directory: Path | None, file: Path | None) -> int:
     Examples:
       claw cache clear
     """
-    from claw_batch.llm import callcache
+    from claw_batch.llm import callstore
     from claw_batch.run.lock import ProjectLock
 
     project = load(directory, file)
     with ProjectLock(project.root, argv="claw cache clear"):
-        removed = callcache.clear(callcache.cache_dir(project.root))
+        removed = callstore.clear(callstore.cache_dir(project.root))
     click.echo(f"claw: removed {removed:,} cached repl{'y' if removed == 1 else 'ies'}", err=True)
     return 0
 

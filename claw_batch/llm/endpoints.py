@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from claw_batch.llm.base import LLM
     from claw_batch.llm.batch import BatchLLM, BatchRun
     from claw_batch.llm.breaker import Breaker
-    from claw_batch.llm.callcache import CallStore
+    from claw_batch.llm.callstore import CallStore
     from claw_batch.llm.messages import ChatRequest, Completion
     from claw_batch.llm.workers import Pool
 
@@ -209,7 +209,7 @@ class Models:
         if calls is None:
             return
         calls.close()
-        from claw_batch.llm.callcache import prune
+        from claw_batch.llm.callstore import prune
 
         try:
             prune(calls.directory, max_size=max_size)
@@ -253,7 +253,8 @@ class Models:
 
     def _cached(self, llm: LLM, provider_name: str) -> LLM:
         """`llm` answering from the call cache what it holds (called under the lock)."""
-        from claw_batch.llm.callcache import CachedLLM, CallStore, endpoint_identity
+        from claw_batch.llm.callcache import CachedLLM, endpoint_identity
+        from claw_batch.llm.callstore import CallStore
 
         assert self.cache_dir is not None
         if self.calls is None:

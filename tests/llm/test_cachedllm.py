@@ -10,13 +10,8 @@ from pathlib import Path
 import pytest
 
 from claw_batch.errors import LimitExceeded
-from claw_batch.llm.callcache import (
-    CachedLLM,
-    CallStore,
-    cacheable,
-    endpoint_identity,
-    prune,
-)
+from claw_batch.llm.callcache import CachedLLM, cacheable, endpoint_identity
+from claw_batch.llm.callstore import CallStore, prune
 from claw_batch.llm.messages import ChatRequest, Completion, Message, Usage
 
 ANSWER = Completion(Message("assistant", "hello"), Usage(10, 5, 0), "stop", "m")
