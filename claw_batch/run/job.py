@@ -89,6 +89,8 @@ def run_job(
             read_outside(job)
     duration = round(time.monotonic() - started, 3)
     outcome, status, reason, error = _ended(transcript, attempt, duration, run.redact)
+    if status == "failed" and error and _all_replayed(sink):
+        error += REPLAYED_FAILURE
     result = JobResult(
         job=job,
         status=status,
@@ -130,6 +132,17 @@ def _taint(run: RunContext, p: Prepared, run_id: str) -> JobTaint:
 
 
 Attempt = tuple["Outcome | None", Status, "str | None", "str | None"]
+
+
+# A failed job that paid for nothing: the call cache answered every turn as it did before.
+REPLAYED_FAILURE = (
+    " (every model turn replayed from the call cache, as the run before got them: "
+    "`claw run -B` asks the model anew)"
+)
+
+
+def _all_replayed(sink: JobSink) -> bool:
+    return bool(sink.saved_tokens) and not (sink.usage.prompt_tokens + sink.usage.completion_tokens)
 
 
 def _sampled(run: RunContext, p: Prepared) -> bool:

@@ -618,3 +618,24 @@ def test_a_bad_cache_setting_names_the_forms_it_may_take(
     assert r.exit_code == 2 and said in r.stderr, r.stderr
     assert "cache.bool" not in r.stderr and "valid keys: )" not in r.stderr, r.stderr
     assert r.stderr.count("\n") == 1, r.stderr  # one problem, said once
+
+
+def test_a_failure_every_turn_of_which_was_replayed_says_how_to_ask_anew(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    """The same requests get the same answers: a job whose answer failed its check fails
+    again, for free. The message says so, and -B asks the model anew."""
+    declared = READS.replace("output: out.md", "output: out.md\n        outputs: [extra.md]")
+    root = make_project(tmp_path / "p", declared, NOTES)
+    server.handler = turns(2)
+    r = claw(root, "run", env=env)
+    assert r.exit_code == 1 and "extra.md" in r.stderr, r.stderr
+    assert "-B" not in r.stderr  # it was paid: the model was asked
+    r = claw(root, "run", "--json", env=env)
+    assert r.exit_code == 1 and len(server.requests) == 2, r.stderr
+    (job,) = json.loads(r.stdout)["jobs"]
+    assert "replayed from the call cache" in job["error"] and "claw run -B" in job["error"]
+    assert "claw run -B" in r.stderr
+    r = claw(root, "run", "-B", env=env)
+    assert r.exit_code == 1 and len(server.requests) == 4
+    assert "replayed from the call cache" not in r.stderr

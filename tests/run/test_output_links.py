@@ -19,6 +19,7 @@ import pytest
 from fake_openai import FakeOpenAI, call, text, tool_calls
 from helpers import claw, make_project
 
+from claw_batch.run.job import REPLAYED_FAILURE
 from claw_batch.sandbox import bubblewrap as sandbox
 
 UNAVAILABLE = sandbox.unavailable(os.geteuid() == 0)
@@ -90,9 +91,9 @@ def test_an_extra_output_linked_out_fails_the_job(
         else "refused: writing out/extra.txt (resolves to clawfile.yaml) is not permitted; "
         "this task may write only: out/report.md, out/extra.txt"
     )
-    for _ in range(2):  # and the next run is not up to date: the job runs (and fails) again
+    for replayed in ("", REPLAYED_FAILURE):  # the next run is not up to date: it fails again
         job = run(root, server, command)
-        assert (job["status"], job["error"]) == ("failed", f"output out/extra.txt: {why}")
+        assert (job["status"], job["error"]) == ("failed", f"output out/extra.txt: {why}{replayed}")
     assert len(server.requests) == 2  # the second run replayed the first's (the call cache)
     assert not (root / "out/report.md").exists()  # the job's own output was not written
     with sqlite3.connect(root / ".claw" / "state.db") as db:
