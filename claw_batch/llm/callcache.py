@@ -31,7 +31,7 @@ import hashlib
 import json
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -41,7 +41,13 @@ from claw_batch.errors import LimitExceeded
 from claw_batch.llm.base import LLM
 from claw_batch.llm.callstore import CallStore
 from claw_batch.llm.messages import ChatRequest, Completion, Message, ToolCall, ToolSpec
-from claw_batch.llm.replyjson import completion_from_json, completion_json, message_json, redacted
+from claw_batch.llm.replyjson import (
+    completion_from_json,
+    completion_json,
+    message_json,
+    redacted,
+    tools_json,
+)
 
 KEY_VERSION = 2  # a new canonical form: a new number, and the old entries are never found
 NOT_KEPT = frozenset({"length", "content_filter", "refusal"})  # finish reasons
@@ -269,19 +275,7 @@ class CachedLLM:
         known = self._tools  # the jobs of a task are handed the same specs (Tool.spec)
         if known is not None and _same(known[0], tools):
             return known[1]
-        text = _compact(
-            redacted(
-                [
-                    {
-                        "name": t.name,
-                        "description": t.description,
-                        "parameters": _plain(t.parameters),
-                    }
-                    for t in tools
-                ],
-                self.redact,
-            )
-        )
+        text = _compact(redacted(tools_json(tools), self.redact))
         digest = b"\x00" + hashlib.sha256(text).digest()
         self._tools = (tools, digest)
         return digest
@@ -296,14 +290,6 @@ def _shared(request: ChatRequest) -> bool:
 
 def _same(a: tuple[ToolSpec, ...], b: tuple[ToolSpec, ...]) -> bool:
     return a is b or (len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True)))
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
 
 
 def _compact(value: Any) -> bytes:

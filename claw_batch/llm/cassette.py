@@ -16,7 +16,7 @@ import hashlib
 import json
 import re
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,13 @@ from typing import Any
 from claw_batch.errors import ReplayMismatch
 from claw_batch.llm.base import LLM
 from claw_batch.llm.messages import ChatRequest, Completion
-from claw_batch.llm.replyjson import completion_from_json, completion_json, message_json, redacted
+from claw_batch.llm.replyjson import (
+    completion_from_json,
+    completion_json,
+    message_json,
+    redacted,
+    tools_json,
+)
 from claw_batch.safety.atomic import write_atomic
 
 VERSION = 1
@@ -47,10 +53,7 @@ def canonical_request(request: ChatRequest) -> dict[str, Any]:
     return {
         "model": request.model,
         "messages": [message_json(m) for m in messages],
-        "tools": [
-            {"name": t.name, "description": t.description, "parameters": _plain(t.parameters)}
-            for t in request.tools
-        ],
+        "tools": tools_json(request.tools),
         # 0 from YAML and 0.0 from elsewhere are the same setting.
         "temperature": None if request.temperature is None else float(request.temperature),
     }
@@ -224,14 +227,6 @@ def _show(value: Any) -> str:
         return "(absent)"
     text = json.dumps(value, ensure_ascii=False, sort_keys=True)
     return text if len(text) <= EXCERPT else text[:EXCERPT] + "..."
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
 
 
 def _compact(data: dict[str, Any]) -> str:

@@ -1,12 +1,13 @@
-"""Messages and completions as JSON, and every string of a JSON value redacted: the forms
-cassettes (llm.cassette) and the call cache (llm.callcache) store and key by."""
+"""Messages, tool schemas and completions as JSON, and every string of a JSON value
+redacted: the forms cassettes (llm.cassette) and the call cache (llm.callcache) store and
+key by."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from claw_batch.llm.messages import Completion, Message, ToolCall, Usage
+from claw_batch.llm.messages import Completion, Message, ToolCall, ToolSpec, Usage
 
 
 def redacted(value: Any, redact: Callable[[str], str]) -> Any:
@@ -59,3 +60,19 @@ def completion_from_json(data: dict[str, Any]) -> Completion:
     )
     usage = Usage(**data["usage"])
     return Completion(message, usage, data["finish_reason"], data["model"])
+
+
+def tools_json(tools: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:
+    """The tools as a request's key holds them (their parameters as plain dicts and lists)."""
+    return [
+        {"name": t.name, "description": t.description, "parameters": _plain(t.parameters)}
+        for t in tools
+    ]
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +78,39 @@ def env(server: FakeOpenAI) -> dict[str, str]:
 
 def lines_batched(server: FakeOpenAI) -> int:
     return sum(b["request_counts"]["total"] for b in server.batch.batches.values())
+
+
+def claw_child(
+    root: Path,
+    env: dict[str, str],
+    *args: str,
+    stderr: int = subprocess.DEVNULL,
+    text: bool = False,
+    own_group: bool = True,
+) -> subprocess.Popen[Any]:
+    """`claw run ARGS` as a child process; `own_group`: in a process group of its own, so
+    that `killed` takes the run and whatever it started."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "claw_batch", "run", *args],
+        cwd=root,
+        env={**os.environ, **env},
+        stdout=subprocess.DEVNULL,
+        stderr=stderr,
+        text=text,
+        start_new_session=own_group,
+    )
+
+
+def killed(child: subprocess.Popen[Any]) -> None:
+    os.killpg(child.pid, signal.SIGKILL)
+    child.communicate()
+
+
+def until(server: FakeOpenAI, child: subprocess.Popen[Any], done: Callable[[], bool]) -> None:
+    """Until `done()`, the child still running."""
+    while not done():
+        assert child.poll() is None
+        server.batch.created_event.wait(0.05)
 
 
 def test_batch_runs_a_fan_out_and_a_multi_turn_job_in_rounds(
@@ -223,22 +256,12 @@ def test_a_run_killed_while_polling_resumes_without_a_second_upload(
 ) -> None:
     server.batch.held = True
     root = make_project(tmp_path / "p", FAN_OUT, ONE)
-    child = subprocess.Popen(
-        [sys.executable, "-m", "claw_batch", "run", "triage", "--batch"],
-        cwd=root,
-        env={**os.environ, **env},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
+    child = claw_child(root, env, "triage", "--batch")
     try:
         assert server.batch.created_event.wait(HANG)
-        while server.batch.retrieves == 0:  # it polls: the batch id is journalled
-            assert child.poll() is None
-            server.batch.created_event.wait(0.05)
+        until(server, child, lambda: server.batch.retrieves > 0)  # polled: its id journalled
     finally:
-        os.killpg(child.pid, signal.SIGKILL)
-        child.communicate()
+        killed(child)
     assert (server.batch.uploads, server.batch.created) == (1, 1)
     server.batch.held = False
     r = claw(root, "run", "triage", "--batch", env=env)
@@ -253,19 +276,12 @@ def test_ctrl_c_while_waiting_leaves_the_batch_running_and_says_so(
 ) -> None:
     server.batch.held = True
     root = make_project(tmp_path / "p", FAN_OUT, ONE)
-    child = subprocess.Popen(
-        [sys.executable, "-m", "claw_batch", "run", "triage", "--batch"],
-        cwd=root,
-        env={**os.environ, **env},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
+    child = claw_child(
+        root, env, "triage", "--batch", stderr=subprocess.PIPE, text=True, own_group=False
     )
     try:
         assert server.batch.created_event.wait(HANG)
-        while server.batch.retrieves == 0:
-            assert child.poll() is None
-            server.batch.created_event.wait(0.05)
+        until(server, child, lambda: server.batch.retrieves > 0)
         child.send_signal(signal.SIGINT)
         _, stderr = child.communicate(timeout=HANG)
     finally:
@@ -342,19 +358,11 @@ def test_a_run_killed_while_creating_its_batch_never_uploads_again(
     server.batch.create_gate = threading.Event()
     server.batch.create_first = made
     root = make_project(tmp_path / "p", FAN_OUT, ONE)
-    child = subprocess.Popen(
-        [sys.executable, "-m", "claw_batch", "run", "triage", "--batch"],
-        cwd=root,
-        env={**os.environ, **env},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    child = claw_child(root, env, "triage", "--batch")
     try:
         assert server.batch.creating.wait(HANG)  # uploaded, and creating its batch
     finally:
-        os.killpg(child.pid, signal.SIGKILL)
-        child.communicate()
+        killed(child)
         gate, server.batch.create_gate = server.batch.create_gate, None
         gate.set()
     assert (server.batch.uploads, server.batch.created) == (1, int(made))
@@ -471,21 +479,11 @@ def test_a_job_killed_in_its_second_round_pays_its_first_round_once(
 
     server.handler = holding
     root = make_project(tmp_path / "p", FAN_OUT, ONE)
-    child = subprocess.Popen(
-        [sys.executable, "-m", "claw_batch", "run", "digest", "--batch"],
-        cwd=root,
-        env={**os.environ, **env},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    child = claw_child(root, env, "digest", "--batch")
     try:
-        while server.batch.created < 2 or server.batch.retrieves < 3:  # batch 2 polled
-            assert child.poll() is None
-            server.batch.created_event.wait(0.05)
+        until(server, child, lambda: server.batch.created >= 2 and server.batch.retrieves >= 3)
     finally:
-        os.killpg(child.pid, signal.SIGKILL)
-        child.communicate()
+        killed(child)
     assert (server.batch.uploads, server.batch.created) == (2, 2)
     server.handler = answer
     finish_held_batches(server)
@@ -601,19 +599,11 @@ def test_a_file_the_provider_dropped_before_its_batch_was_made_is_uploaded_anew(
     the next run's create is refused for good, and the requests go in a new file."""
     server.batch.create_gate = threading.Event()
     root = make_project(tmp_path / "p", FAN_OUT, ONE)
-    child = subprocess.Popen(
-        [sys.executable, "-m", "claw_batch", "run", "triage", "--batch"],
-        cwd=root,
-        env={**os.environ, **env},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    child = claw_child(root, env, "triage", "--batch")
     try:
         assert server.batch.creating.wait(HANG)
     finally:
-        os.killpg(child.pid, signal.SIGKILL)
-        child.communicate()
+        killed(child)
         gate, server.batch.create_gate = server.batch.create_gate, None
         gate.set()
     server.batch.files.clear()  # expired, or deleted
@@ -668,13 +658,16 @@ def test_ctrl_c_while_the_run_submits_its_last_requests_ends_it_in_the_ledger(
 
     server.batch.post = stalled  # type: ignore[method-assign]
     root = make_project(tmp_path / "p", FAN_OUT, ONE)
-    child = subprocess.Popen(
-        [sys.executable, "-m", "claw_batch", "run", "triage", "--batch", "--batch-wait", "1s"],
-        cwd=root,
-        env={**os.environ, **env},
-        stdout=subprocess.DEVNULL,
+    child = claw_child(
+        root,
+        env,
+        "triage",
+        "--batch",
+        "--batch-wait",
+        "1s",
         stderr=subprocess.PIPE,
         text=True,
+        own_group=False,
     )
     try:
         assert uploading.wait(HANG)
