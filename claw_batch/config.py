@@ -229,6 +229,40 @@ class CallCache:
 
 
 @dataclass(frozen=True)
+class McpServer:
+    """An entry of `mcp_servers:`: a stdio server claw starts (`command`), or a streamable
+    HTTP one it connects to (`url`). Exactly one of the two is set."""
+
+    command: tuple[str, ...] = ()
+    url: str | None = None
+    headers_env: Mapping[str, str] = field(default_factory=dict)  # header -> env var name
+    env: tuple[str, ...] = ()  # environment variables the server process gets
+    network: bool = False  # a stdio server's sandbox keeps the network
+    read_only: bool = False  # its tools stay with a job that read outside content
+    timeout: float = 60.0  # seconds for one tool call (and the job's own timeout bounds it)
+    startup_timeout: float = 30.0  # seconds to start and answer the handshake
+    definition: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def kind(self) -> str:
+        return "http" if self.url is not None else "stdio"
+
+    @classmethod
+    def of(cls, data: JsonDict) -> McpServer:
+        return cls(
+            command=_strs(data.get("command")),
+            url=data.get("url"),
+            headers_env=dict(data.get("headers_env") or {}),
+            env=_strs(data.get("env")),
+            network=data.get("network", False),
+            read_only=data.get("read_only", False),
+            timeout=data.get("timeout", 60.0),
+            startup_timeout=data.get("startup_timeout", 30.0),
+            definition=data,
+        )
+
+
+@dataclass(frozen=True)
 class Clawfile:
     tasks: Mapping[str, Task]
     model: str = "gpt-4o-mini"
@@ -239,6 +273,7 @@ class Clawfile:
     prices: Mapping[str, Price] = field(default_factory=dict)
     budget: Budget | None = None  # the clawfile-wide per_day / per_week cap
     cache: CallCache = CallCache()
+    mcp_servers: Mapping[str, McpServer] = field(default_factory=dict)
 
     @functools.cached_property
     def untrusted(self) -> tuple[str, ...]:
@@ -271,6 +306,7 @@ class Clawfile:
             prices={n: Price.of(p) for n, p in data["prices"].items()},
             budget=Budget.of(data["budget"]),
             cache=CallCache.of(data.get("cache", True)),  # .get: a document kept by an older claw
+            mcp_servers={n: McpServer.of(m) for n, m in (data.get("mcp_servers") or {}).items()},
         )
 
 

@@ -26,6 +26,7 @@ LAYERS = (
     "skills",
     "taint",
     "sandbox",
+    "mcp",
     "tools",
     "agent",
     "plan",

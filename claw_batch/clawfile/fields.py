@@ -18,6 +18,7 @@ from pydantic import AfterValidator, BeforeValidator
 from pydantic_core import PydanticCustomError
 
 from claw_batch.clawfile.fielderrors import describe
+from claw_batch.mcp import names
 from claw_batch.safety.paths import STATE_DIR
 from claw_batch.toolnames import GRANTABLE_TOOLS, READ_ONLY_TOOLS, TOOL_NAMES
 
@@ -50,6 +51,13 @@ def _name(name: str) -> str:
 
 
 def _tool(name: str) -> str:
+    if names.is_mcp(name):
+        try:
+            server, _ = names.split(name)
+        except ValueError as e:
+            raise refuse(str(e)) from None
+        _name(server)
+        return name
     if name not in TOOL_NAMES:
         raise refuse(f"unknown tool {name!r} (known: {', '.join(TOOL_NAMES)})")
     return name

@@ -131,6 +131,25 @@ def _cache(value: object) -> object:
     raise refuse(f"expected {CACHE_FORMS}, got {describe(value)}")
 
 
+class McpServerModel(_Strict):
+    """An entry of `mcp_servers:`: `command:` (stdio, started in the sandbox) or `url:`
+    (streamable HTTP), not both."""
+
+    command: Annotated[list[str], Field(min_length=1)] | None = None
+    url: HttpUrl | None = None
+    headers_env: dict[str, EnvName] = {}
+    env: PassedEnvNames = []
+    network: bool = False
+    read_only: bool = False
+    timeout: PositiveFloat = 60.0
+    startup_timeout: PositiveFloat = 30.0
+
+    refused_keys: ClassVar[dict[str, str]] = {
+        "headers": "literal headers are refused (they carry secrets): name the environment "
+        "variable that holds each one with headers_env: {Authorization: TRACKER_TOKEN}",
+    }
+
+
 class ProjectBudgetModel(_Strict):
     """The clawfile-wide cap: all tasks together."""
 
@@ -211,6 +230,7 @@ class ClawfileModel(_Strict):
     prices: Annotated[dict[str, PriceModel], OrEmpty] = {}
     budget: ProjectBudgetModel | None = None
     cache: Annotated[bool | CacheModel, BeforeValidator(_cache)] = True
+    mcp_servers: Annotated[dict[Name, McpServerModel], OrEmpty] = {}
 
 
 @dataclass(frozen=True)

@@ -202,7 +202,7 @@ def test_unknown_key_without_a_close_one_lists_the_valid_keys(tmp_path: Path) ->
     """
     assert error(tmp_path, clawfile) == (
         "clawfile.yaml:1: unknown key 'colour' (valid keys: version, model, workspace, "
-        "providers, defaults, default, tasks, prices, budget, cache)"
+        "providers, defaults, default, tasks, prices, budget, cache, mcp_servers)"
     )
 
 
