@@ -8,9 +8,10 @@ import difflib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from claw_batch.clawfile import templates
+from claw_batch.clawfile import mcpchecks, templates
 from claw_batch.clawfile.yamlsource import Problem, YamlSource
 from claw_batch.config import KeyPath, Project, provider_keys
+from claw_batch.mcp import names
 from claw_batch.safety import control
 
 if TYPE_CHECKING:
@@ -33,6 +34,7 @@ def check(config: Clawfile, source: YamlSource, root: Path, *, names: list[str])
     problems += _providers(config, source)
     problems += _usd_limits(config, source)
     problems += _passed_keys(config, source)
+    problems += mcpchecks.check(config, source)
     for name, task in config.tasks.items():
         problems += _bash(name, task, source)
         problems += _grants(name, task, source)
@@ -178,7 +180,7 @@ def _grants(name: str, task: Task, source: YamlSource) -> list[Problem]:
             "there is nothing to grant",
         )
         for index, tool in enumerate(task.untrusted_allow)
-        if tool not in tools
+        if tool not in tools and not names.is_mcp(tool)  # mcpchecks says more of those
     ]
 
 
