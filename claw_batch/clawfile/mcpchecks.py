@@ -71,6 +71,8 @@ def _entry(
             )
         ]
     if not server.command and server.url is None:
+        if "command" in written or "url" in written:
+            return []  # refused by validation already
         return [
             source.problem(
                 at,
@@ -140,39 +142,46 @@ def _loopback(url: str) -> bool:
 
 def _references(config: Clawfile, source: YamlSource) -> list[Problem]:
     """Every server `tools:` (of a task or `defaults:`) and `untrusted.allow` name is
-    declared; a grant names a tool its task has. A server whose entry failed validation is
-    declared still: it is not reported twice."""
+    declared; a grant names a tool its task has. The lists are read as written, so that a
+    name is checked even when another of its list failed validation; a server whose entry
+    failed is declared still: it is not reported twice."""
     declared = [str(n) for n in source.data.get("mcp_servers") or {}]
     found: dict[KeyPath, Problem] = {}  # a default's problem once, not once per task
 
-    def undeclared(at: KeyPath, tools: Iterable[str]) -> None:
-        for index, tool in enumerate(tools):
-            server = _server(tool)
+    def undeclared(at: KeyPath, tools: object) -> None:
+        for index, tool in enumerate(tools if isinstance(tools, list) else []):
+            server = _server(tool) if isinstance(tool, str) else None
             if server is not None and server not in declared:
-                found.setdefault(
-                    (*at, index), source.problem((*at, index), _unknown(server, declared))
-                )
+                problem = source.problem((*at, index), _unknown(server, declared))
+                found.setdefault((*at, index), problem)
 
     defaults = source.data.get("defaults")
-    if isinstance(defaults, dict) and isinstance(defaults.get("tools"), list):
-        undeclared(("defaults", "tools"), [t for t in defaults["tools"] if isinstance(t, str)])
+    if isinstance(defaults, dict):
+        undeclared(("defaults", "tools"), defaults.get("tools"))
     for name, task in config.tasks.items():
-        undeclared(_where(source, name, "tools"), task.tool_names)
+        written = source.data["tasks"][name]
+        undeclared(("tasks", name, "tools"), written.get("tools"))
         allow: KeyPath = ("tasks", name, "untrusted", "allow")
-        undeclared(allow, task.untrusted_allow)
+        undeclared(allow, list(task.untrusted_allow))
+        if not _tools_kept(source, name, task.tool_names):
+            continue  # what the task has is not known: its tools: failed validation
         offered = task.offered_tools
         for index, tool in enumerate(task.untrusted_allow):
-            server = _server(tool)
-            if server in declared and not _covers(offered, tool):
-                found.setdefault(
-                    (*allow, index),
-                    source.problem(
-                        (*allow, index),
-                        f"{tool} is not one of this task's tools ({', '.join(offered) or 'none'}"
-                        "): there is nothing to grant",
-                    ),
+            if _server(tool) in declared and not _covers(offered, tool):
+                message = (
+                    f"{tool} is not one of this task's tools ({', '.join(offered) or 'none'}): "
+                    "there is nothing to grant"
                 )
+                found.setdefault((*allow, index), source.problem((*allow, index), message))
     return list(found.values())
+
+
+def _tools_kept(source: YamlSource, task: str, tools: tuple[str, ...]) -> bool:
+    """Whether the task's `tools:` (its own, or that of `defaults:`) passed validation."""
+    at = _where(source, task, "tools")
+    written = source.data["tasks"][task] if at[0] == "tasks" else source.data.get("defaults")
+    raw = written.get("tools") if isinstance(written, dict) else None
+    return raw is None or (isinstance(raw, list) and set(tools) <= set(raw))
 
 
 def _unknown(server: str, declared: list[str]) -> str:

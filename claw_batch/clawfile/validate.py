@@ -289,7 +289,7 @@ def _validate(source: YamlSource) -> tuple[ClawfileModel | None, list[Problem]]:
         errors = exc.errors()
         problems = fielderrors.problems(exc, ClawfileModel, source)
     rest = copy.deepcopy(source.data)
-    for error in errors:
+    for error in sorted(errors, key=_depth, reverse=True):  # a key before its mapping
         if not _drop(rest, error):
             return None, problems
     try:
@@ -299,7 +299,11 @@ def _validate(source: YamlSource) -> tuple[ClawfileModel | None, list[Problem]]:
 
 
 # How deep in the document a failed key is dropped: `tasks.a.tools[1]` -> `tasks.a.tools`.
-_DROP_DEPTH = {"tasks": 3, "providers": 3, "defaults": 2, "prices": 2, "mcp_servers": 2}
+_DROP_DEPTH = {"tasks": 3, "providers": 3, "defaults": 2, "prices": 2, "mcp_servers": 3}
+
+
+def _depth(error: ErrorDetails) -> int:
+    return sum(part != "[key]" for part in error["loc"])
 
 
 def _drop(data: dict[str, Any], error: ErrorDetails) -> bool:
