@@ -45,6 +45,8 @@ def check(config: Clawfile, source: YamlSource, root: Path, *, names: list[str])
 def control_warnings(project: Project, source: YamlSource) -> list[Problem]:
     """Each task that names a control file explicitly, and so may rewrite what decides what
     later runs do (or names one no task may write: that grants nothing)."""
+    from claw_batch.plan import overlap
+
     ctl = control.of(project)
     found: dict[KeyPath, Problem] = {}
     for name, task in project.config.tasks.items():
@@ -56,6 +58,12 @@ def control_warnings(project: Project, source: YamlSource) -> list[Problem]:
         places += [(_where(source, name, "output"), task.output or "")]
         places += [((*_where(source, name, "outputs"), i), o) for i, o in enumerate(task.outputs)]
         for at, path in places:
+            reads = at[-2] == "write"  # a write glob; else an output template
+            nfa = overlap.reads(path) if reads else overlap.writes(path, name)
+            code = mcpchecks.code_warning(path, nfa, ctl.code, project.root) if path else None
+            if code is not None:
+                found.setdefault(at, source.problem(at, code))
+                continue
             folder = path.endswith("/") or (project.root / path).is_dir()
             literal = control.clean(path) in named or folder
             hit = ctl.named(path) if path and literal else None

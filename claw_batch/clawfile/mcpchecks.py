@@ -9,11 +9,13 @@ import fnmatch
 import ipaddress
 import urllib.parse
 from collections.abc import Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from claw_batch.clawfile.yamlsource import Problem, YamlSource
 from claw_batch.config import KeyPath, provider_keys
 from claw_batch.mcp import names
+from claw_batch.safety import control
 
 if TYPE_CHECKING:
     from claw_batch.config import Clawfile, McpServer
@@ -56,6 +58,37 @@ def warnings(config: Clawfile, source: YamlSource) -> list[Problem]:
                     )
                 )
     return found
+
+
+def code_warning(path: str, nfa: Any, code: tuple[tuple[str, str], ...], root: Path) -> str | None:
+    """The warning for a write glob or an output (`path`, read as `nfa`) that names or reaches
+    the code of an MCP server (control.server_code): no job may write it, so naming it
+    grants nothing, and a glob that reaches it grants only the rest."""
+    from claw_batch.plan import overlap
+
+    rel = control.clean(path)
+    for code_path, server in code:
+        if not control.has_magic(path) and control.is_under(rel, code_path):
+            what = "is" if rel == code_path else f"is under {code_path},"
+            return (
+                f"warning: {path!r} {what} the code of MCP server {server!r}, which no job "
+                "may write: naming it grants nothing"
+            )
+    reached: dict[str, list[str]] = {}
+    tops = [c for c, _ in code]
+    for code_path, server in code:
+        if any(top != code_path and control.is_under(code_path, top) for top in tops):
+            continue  # said with the folder it is in
+        below = [code_path, f"{code_path}/**"] if (root / code_path).is_dir() else [code_path]
+        if any(overlap.intersect(nfa, overlap.reads(glob)) for glob in below):
+            reached.setdefault(server, []).append(code_path)
+    if not reached:
+        return None
+    servers = ", ".join(f"{s!r} ({', '.join(paths)})" for s, paths in reached.items())
+    return (
+        f"warning: {path!r} reaches the code of MCP server{'s' * (len(reached) > 1)} "
+        f"{servers}, which no job may write: it grants the rest"
+    )
 
 
 def _entry(
