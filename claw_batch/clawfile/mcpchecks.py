@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
-import ipaddress
 import urllib.parse
 from collections.abc import Iterable
 from pathlib import Path
@@ -19,10 +18,11 @@ from claw_batch.safety import control
 
 if TYPE_CHECKING:
     from claw_batch.config import Clawfile, McpServer
+    from claw_batch.plan.overlap import Nfa
 
 _STDIO_ONLY = ("env", "network", "sandbox")
 _LOOPBACK_NAMES = ("localhost",)
-EXAMPLE = "command: [python, -m, mcp_server_time]"
+_EXAMPLE = "command: [python, -m, mcp_server_time]"
 
 
 def check(config: Clawfile, source: YamlSource) -> list[Problem]:
@@ -60,7 +60,7 @@ def warnings(config: Clawfile, source: YamlSource) -> list[Problem]:
     return found
 
 
-def code_warning(path: str, nfa: Any, code: tuple[tuple[str, str], ...], root: Path) -> str | None:
+def code_warning(path: str, nfa: Nfa, code: tuple[tuple[str, str], ...], root: Path) -> str | None:
     """The warning for a write glob or an output (`path`, read as `nfa`) that names or reaches
     the code of an MCP server (control.server_code): no job may write it, so naming it
     grants nothing, and a glob that reaches it grants only the rest."""
@@ -109,7 +109,7 @@ def _entry(
         return [
             source.problem(
                 at,
-                f"missing command: or url: — {EXAMPLE} starts a server in the sandbox, "
+                f"missing command: or url: — {_EXAMPLE} starts a server in the sandbox, "
                 "url: https://host/mcp reaches one over streamable HTTP",
             )
         ]
@@ -164,6 +164,8 @@ def _http(
 
 
 def _loopback(url: str) -> bool:
+    import ipaddress  # only for a clawfile with a secret over plain http
+
     host = (urllib.parse.urlsplit(url).hostname or "").lower()
     if host in _LOOPBACK_NAMES:
         return True
