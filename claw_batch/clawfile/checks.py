@@ -8,9 +8,10 @@ import difflib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from claw_batch.clawfile import templates
+from claw_batch.clawfile import mcpchecks, templates
 from claw_batch.clawfile.yamlsource import Problem, YamlSource
 from claw_batch.config import KeyPath, Project, provider_keys
+from claw_batch.mcp import names
 from claw_batch.safety import control
 
 if TYPE_CHECKING:
@@ -33,6 +34,7 @@ def check(config: Clawfile, source: YamlSource, root: Path, *, names: list[str])
     problems += _providers(config, source)
     problems += _usd_limits(config, source)
     problems += _passed_keys(config, source)
+    problems += mcpchecks.check(config, source)
     for name, task in config.tasks.items():
         problems += _bash(name, task, source)
         problems += _grants(name, task, source)
@@ -43,6 +45,8 @@ def check(config: Clawfile, source: YamlSource, root: Path, *, names: list[str])
 def control_warnings(project: Project, source: YamlSource) -> list[Problem]:
     """Each task that names a control file explicitly, and so may rewrite what decides what
     later runs do (or names one no task may write: that grants nothing)."""
+    from claw_batch.plan import overlap
+
     ctl = control.of(project)
     found: dict[KeyPath, Problem] = {}
     for name, task in project.config.tasks.items():
@@ -54,6 +58,12 @@ def control_warnings(project: Project, source: YamlSource) -> list[Problem]:
         places += [(_where(source, name, "output"), task.output or "")]
         places += [((*_where(source, name, "outputs"), i), o) for i, o in enumerate(task.outputs)]
         for at, path in places:
+            reads = at[-2] == "write"  # a write glob; else an output template
+            nfa = overlap.reads(path) if reads else overlap.writes(path, name)
+            code = mcpchecks.code_warning(path, nfa, ctl.code, project.root) if path else None
+            if code is not None:
+                found.setdefault(at, source.problem(at, code))
+                continue
             folder = path.endswith("/") or (project.root / path).is_dir()
             literal = control.clean(path) in named or folder
             hit = ctl.named(path) if path and literal else None
@@ -178,7 +188,7 @@ def _grants(name: str, task: Task, source: YamlSource) -> list[Problem]:
             "there is nothing to grant",
         )
         for index, tool in enumerate(task.untrusted_allow)
-        if tool not in tools
+        if tool not in tools and not names.is_mcp(tool)  # mcpchecks says more of those
     ]
 
 

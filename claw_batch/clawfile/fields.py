@@ -23,6 +23,10 @@ from claw_batch.safety.paths import STATE_DIR
 from claw_batch.toolnames import GRANTABLE_TOOLS, READ_ONLY_TOOLS, TOOL_NAMES
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
+_SERVER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*\Z")
+SERVER_NAME_MAX = 32  # SERVER__TOOL is at most 64 characters: room for the tool's own name
+_MCP_TOOL = re.compile(r"[A-Za-z0-9_.*?-]+\Z")
+_HEADER = re.compile(r"[A-Za-z0-9-]+\Z")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _KEY_PREFIXES = ("sk-", "sk_", "gsk_", "xai-", "hf_", "ghp_", "github_pat_", "AIza", "pplx-")
 # `{a,b}` alternatives are split too: `{..,notes}` would match `..` in a write glob.
@@ -50,13 +54,40 @@ def _name(name: str) -> str:
     return name
 
 
+def _server_name(name: str) -> str:
+    """An MCP server's name: its tools are `mcp.SERVER.TOOL` in the clawfile and
+    `SERVER__TOOL` to the model, and both must split back unambiguously."""
+    if not _SERVER_NAME.match(name):
+        raise refuse(
+            f"invalid MCP server name {name!r}: use letters, digits, '_' and '-', starting "
+            "with a letter or digit (no '.': its tools are named mcp.SERVER.TOOL)"
+        )
+    if names.SEPARATOR in name or name.endswith("_"):
+        raise refuse(
+            f"invalid MCP server name {name!r}: no '__' in it and no '_' at its end: the model "
+            "calls its tools SERVER__TOOL, which must split at the first '__'"
+        )
+    if len(name) > SERVER_NAME_MAX:
+        raise refuse(
+            f"invalid MCP server name {name!r}: {len(name)} characters, at most "
+            f"{SERVER_NAME_MAX}: the model calls its tools SERVER__TOOL, which must fit the 64 "
+            "characters of a tool name"
+        )
+    return name
+
+
 def _tool(name: str) -> str:
     if names.is_mcp(name):
         try:
-            server, _ = names.split(name)
+            server, tool = names.split(name)
         except ValueError as e:
             raise refuse(str(e)) from None
-        _name(server)
+        _server_name(server)
+        if not _MCP_TOOL.match(tool):
+            raise refuse(
+                f"{name!r}: a tool's name has letters, digits, '_', '-' and '.', and a pattern "
+                "'*' and '?'"
+            )
         return name
     if name not in TOOL_NAMES:
         raise refuse(f"unknown tool {name!r} (known: {', '.join(TOOL_NAMES)})")
@@ -70,6 +101,35 @@ def _granted(name: str) -> str:
             f"{name} is read-only: a job that read outside content keeps it without a grant "
             f"(grantable: {', '.join(GRANTABLE_TOOLS)})"
         )
+    return name
+
+
+def _command(value: object) -> object:
+    """`command:` is the program and its arguments, each an item: no shell splits a string."""
+    if isinstance(value, str):
+        raise refuse(
+            "expected a list: the program, then each argument an item of its own, e.g. "
+            "command: [python, -m, mcp_server_time] (no shell runs it)"
+        )
+    if isinstance(value, list) and not value:
+        raise refuse(
+            "an empty command: name the program and its arguments, e.g. "
+            "command: [python, -m, mcp_server_time]"
+        )
+    return value
+
+
+def _argument(value: str) -> str:
+    if not value:
+        raise refuse("an empty argument")
+    if "\0" in value:
+        raise refuse(f"{describe(value)} holds a NUL character, which no argument may")
+    return value
+
+
+def _header(name: str) -> str:
+    if not _HEADER.match(name):
+        raise refuse(f"{name!r} is not the name of an HTTP header (letters, digits and '-')")
     return name
 
 
@@ -293,6 +353,9 @@ def _mask(secret: str) -> str:
 
 
 Name = Annotated[str, AfterValidator(_name)]
+ServerName = Annotated[str, AfterValidator(_server_name)]
+McpCommand = Annotated[list[Annotated[str, AfterValidator(_argument)]], BeforeValidator(_command)]
+HeaderName = Annotated[str, AfterValidator(_header)]
 ToolName = Annotated[str, AfterValidator(_tool)]
 GrantedTools = Annotated[
     list[Annotated[str, AfterValidator(_tool), AfterValidator(_granted)]],

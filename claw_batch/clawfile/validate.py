@@ -26,7 +26,7 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
-from claw_batch.clawfile import checks, fielderrors
+from claw_batch.clawfile import checks, fielderrors, mcpchecks
 from claw_batch.clawfile.fielderrors import describe
 from claw_batch.clawfile.fields import (
     KEY_ADVICE,
@@ -35,8 +35,10 @@ from claw_batch.clawfile.fields import (
     EnvName,
     Globs,
     GrantedTools,
+    HeaderName,
     HttpUrl,
     JsonSchema,
+    McpCommand,
     Name,
     OrEmpty,
     PassedEnvNames,
@@ -45,6 +47,7 @@ from claw_batch.clawfile.fields import (
     ProjectDir,
     ProjectGlob,
     ProjectGlobs,
+    ServerName,
     Size,
     TimeZone,
     ToolName,
@@ -135,14 +138,15 @@ class McpServerModel(_Strict):
     """An entry of `mcp_servers:`: `command:` (stdio, started in the sandbox) or `url:`
     (streamable HTTP), not both."""
 
-    command: Annotated[list[str], Field(min_length=1)] | None = None
+    command: McpCommand | None = None
     url: HttpUrl | None = None
-    headers_env: dict[str, EnvName] = {}
+    headers_env: dict[HeaderName, EnvName] = {}
     env: PassedEnvNames = []
     network: bool = False
     read_only: bool = False
     timeout: PositiveFloat = 60.0
     startup_timeout: PositiveFloat = 30.0
+    sandbox: Literal["bubblewrap", "none"] = "bubblewrap"
 
     refused_keys: ClassVar[dict[str, str]] = {
         "headers": "literal headers are refused (they carry secrets): name the environment "
@@ -230,7 +234,7 @@ class ClawfileModel(_Strict):
     prices: Annotated[dict[str, PriceModel], OrEmpty] = {}
     budget: ProjectBudgetModel | None = None
     cache: Annotated[bool | CacheModel, BeforeValidator(_cache)] = True
-    mcp_servers: Annotated[dict[Name, McpServerModel], OrEmpty] = {}
+    mcp_servers: Annotated[dict[ServerName, McpServerModel], OrEmpty] = {}
 
 
 @dataclass(frozen=True)
@@ -257,6 +261,7 @@ def validate(path: Path, root: Path) -> Validated:
     }
     config = Clawfile.of(document, variables)
     warnings = checks.control_warnings(Project(root, path, config), source)
+    warnings += mcpchecks.warnings(config, source)
     return Validated(document, variables, config, warnings)
 
 
@@ -284,7 +289,7 @@ def _validate(source: YamlSource) -> tuple[ClawfileModel | None, list[Problem]]:
         errors = exc.errors()
         problems = fielderrors.problems(exc, ClawfileModel, source)
     rest = copy.deepcopy(source.data)
-    for error in errors:
+    for error in sorted(errors, key=_depth, reverse=True):  # a key before its mapping
         if not _drop(rest, error):
             return None, problems
     try:
@@ -294,7 +299,11 @@ def _validate(source: YamlSource) -> tuple[ClawfileModel | None, list[Problem]]:
 
 
 # How deep in the document a failed key is dropped: `tasks.a.tools[1]` -> `tasks.a.tools`.
-_DROP_DEPTH = {"tasks": 3, "providers": 3, "defaults": 2, "prices": 2}
+_DROP_DEPTH = {"tasks": 3, "providers": 3, "defaults": 2, "prices": 2, "mcp_servers": 3}
+
+
+def _depth(error: ErrorDetails) -> int:
+    return sum(part != "[key]" for part in error["loc"])
 
 
 def _drop(data: dict[str, Any], error: ErrorDetails) -> bool:

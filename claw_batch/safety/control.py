@@ -12,12 +12,13 @@ daily notes and MEMORY.md (which `remember` keeps) cannot be granted at all.
 from __future__ import annotations
 
 import os
+import posixpath
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from claw_batch.config import CLAWFILE_NAMES, Project, Task, prompt_file
+from claw_batch.config import CLAWFILE_NAMES, McpServer, Project, Task, prompt_file
 from claw_batch.safety.paths import IGNORE_FILES, STATE_DIR
 
 PERSONA = ("AGENTS.md", "SOUL.md", "USER.md", "IDENTITY.md")
@@ -34,6 +35,7 @@ class Control:
 
     never: tuple[str, ...]  # no task may write these, named or not
     paths: tuple[str, ...]  # nor these, but for a task that names one explicitly
+    code: tuple[tuple[str, str], ...] = ()  # (path, MCP server) of the servers' code, in never
 
     def named(self, path: str) -> str | None:
         """The control path `path` (project-relative) is or lies under, if any."""
@@ -58,9 +60,55 @@ def of(project: Project, cassettes: Path | None = None) -> Control:
         *(f"{workspace}/{name}" for name in PERSONA),
         *_templates(project),
     ]
-    never = _with_targets(project.root, tuple(clean(p) for p in kept))
+    code = server_code(project.root, project.config.mcp_servers)
+    never = _with_targets(project.root, (*(clean(p) for p in kept), *code))
     inside = list(_with_targets(project.root, tuple(map(clean, found))))
-    return Control(never, tuple(p for p in dict.fromkeys(inside) if not _covered(p, never, inside)))
+    paths = tuple(p for p in dict.fromkeys(inside) if not _covered(p, never, inside))
+    return Control(never, paths, tuple(code.items()))
+
+
+def server_code(root: Path, servers: Mapping[str, McpServer]) -> dict[str, str]:
+    """What decides what each stdio server does, project-relative, with the server's name:
+    every file or folder of the project its command names (relative to the project root,
+    where it starts; `--opt=PATH` too), a Python script's whole folder (it is first on the
+    script's import path), and for `-m a.b` the top package `a/` (or module `a.py`). Not the
+    project root itself."""
+    top = os.path.realpath(root)
+    found: dict[str, str] = {}
+    for name, server in servers.items():
+        command = server.command
+        for index, arg in enumerate(command):
+            module = index > 0 and command[index - 1] == "-m"
+            named = _module_files(arg) if module else [_path_of(arg)]
+            for rel in filter(None, (_in_project(top, n) for n in named)):
+                found.setdefault(rel, name)
+                script = posixpath.dirname(rel)
+                if rel.endswith(".py") and script and os.path.isfile(os.path.join(top, rel)):
+                    found.setdefault(script, name)
+    return found
+
+
+def _path_of(arg: str) -> str:
+    """The path an argument may name: `--db=data/x.db` names `data/x.db`."""
+    return arg.partition("=")[2] if arg.startswith("-") else arg
+
+
+def _module_files(module: str) -> list[str]:
+    """What `python -m a.b` runs: its top package `a/` whole (a module of it may import any
+    other), or the module `a.py`."""
+    top = module.split(".")[0]
+    return [top, f"{top}.py"] if top else []
+
+
+def _in_project(top: str, arg: str) -> str | None:
+    """`arg` as a path inside the project that exists, project-relative; None otherwise (and
+    for the root itself)."""
+    if not arg or "\0" in arg:
+        return None
+    path = os.path.normpath(os.path.join(top, arg))  # an absolute `arg` stays as it is
+    if not path.startswith(top + os.sep) or not os.path.lexists(path):
+        return None
+    return os.path.relpath(path, top)
 
 
 def granted(task: Task) -> tuple[str, ...]:
@@ -156,6 +204,15 @@ def _covered(path: str, never: tuple[str, ...], found: list[str]) -> bool:
     return any(_is_under(path, n) for n in never) or any(
         path != f and _is_under(path, f) for f in found
     )
+
+
+def has_magic(path: str) -> bool:
+    """Whether `path` is a glob or a template, not one literal path."""
+    return bool(_MAGIC.search(path))
+
+
+def is_under(rel: str, top: str) -> bool:
+    return _is_under(rel, top)
 
 
 def clean(rel: str) -> str:

@@ -83,6 +83,37 @@ JSONISH = st.recursive(
 )
 
 TOOLS = ["read", "write", "edit", "bash", "grep", "ls", "find", "remember", "memory_search"]
+# MCP tool names: declared servers (below), an undeclared one, and the forms that are refused.
+MCP_TOOLS = ["mcp.git.git_log", "mcp.git.*", "mcp.web.*", "mcp.gti.x", "mcp.git", "mcp.",
+             "mcp..x", "mcp.a.b.c", "mcp.git.a b", "mcp.g__t.x", "mcp.git.\x00"]  # fmt: skip
+# Servers whose command ends at once or whose URL nobody answers: a run that starts one
+# fails fast, it does not wait.
+MCP_SERVERS = st.dictionaries(
+    st.sampled_from(["git", "web", "x.y", "a__b", "b_", "g" * 40, ""]),
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "command": st.lists(st.sampled_from(["false", "python", "-c", "pass", "", "\x00"]),
+                                max_size=3) | ODD_TEXT,
+            "url": st.sampled_from(["http://127.0.0.1:9/mcp", "http://example.org/mcp",
+                                    "https://u:p@h/mcp", "ftp://x"]) | ODD_TEXT,
+            "headers_env": st.dictionaries(
+                st.sampled_from(["Authorization", "X Y", ""]),
+                st.sampled_from(["TOKEN", "sk-" + "a" * 40]),
+                max_size=2,
+            ),
+            "headers": st.just({"Authorization": "Bearer x"}),
+            "env": st.lists(st.sampled_from(["HOME", "OPENAI_API_KEY", "1X"]), max_size=2),
+            "network": st.booleans() | NUMBERS,
+            "read_only": st.booleans() | NUMBERS,
+            "sandbox": st.sampled_from(["bubblewrap", "none", "docker"]),
+            "timeout": NUMBERS,
+            "startup_timeout": NUMBERS,
+        },
+    )
+    | SCALAR,
+    max_size=2,
+)  # fmt: skip
 TASK_VALUES: dict[str, Any] = {
     "description": ODD_TEXT,
     "inputs": st.lists(PATHS, max_size=3) | PATHS,
@@ -90,7 +121,10 @@ TASK_VALUES: dict[str, Any] = {
     "outputs": st.lists(PATHS, max_size=3),
     "needs": st.lists(st.sampled_from(["a", "b", "zz", "a*", ""]), max_size=3),
     "foreach": PATHS,
-    "tools": st.lists(st.sampled_from([*TOOLS, "bsh", ""]), max_size=4),
+    "tools": st.lists(st.sampled_from([*TOOLS, *MCP_TOOLS, "bsh", ""]), max_size=4),
+    "untrusted": st.fixed_dictionaries(
+        {"allow": st.lists(st.sampled_from(["write", "read", *MCP_TOOLS]), max_size=2)}
+    ),
     "permissions": st.fixed_dictionaries(
         {},
         optional={
@@ -175,7 +209,9 @@ def clawfiles(draw: st.DrawFn) -> dict[str, Any]:
             | SCALAR,
             max_size=2,
         ),
-        "defaults": tasks().map(lambda t: {k: v for k, v in t.items() if k != "prompt"}),
+        "defaults": tasks().map(
+            lambda t: {k: v for k, v in t.items() if k not in ("prompt", "untrusted")}
+        ),
         "default": st.lists(st.sampled_from(["a", "b", "nope"]), max_size=2) | SCALAR,
         "prices": st.dictionaries(
             st.sampled_from(["gpt-4o-mini", "m"]),
@@ -183,6 +219,7 @@ def clawfiles(draw: st.DrawFn) -> dict[str, Any]:
             max_size=2,
         ),
         "budget": st.fixed_dictionaries({}, optional={"per_day": NUMBERS, "per_week": NUMBERS}),
+        "mcp_servers": MCP_SERVERS,
     }
     for key in draw(st.lists(st.sampled_from(sorted(optional)), max_size=3, unique=True)):
         data[key] = draw(optional[key])
