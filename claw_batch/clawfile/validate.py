@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -175,6 +176,20 @@ class PriceModel(_Strict):
     batch: BatchPriceModel | None = None  # through the Batch API; default: the prices above
 
 
+def _mcp_pattern(name: str) -> str:
+    """An entry of an `always:` list: the MCP tools whose answers change (mcp.SERVER.TOOL)."""
+    from claw_batch.clawfile.fields import refuse
+    from claw_batch.mcp import names
+
+    if not names.is_mcp(name):
+        raise refuse(f"{name!r}: always: takes true, false or MCP tools (mcp.SERVER.TOOL)")
+    try:
+        names.split(name)
+    except ValueError as e:
+        raise refuse(str(e)) from None
+    return name
+
+
 class TaskSettingsModel(_Strict):
     """Every task key but `prompt`; also what `defaults:` holds."""
 
@@ -201,7 +216,7 @@ class TaskSettingsModel(_Strict):
     max_steps: PositiveInt = 30
     timeout: PositiveFloat = 600.0
     budget: BudgetModel | None = None
-    always: bool = False
+    always: bool | list[Annotated[str, AfterValidator(_mcp_pattern)]] = False
     batch: bool = False  # its model calls go through the provider's Batch API
     skills: list[str] | None = None
     sandbox: Literal["bubblewrap", "none"] = "bubblewrap"
