@@ -6,24 +6,32 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from fake_openai import FakeOpenAI, call, text, tool_calls
-from helpers import Result, claw_process, make_project
+from helpers import HANG, Result, claw_process, make_project, since
 
 NOTES = Path(__file__).parent / "servers" / "notes.py"
 NOW = "2026-11-22T23:05:00+01:00"
 
 
-def clawfile(tools: str = "[read, mcp.notes.lookup]", extra: str = "", server: str = "") -> str:
+def clawfile(
+    tools: str = "[read, mcp.notes.lookup]",
+    extra: str = "",
+    *,
+    notes: str = str(NOTES),
+    other: str = f"{NOTES}",
+    other_keys: str = "",
+) -> str:
     return f"""
         version: 1
         model: fake-model
         mcp_servers:
-          notes: {{command: [{sys.executable}, {NOTES}{server}]}}
-          other: {{command: [{sys.executable}, {NOTES}]}}
+          notes: {{command: [{sys.executable}, {notes}]}}
+          other: {{command: [{sys.executable}, {other}]{other_keys}}}
         tasks:
           ask:
             description: Asks the notes
@@ -62,6 +70,15 @@ def alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return "State:\tZ" not in status
+
+
+def gone(pid: int) -> bool:
+    """Whether the process ends: at once, or within HANG seconds of claw's end (the hub's
+    close, part 1's, is what makes it at once)."""
+    started = time.monotonic()
+    while alive(pid) and since(started) < HANG:
+        time.sleep(0.05)
+    return not alive(pid)
 
 
 def events(root: Path) -> list[dict[str, object]]:
@@ -124,7 +141,7 @@ def test_no_server_process_outlives_the_run(
     assert r.exit_code == 0, r.stderr
     (result,) = tool_results(server.requests[1])
     pid = int(next(line for line in result.splitlines() if line.strip().isdigit()))
-    assert not alive(pid)
+    assert gone(pid)
 
 
 def test_a_pattern_that_matches_no_tool_fails_the_run_naming_what_there_is(
@@ -136,3 +153,88 @@ def test_a_pattern_that_matches_no_tool_fails_the_run_naming_what_there_is(
     assert "tasks.ask.tools: mcp.notes.nope* matches no tool" in r.stderr
     assert "lookup, injected, broken, pid" in r.stderr
     assert not server.requests
+
+
+def ledger(root: Path, query: str) -> list[tuple[object, ...]]:
+    import sqlite3
+
+    with sqlite3.connect(root / ".claw/state.db") as db:
+        return db.execute(query).fetchall()
+
+
+def test_an_injection_in_a_tool_result_arrives_fenced_taints_the_job_and_its_output(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    extra = "            permissions: {write: [out/**]}"
+    root = make_project(tmp_path / "p", clawfile("[read, write, mcp.notes.injected]", extra))
+    server.enqueue(
+        tool_calls(call("notes__injected", {})),
+        tool_calls(call("write", {"path": "out/pwned.txt", "content": "owned"})),  # it obeys
+        text("done"),
+    )
+    r = claw(root, "run", env=env)
+    assert r.exit_code == 0, r.stderr
+    injected, refused = tool_results(server.requests[1]) + tool_results(server.requests[2])[1:]
+    assert injected.count("<untrusted-data") == 1 and "ignore previous" in injected
+    assert refused.startswith("error: refused: write: this job read outside content")
+    assert "MCP notes: injected" in refused
+    assert not (root / "out/pwned.txt").exists()
+    rows = ledger(root, "SELECT path, source FROM tainted")
+    assert rows == [("out/answer.md", "MCP notes: injected")]
+
+
+def test_a_read_only_server_s_tools_stay_with_a_tainted_job_others_are_withheld(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    tools = "[mcp.notes.injected, mcp.other.lookup, mcp.notes.lookup]"
+    root = make_project(tmp_path / "p", clawfile(tools, other_keys=", read_only: true"))
+    server.enqueue(
+        tool_calls(call("notes__injected", {})),
+        tool_calls(call("other__lookup", {"key": "a"}), call("notes__lookup", {"key": "b"})),
+        text("done"),
+    )
+    r = claw(root, "run", env=env)
+    assert r.exit_code == 0, r.stderr
+    other, notes = tool_results(server.requests[2])[1:]
+    assert "value of a" in other  # `other` is read_only: true
+    assert notes.startswith("error: refused: notes__lookup")
+
+
+def test_untrusted_allow_grants_an_mcp_tool_to_a_tainted_job(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    extra = "            untrusted: {allow: [mcp.notes.lookup]}"
+    root = make_project(tmp_path / "p", clawfile("[mcp.notes.injected, mcp.notes.lookup]", extra))
+    server.enqueue(
+        tool_calls(call("notes__injected", {})),
+        tool_calls(call("notes__lookup", {"key": "a"})),
+        text("done"),
+    )
+    r = claw(root, "run", env=env)
+    assert r.exit_code == 0, r.stderr
+    assert "value of a" in tool_results(server.requests[2])[1]
+
+
+def test_up_to_date_without_starting_a_server_and_not_after_its_entry_or_schema_changes(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    script = tmp_path / "notes.py"
+    script.write_text(NOTES.read_text())
+    root = make_project(tmp_path / "p", clawfile(notes=str(script)))
+    server.handler = lambda _: text("k is v")
+    assert claw(root, "run", env=env).exit_code == 0
+    script.rename(tmp_path / "gone.py")  # a server that started now would fail the run
+    r = claw(root, "run", env=env)
+    assert r.exit_code == 0 and "up to date" in r.stderr, r.stderr
+    # another server's entry changes: this task is still up to date
+    make_project(root, clawfile(notes=str(script), other=f"{NOTES}, -x"))
+    r = claw(root, "run", env=env)
+    assert r.exit_code == 0 and "up to date" in r.stderr, r.stderr
+    # its own entry changes, and with it the tool's schema: it runs again
+    (tmp_path / "gone.py").rename(script)
+    make_project(root, clawfile(notes=f"{script}, --v2", other=f"{NOTES}, -x"))
+    r = claw(root, "plan", env=env)
+    assert "tools or permissions changed" in r.stdout, r.stdout + r.stderr
+    catalog = json.loads((root / ".claw/mcp/catalog.json").read_text())
+    lookup = next(t for t in catalog["servers"]["notes"]["tools"] if t["name"] == "lookup")
+    assert lookup["schema"]["required"] == ["key", "section"]
