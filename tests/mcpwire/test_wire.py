@@ -238,3 +238,29 @@ def test_up_to_date_without_starting_a_server_and_not_after_its_entry_or_schema_
     catalog = json.loads((root / ".claw/mcp/catalog.json").read_text())
     lookup = next(t for t in catalog["servers"]["notes"]["tools"] if t["name"] == "lookup")
     assert lookup["schema"]["required"] == ["key", "section"]
+
+
+def test_always_names_tools_whose_answers_change_a_job_that_called_one_runs_again(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    extra = "            always: [mcp.notes.pid]"
+    root = make_project(tmp_path / "p", clawfile("[mcp.notes.lookup, mcp.notes.pid]", extra))
+    server.enqueue(tool_calls(call("notes__pid", {})), text("pid said"))
+    assert claw(root, "run", env=env).exit_code == 0
+    r = claw(root, "plan", env=env)
+    assert "always: its last run called mcp.notes.pid" in r.stdout, r.stdout
+    server.enqueue(tool_calls(call("notes__lookup", {"key": "k"})), text("k is v"))
+    r = claw(root, "run", "--no-cache", env=env)
+    assert r.exit_code == 0 and "ok ask" in r.stderr, r.stderr
+    r = claw(root, "run", env=env)  # the last run called no such tool: up to date
+    assert r.exit_code == 0 and "up to date" in r.stderr, r.stderr
+    assert len(server.requests) == 4
+
+
+def test_always_takes_true_false_or_mcp_tool_patterns(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    root = make_project(tmp_path / "p", clawfile(extra="            always: [read]"))
+    r = claw(root, "validate", env=env)
+    assert r.exit_code == 2
+    assert "tasks.ask.always" in r.stderr and "MCP tools (mcp.SERVER.TOOL)" in r.stderr
