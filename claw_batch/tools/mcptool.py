@@ -75,7 +75,8 @@ class McpTool(Tool):
             self.server, self.remote, raw, timeout=min(self.timeout, left), job=ctx.job
         )
         source = f"MCP {self.server}: {self.remote}"
-        text = ctx.taint.fenced(reply.text, source)  # outside content: the job is tainted
+        # Redacted before it is fenced: the fence's id is the text's, as a cassette keeps it.
+        text = ctx.taint.fenced(ctx.redact(reply.text), source)  # outside content: the job is tainted
         if reply.is_error:
             raise ToolError(f"{self.server}: {self.remote} answered with an error:\n{text}")
         return text

@@ -264,3 +264,41 @@ def test_always_takes_true_false_or_mcp_tool_patterns(
     r = claw(root, "validate", env=env)
     assert r.exit_code == 2
     assert "tasks.ask.always" in r.stderr and "MCP tools (mcp.SERVER.TOOL)" in r.stderr
+
+
+def test_record_then_replay_answers_mcp_calls_and_lists_from_the_cassette_starting_no_server(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    script = tmp_path / "notes.py"
+    script.write_text(NOTES.read_text())
+    root = make_project(tmp_path / "p", clawfile(notes=str(script)))
+    key = env["OPENAI_API_KEY"]
+    server.enqueue(tool_calls(call("notes__lookup", {"key": key})), text("k is v"))
+    r = claw(root, "run", "--record", env=env)
+    assert r.exit_code == 0, r.stderr
+    recorded = (root / "cassettes/mcp/notes.json").read_text()
+    assert "value of [REDACTED" in recorded or key not in recorded
+    assert key not in recorded and '"lookup"' in recorded
+    script.rename(tmp_path / "gone.py")  # replaying starts no server: its command is missing
+    (root / "out/answer.md").unlink()
+    offline = {"OPENAI_API_KEY": key, "CLAW_NOW": env["CLAW_NOW"]}
+    r = claw(root, "run", "--replay", env=offline)
+    assert r.exit_code == 0, r.stderr
+    assert (root / "out/answer.md").read_text() == "k is v\n"
+    assert len(server.requests) == 2
+
+
+def test_a_replayed_mcp_call_not_in_the_cassette_fails_the_run_like_a_missing_reply(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    root = make_project(tmp_path / "p", clawfile())
+    server.enqueue(tool_calls(call("notes__lookup", {"key": "a"})), text("a is v"))
+    assert claw(root, "run", "--record", env=env).exit_code == 0
+    cassette = root / "cassettes/mcp/notes.json"
+    document = json.loads(cassette.read_text())
+    assert len(document.pop("calls")) == 1  # the call's result is lost; the tool list stays
+    cassette.write_text(json.dumps(document))
+    (root / "out/answer.md").unlink()
+    r = claw(root, "run", "--replay", env=env)
+    assert r.exit_code == 2, r.stderr
+    assert "no recorded result for job 'ask''s MCP call notes: lookup" in r.stderr
