@@ -302,3 +302,20 @@ def test_a_replayed_mcp_call_not_in_the_cassette_fails_the_run_like_a_missing_re
     r = claw(root, "run", "--replay", env=env)
     assert r.exit_code == 2, r.stderr
     assert "no recorded result for job 'ask''s MCP call notes: lookup" in r.stderr
+
+
+def test_show_and_the_report_name_an_mcp_call_s_server(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    root = make_project(tmp_path / "p", clawfile(extra="            max_steps: 1"))
+    server.enqueue(tool_calls(call("notes__lookup", {"key": "k"})))
+    r = claw(root, "run", env=env)
+    assert r.exit_code == 3, r.stderr  # max_steps: the job ends after its one call
+    shown = claw(root, "show", "last", env=env).stdout
+    assert 'notes: lookup(key="k")' in shown
+    assert "→ notes: lookup: <untrusted-data" in shown
+    (tool_call,) = [e for e in events(root) if e["type"] == "assistant"][0]["tool_calls"]  # type: ignore[index]
+    assert tool_call["server"] == "notes" and tool_call["tool"] == "lookup"
+    r = claw(root, "report", "-o", str(tmp_path / "report.html"), env=env)
+    assert r.exit_code == 0, r.stderr
+    assert "notes: lookup(key=&quot;k&quot;)" in (tmp_path / "report.html").read_text()
