@@ -319,3 +319,44 @@ def test_show_and_the_report_name_an_mcp_call_s_server(
     r = claw(root, "report", "-o", str(tmp_path / "report.html"), env=env)
     assert r.exit_code == 0, r.stderr
     assert "notes: lookup(key=&quot;k&quot;)" in (tmp_path / "report.html").read_text()
+
+
+def test_validate_says_mcp_results_can_taint_a_task_and_which_of_its_tools_stay(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    tools = "[read, mcp.notes.lookup, mcp.other.*]"
+    root = make_project(tmp_path / "p", clawfile(tools, other_keys=", read_only: true"))
+    r = claw(root, "validate", env=env)
+    assert r.exit_code == 0, r.stderr
+    said = r.stdout + r.stderr
+    assert "ask: the results of its MCP tools (mcp.notes, mcp.other)" in said, said
+    assert "(withheld: mcp.notes.lookup)" in said, said
+
+
+MCP_CODE = (
+    "mcp",
+    "anyio",
+    "httpx2",
+    "claw_batch.mcp.hub",
+    "claw_batch.mcp.catalog",
+    "claw_batch.tools.mcptool",
+)
+
+
+def test_a_run_of_a_task_without_mcp_tools_imports_no_mcp_code(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    from test_startup import loaded
+
+    extra = """
+          plain:
+            description: No MCP
+            prompt: "hi"
+            output: out/hi.md"""
+    root = make_project(tmp_path / "p", clawfile(extra=extra))
+    assert loaded(root, ["list"], {}, ()) == []  # the clawfile's cache
+    server.enqueue(text("hi"))
+    assert loaded(root, ["run", "-q", "plain"], env, MCP_CODE) == []
+    assert (root / "out/hi.md").read_text() == "hi\n"
+    server.enqueue(tool_calls(call("notes__lookup", {"key": "k"})), text("k is v"))
+    assert set(loaded(root, ["run", "-q", "ask"], env, MCP_CODE)) >= {"mcp", "claw_batch.mcp.hub"}
