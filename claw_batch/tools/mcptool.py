@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from claw_batch.errors import LimitExceeded, ToolError
 from claw_batch.mcp.hub import Reply
+from claw_batch.safety.untrusted import defuse_tokens, strip_invisible
 from claw_batch.tools.base import ToolContext
 from claw_batch.tools.registry import Tool, _parse_arguments
 
@@ -52,7 +53,10 @@ class McpTool(Tool):
         timeout: float,
         caller: McpCaller,
     ) -> McpTool:
-        said = f"[MCP server {server!r}, tool {remote!r}] {description}".strip()
+        # The server's words reach the model unfenced: invisible characters and chat-template
+        # tokens in them are taken out, as they are from fenced content.
+        cleaned = defuse_tokens(strip_invisible(description)[0])[0]
+        said = f"[MCP server {server!r}, tool {remote!r}] {cleaned}".strip()
         parameters = dict(schema) or {"type": "object", "properties": {}}
         return cls(wire, said, parameters, _unused, server, remote, timeout, caller)
 
@@ -75,8 +79,9 @@ class McpTool(Tool):
             self.server, self.remote, raw, timeout=min(self.timeout, left), job=ctx.job
         )
         source = f"MCP {self.server}: {self.remote}"
-        # Redacted before it is fenced: the fence's id is the text's, as a cassette keeps it.
-        text = ctx.taint.fenced(ctx.redact(reply.text), source)  # outside content: the job is tainted
+        # Outside content: fenced, and the job is tainted from now on. Redacted first: the
+        # fence's id is the text's, as a cassette keeps it.
+        text = ctx.taint.fenced(ctx.redact(reply.text), source)
         if reply.is_error:
             raise ToolError(f"{self.server}: {self.remote} answered with an error:\n{text}")
         return text

@@ -314,7 +314,7 @@ def test_show_and_the_report_name_an_mcp_call_s_server(
     shown = claw(root, "show", "last", env=env).stdout
     assert 'notes: lookup(key="k")' in shown
     assert "→ notes: lookup: <untrusted-data" in shown
-    (tool_call,) = [e for e in events(root) if e["type"] == "assistant"][0]["tool_calls"]  # type: ignore[index]
+    (tool_call,) = next(e for e in events(root) if e["type"] == "assistant")["tool_calls"]  # type: ignore[index]
     assert tool_call["server"] == "notes" and tool_call["tool"] == "lookup"
     r = claw(root, "report", "-o", str(tmp_path / "report.html"), env=env)
     assert r.exit_code == 0, r.stderr
@@ -360,3 +360,31 @@ def test_a_run_of_a_task_without_mcp_tools_imports_no_mcp_code(
     assert (root / "out/hi.md").read_text() == "hi\n"
     server.enqueue(tool_calls(call("notes__lookup", {"key": "k"})), text("k is v"))
     assert set(loaded(root, ["run", "-q", "ask"], env, MCP_CODE)) >= {"mcp", "claw_batch.mcp.hub"}
+
+
+def test_a_tool_whose_name_cannot_be_a_function_name_is_skipped_with_a_warning(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    root = make_project(
+        tmp_path / "p", clawfile("[mcp.notes.*]", notes=f"{NOTES}, --name-with-dots")
+    )
+    server.enqueue(text("fine"))
+    r = claw(root, "run", env=env)
+    assert r.exit_code == 0, r.stderr
+    assert "MCP server 'notes''s tool 'odd.name' is not offered" in r.stderr
+    offered = {t["function"]["name"] for t in server.requests[0]["tools"]}
+    assert offered == {"notes__lookup", "notes__injected", "notes__broken", "notes__pid"}
+
+
+def test_a_refused_mcp_tool_says_how_to_grant_it_by_its_clawfile_name(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    root = make_project(tmp_path / "p", clawfile("[mcp.notes.injected, mcp.notes.lookup]"))
+    server.enqueue(
+        tool_calls(call("notes__injected", {})),
+        tool_calls(call("notes__lookup", {"key": "a"})),
+        text("done"),
+    )
+    assert claw(root, "run", env=env).exit_code == 0
+    refused = tool_results(server.requests[2])[1]
+    assert refused.endswith("untrusted: {allow: [mcp.notes.lookup]}")
