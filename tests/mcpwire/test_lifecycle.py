@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from fake_openai import FakeOpenAI, call, hang, text, tool_calls
 from helpers import make_project
-from test_wire import claw, clawfile, gone, tool_results
+from test_mcp_run import claw, clawfile, gone, tool_results
 
 
 def pid_of(result: str) -> int:

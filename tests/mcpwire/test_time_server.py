@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from fake_openai import FakeOpenAI, call, text, tool_calls
 from helpers import make_project
-from test_wire import claw, tool_results
+from test_mcp_run import claw, tool_results
 
 CLAWFILE = f"""
     version: 1
