@@ -388,3 +388,21 @@ def test_a_refused_mcp_tool_says_how_to_grant_it_by_its_clawfile_name(
     assert claw(root, "run", env=env).exit_code == 0
     refused = tool_results(server.requests[2])[1]
     assert refused.endswith("untrusted: {allow: [mcp.notes.lookup]}")
+
+
+def test_an_mcp_server_s_header_values_are_redacted_from_what_a_run_writes(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    body = clawfile().replace(
+        "        tasks:",
+        "          tracker: {url: 'http://127.0.0.1:9/mcp',"
+        " headers_env: {Authorization: TRACKER_HEADER}}\n"
+        "        tasks:",
+    )
+    root = make_project(tmp_path / "p", body)
+    header = "plainvalue-of-the-tracker-header"
+    server.enqueue(text(f"the header is {header}"))
+    r = claw(root, "run", env={**env, "TRACKER_HEADER": header})
+    assert r.exit_code == 0, r.stderr
+    written = (root / "out/answer.md").read_text()
+    assert header not in written and "REDACTED" in written
