@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
-    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -176,18 +175,25 @@ class PriceModel(_Strict):
     batch: BatchPriceModel | None = None  # through the Batch API; default: the prices above
 
 
-def _mcp_pattern(name: str) -> str:
-    """An entry of an `always:` list: the MCP tools whose answers change (mcp.SERVER.TOOL)."""
+def _always(value: object) -> object:
+    """`always:` true or false, or the MCP tools whose answers change (mcp.SERVER.TOOL)."""
     from claw_batch.clawfile.fields import refuse
     from claw_batch.mcp import names
 
-    if not names.is_mcp(name):
-        raise refuse(f"{name!r}: always: takes true, false or MCP tools (mcp.SERVER.TOOL)")
-    try:
-        names.split(name)
-    except ValueError as e:
-        raise refuse(str(e)) from None
-    return name
+    if isinstance(value, bool):
+        return value
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise refuse(
+            f"expected true, false or a list of MCP tools (mcp.SERVER.TOOL), got {describe(value)}"
+        )
+    for name in value:
+        if not names.is_mcp(name):
+            raise refuse(f"{name!r}: always: takes true, false or MCP tools (mcp.SERVER.TOOL)")
+        try:
+            names.split(name)
+        except ValueError as e:
+            raise refuse(str(e)) from None
+    return value
 
 
 class TaskSettingsModel(_Strict):
@@ -216,7 +222,7 @@ class TaskSettingsModel(_Strict):
     max_steps: PositiveInt = 30
     timeout: PositiveFloat = 600.0
     budget: BudgetModel | None = None
-    always: bool | list[Annotated[str, AfterValidator(_mcp_pattern)]] = False
+    always: Annotated[bool | list[str], BeforeValidator(_always)] = False
     batch: bool = False  # its model calls go through the provider's Batch API
     skills: list[str] | None = None
     sandbox: Literal["bubblewrap", "none"] = "bubblewrap"
