@@ -139,7 +139,8 @@ class Task:
     max_steps: int = 30
     timeout: float = 600.0
     budget: Budget | None = None
-    always: bool = False
+    # True: never up to date; MCP tool patterns: not up to date after a run that called one
+    always: bool | tuple[str, ...] = False
     batch: bool = False  # its model calls go through the provider's Batch API
     skills: tuple[str, ...] | None = None
     sandbox: str = "bubblewrap"  # bubblewrap | none: how bash runs
@@ -201,7 +202,7 @@ class Task:
             max_steps=data["max_steps"],
             timeout=data["timeout"],
             budget=Budget.of(data["budget"]),
-            always=data["always"],
+            always=_always(data["always"]),
             batch=data.get("batch", False),
             skills=None if skills is None else _strs(skills),
             sandbox=data["sandbox"],
@@ -210,6 +211,10 @@ class Task:
             definition=data,
             variables=variables,
         )
+
+
+def _always(value: Any) -> bool | tuple[str, ...]:
+    return value if isinstance(value, bool) else _strs(value)
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from claw_batch import cancel
 from claw_batch.agent.budget import JobBudget
-from claw_batch.errors import LimitExceeded, TaskFailed, ToolError
+from claw_batch.errors import LimitExceeded, ReplayMismatch, TaskFailed, ToolError
 from claw_batch.llm import thinking
 from claw_batch.llm.base import LLM
 from claw_batch.llm.messages import ChatRequest, Completion, Message, ToolCall, ToolSpec, Usage
@@ -217,7 +217,7 @@ class ToolLoop:
             step=step,
             content=sent.content,
             tool_calls=[
-                {"id": c.id, "name": c.name, "arguments": c.arguments}
+                {"id": c.id, "name": c.name, "arguments": c.arguments, **self._server(c.name)}
                 for c in reply.message.tool_calls
             ],
             **_dialect(markup, sent),
@@ -240,9 +240,18 @@ class ToolLoop:
             # Redacted before the model sees it: a key it never got, it cannot pass on in a
             # form redaction would not know (reversed, decoded, split across its answer).
             output = self.ctx.redact(output)
-            self.on_event("tool_result", id=call.id, name=call.name, ok=ok, content=output)
+            server = self._server(call.name)
+            self.on_event(
+                "tool_result", id=call.id, name=call.name, ok=ok, content=output, **server
+            )
             results.append(Message("tool", output, tool_call_id=call.id))
         return results
+
+    def _server(self, name: str) -> dict[str, str]:
+        """An MCP tool's server and its name there, for the transcript ({} for a built-in)."""
+        tool = self.tools.get(name)
+        server = getattr(tool, "server", None)
+        return {"server": server, "tool": getattr(tool, "remote", name)} if server else {}
 
     def _execute(self, call: ToolCall) -> tuple[str, bool]:
         tool = self.tools.get(call.name)
@@ -261,8 +270,8 @@ class ToolLoop:
             return taint.run(call.name, str(self.ctx.root), invoke), True
         except ToolError as e:
             return f"error: {e}", False
-        except (LimitExceeded, KeyboardInterrupt):
-            raise
+        except (LimitExceeded, ReplayMismatch, KeyboardInterrupt):
+            raise  # a replayed MCP call not in the cassette ends the run, as a model reply's
         except Exception as e:  # the tool boundary: a bug in a tool must not end the run
             self.on_event("tool_crash", name=call.name, error=repr(e))
             return f"error: internal error in tool '{call.name}': {type(e).__name__}: {e}", False

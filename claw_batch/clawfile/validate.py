@@ -179,6 +179,27 @@ class PriceModel(_Strict):
     batch: BatchPriceModel | None = None  # through the Batch API; default: the prices above
 
 
+def _always(value: object) -> object:
+    """`always:` true or false, or the MCP tools whose answers change (mcp.SERVER.TOOL)."""
+    from claw_batch.clawfile.fields import refuse
+    from claw_batch.mcp import names
+
+    if isinstance(value, bool):
+        return value
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise refuse(
+            f"expected true, false or a list of MCP tools (mcp.SERVER.TOOL), got {describe(value)}"
+        )
+    for name in value:
+        if not names.is_mcp(name):
+            raise refuse(f"{name!r}: always: takes true, false or MCP tools (mcp.SERVER.TOOL)")
+        try:
+            names.split(name)
+        except ValueError as e:
+            raise refuse(str(e)) from None
+    return value
+
+
 class TaskSettingsModel(_Strict):
     """Every task key but `prompt`; also what `defaults:` holds."""
 
@@ -205,7 +226,7 @@ class TaskSettingsModel(_Strict):
     max_steps: PositiveInt = 30
     timeout: PositiveFloat = 600.0
     budget: BudgetModel | None = None
-    always: bool = False
+    always: Annotated[bool | list[str], BeforeValidator(_always)] = False
     batch: bool = False  # its model calls go through the provider's Batch API
     skills: list[str] | None = None
     sandbox: Literal["bubblewrap", "none"] = "bubblewrap"

@@ -235,3 +235,91 @@ def _compact(data: dict[str, Any]) -> str:
 
 def _key_of(canonical: dict[str, Any]) -> str:
     return hashlib.sha256(_compact(canonical).encode("utf-8")).hexdigest()
+
+
+class McpCassette:
+    """What MCP servers answered, beside the model's replies: `<dir>/mcp/<server>.json` holds
+    the server's tool list and its tools' results, each under the job, the tool, its
+    arguments and the how-manieth such call of the job it was (a clock's answers differ from
+    call to call). Every string is redacted, as the model's are; header values never get here
+    (they are not part of the call)."""
+
+    def __init__(self, directory: Path, *, redact: Callable[[str], str] = _as_is) -> None:
+        self.directory = directory / "mcp"
+        self._redact = redact
+        self._lock = threading.Lock()
+        self._files: dict[str, dict[str, Any]] = {}
+        self._seen: dict[str, int] = {}  # the calls so far, by their key without the count
+
+    def catalog(self, server: str) -> Any:
+        """The server's tools as recorded (a JSON list); ReplayMismatch when there are none."""
+        with self._lock:
+            tools = self._file(server).get("tools")
+        if tools is None:
+            raise ReplayMismatch(
+                f"no recorded tool list of MCP server {server!r} in {self.directory}; record "
+                "it with --record"
+            )
+        return tools
+
+    def record_catalog(self, server: str, tools: Any) -> None:
+        with self._lock:
+            self._file(server)["tools"] = redacted(tools, self._redact)
+            self._save(server)
+
+    def reply(self, job: str, server: str, tool: str, arguments: Any) -> dict[str, Any]:
+        """The recorded result of the call; ReplayMismatch when it was not recorded."""
+        with self._lock:
+            key, shown = self._key(job, server, tool, arguments)
+            found = self._file(server).get("calls", {}).get(key)
+        if not isinstance(found, dict) or not isinstance(found.get("text"), str):
+            raise ReplayMismatch(
+                f"no recorded result for job {job!r}'s MCP call {shown} in {self.directory}; "
+                "if the change is intended, record again with --record"
+            )
+        return found
+
+    def record(
+        self, job: str, server: str, tool: str, arguments: Any, text: str, is_error: bool
+    ) -> None:
+        with self._lock:
+            key, shown = self._key(job, server, tool, arguments)
+            calls = self._file(server).setdefault("calls", {})
+            calls[key] = {
+                "call": shown,
+                "job": self._redact(job),
+                "text": self._redact(text),
+                "is_error": is_error,
+            }
+            self._save(server)
+
+    def _key(self, job: str, server: str, tool: str, arguments: Any) -> tuple[str, str]:
+        """The call's key (the lock held), and how a message shows it."""
+        call = redacted({"job": job, "tool": tool, "arguments": arguments}, self._redact)
+        base = _key_of(call)
+        n = self._seen.get(base, 0)
+        self._seen[base] = n + 1
+        shown = f"{server}: {tool}({_compact(call['arguments'])[:EXCERPT]})"
+        return _key_of({**call, "n": n}), shown
+
+    def _file(self, server: str) -> dict[str, Any]:
+        if server not in self._files:
+            path = self.directory / f"{server}.json"
+            data: dict[str, Any] = {}
+            if path.exists():
+                try:
+                    data = json.loads(path.read_text(encoding="utf-8"))
+                    if data.get("version") != VERSION:
+                        raise ValueError(f"version {data.get('version')!r}, expected {VERSION}")
+                except (OSError, ValueError, AttributeError, RecursionError) as exc:
+                    raise ReplayMismatch(
+                        f"cassette {path} is unreadable ({exc}); fix it, or delete it and "
+                        "record again with --record"
+                    ) from None
+            self._files[server] = data
+        return self._files[server]
+
+    def _save(self, server: str) -> None:
+        document = {**self._files[server], "version": VERSION}
+        text = json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+        write_atomic(self.directory / f"{server}.json", text)

@@ -42,7 +42,9 @@ NOT_FINGERPRINTED = frozenset(
 
 # Parts kept only to explain a change: the value does not cover them (`system` and `skills`
 # do), so that a ledger written before they were kept holds the same value for the same job.
-EXPLAINING = frozenset({"skill_files", "context", "skills_tokens"})
+EXPLAINING = frozenset({"skill_files", "context", "skills_tokens", "mcp_called"})
+# The part a job's record keeps of the MCP tools it called (mcp.S.T): what `always:` reads.
+CALLED = "mcp_called"
 SHORT = 12  # hex digits of a skill's digest kept by name: enough to tell it was edited
 
 

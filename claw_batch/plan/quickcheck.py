@@ -29,8 +29,11 @@ KEYED_VARIABLES = frozenset({"git", "files"})
 
 def keyed(task: Task) -> bool:
     """Whether the task's fingerprint is a function of its key and of its item's content:
-    its templates read only STABLE_VARIABLES and KEYED_VARIABLES, and it has no `needs:`."""
+    its templates read only STABLE_VARIABLES and KEYED_VARIABLES, it has no `needs:`, and no
+    MCP tools (what their servers list is part of it)."""
     if task.needs or task.always or task.variables is None:
+        return False
+    if any(t.startswith("mcp.") for t in task.tool_names):  # its servers' tool lists count
         return False
     return task.variables <= STABLE_VARIABLES | KEYED_VARIABLES
 

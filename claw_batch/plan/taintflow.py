@@ -10,9 +10,11 @@ can still be tainted at run time by what its tools read; that is not shown here.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from claw_batch.mcp import names
 from claw_batch.plan import overlap
 from claw_batch.toolnames import READ_ONLY_TOOLS
 
@@ -57,15 +59,33 @@ def _own(config: Clawfile, task: Task) -> list[Source]:
             sources.append(Source("outside files", f"outside files via {where}"))
     if task.variables is not None and "git" in task.variables:
         sources.append(Source("staged diff", "the staged diff via git"))
+    servers = names.servers(task.tool_names)  # what an MCP tool returns is outside content
+    if servers:
+        said = ", ".join(f"mcp.{s}" for s in servers)
+        sources.append(Source("MCP servers", f"the results of its MCP tools ({said})"))
     return sources
 
 
-def tools_line(task: Task) -> str:
+def tools_line(task: Task, read_only: Mapping[str, bool] | None = None) -> str:
     """What a tainted job of the task keeps beyond the read-only tools, and what it loses:
-    "" when it loses nothing."""
-    kept = [t for t in task.offered_tools if t not in READ_ONLY_TOOLS]
-    granted = [t for t in kept if t in task.untrusted_allow]
-    withheld = [t for t in kept if t not in task.untrusted_allow]
+    "" when it loses nothing. `read_only`: per MCP server, whether its entry says so (its
+    tools stay with a tainted job)."""
+    read_only = read_only or {}
+
+    def stays(tool: str) -> bool:
+        if not names.is_mcp(tool):
+            return tool in READ_ONLY_TOOLS
+        return read_only.get(names.split(tool)[0], False)
+
+    def grants(tool: str) -> bool:
+        if not names.is_mcp(tool):
+            return tool in task.untrusted_allow
+        server, glob = names.split(tool)
+        return tool in task.untrusted_allow or names.matches(task.untrusted_allow, server, glob)
+
+    kept = [t for t in task.offered_tools if not stays(t)]
+    granted = [t for t in kept if grants(t)]
+    withheld = [t for t in kept if not grants(t)]
     parts = [f"granted: {', '.join(granted)}"] if granted else []
     parts += [f"withheld: {', '.join(withheld)}"] if withheld else []
     return f" ({'; '.join(parts)})" if parts else ""
@@ -83,5 +103,6 @@ def report(config: Clawfile, graph: Graph) -> list[str]:
     ]
     for name, sources in found.items():
         said = "; ".join(s.said for s in sources)
-        lines.append(f"  {name}: {said}{tools_line(config.tasks[name])}")
+        read_only = {s: e.read_only for s, e in config.mcp_servers.items()}
+        lines.append(f"  {name}: {said}{tools_line(config.tasks[name], read_only)}")
     return lines

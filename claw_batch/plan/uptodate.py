@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from claw_batch.config import Task
-from claw_batch.plan.fingerprint import Fingerprint
+from claw_batch.plan.fingerprint import CALLED, Fingerprint
 from claw_batch.plan.graph import Graph
 from claw_batch.plan.halves import pays, shared
 from claw_batch.plan.jobs import Items, Job, items_of
@@ -240,7 +240,7 @@ class Decider:
         decision = self._pending(job)
         if decision is None and self.force:
             decision = Decision(True, (FORCED,))
-        elif decision is None and self.tasks[job.task].always:
+        elif decision is None and self.tasks[job.task].always is True:
             decision = Decision(True, (ALWAYS,))
         elif decision is None:
             decision = Decision(True, (self.no_success(job),))
@@ -316,16 +316,20 @@ def decide(
     outputs_now: Mapping[str, str | None],
     *,
     force: bool = False,
-    always: bool = False,
+    always: bool | tuple[str, ...] = False,
 ) -> Decision:
     """Whether a job must run by the full check. `outputs_now` maps each output recorded at
-    its last success to the file's current hash (None when missing)."""
+    its last success to the file's current hash (None when missing). `always`: True, or the
+    MCP tools (mcp.S.T patterns) whose answers change: a job whose last run called one runs."""
     if force:
         return Decision(True, (FORCED,))
-    if always:
+    if always is True:
         return Decision(True, (ALWAYS,))
     if done is None:
         return Decision(True, (NEVER_RAN,))
+    called = _called(done, always) if always else []
+    if called:
+        return Decision(True, (f"always: its last run called {', '.join(called)}",))
     missing = [p for p, h in outputs_now.items() if h is None]
     modified = tuple(p for p, h in outputs_now.items() if h is not None and h != done.outputs[p])
     changes = explain(done.parts, fp.parts) if done.fingerprint != fp.value else []
@@ -334,6 +338,14 @@ def decide(
         return Decision(False, (*kept, *changes), modified)
     reasons = [f"output {p} is missing" for p in missing] + changes
     return Decision(bool(reasons), tuple(reasons))
+
+
+def _called(done: Done, always: tuple[str, ...]) -> list[str]:
+    """The MCP tools the job's last success called that `always:` names."""
+    from claw_batch.mcp import names
+
+    called = done.parts.get(CALLED) or []
+    return [c for c in called if names.matches(always, *names.split(c))]
 
 
 def explain(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:

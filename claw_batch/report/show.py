@@ -78,7 +78,8 @@ def render_event(e: Mapping[str, Any]) -> Iterator[str]:
         yield from _assistant(e)
     elif kind == "tool_result":
         mark = "→" if e.get("ok") else "✗"
-        yield indent(f"{mark} " + clip(str(e.get("content", ""))), "      ")
+        said = f"{e['server']}: {e.get('tool', e.get('name'))}: " if e.get("server") else ""
+        yield indent(f"{mark} {said}" + clip(str(e.get("content", ""))), "      ")
     elif kind == "correction":
         yield "claw: " + str(e.get("message", ""))
     elif kind == "unsandboxed":
@@ -102,9 +103,15 @@ def _assistant(e: Mapping[str, Any]) -> Iterator[str]:
     if e.get("content"):
         yield indent(str(e["content"]).strip())
     for call in e.get("tool_calls", []):
-        yield f"  {call['name']}({_args(call['arguments'])})"
+        yield f"  {_called(call)}({_args(call['arguments'])})"
     if e.get("parsed_from_content"):  # the server left them in the text (llm.toolmarkup)
         yield f"  (tool calls parsed from content: {e['parsed_from_content']})"
+
+
+def _called(call: Mapping[str, Any]) -> str:
+    """A call's tool: its name, or an MCP server's tool as `server: tool` (`git: git_log`)."""
+    server = call.get("server")
+    return f"{server}: {call.get('tool', call['name'])}" if server else str(call["name"])
 
 
 def _args(raw: str) -> str:

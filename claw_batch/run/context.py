@@ -20,6 +20,7 @@ from claw_batch.skills.skill import Skill
 if TYPE_CHECKING:
     from claw_batch.agent.budget import Spend
     from claw_batch.run.prepare import TaskSame
+    from claw_batch.run.servers import RunServers
     from claw_batch.taint.ledger import TaintedFiles
 
 
@@ -38,6 +39,8 @@ class RunContext:
     redact: Callable[[str], str] = str  # the run's Redactor
     tainted: TaintedFiles | None = None  # which files are outside content (None: the globs)
     force: bool = False  # -B: a fresh answer, nothing replayed from the call cache
+    servers: RunServers | None = None  # its MCP servers, when a task uses one
+    warn: Callable[[str], None] = lambda _: None  # a warning said once, on the terminal
 
     @property
     def workspace(self) -> str:

@@ -22,7 +22,7 @@ from claw_batch.agent.loop import LoopResult, LoopSettings, ToolLoop
 from claw_batch.config import Task
 from claw_batch.errors import LimitExceeded, TaskFailed, ToolError
 from claw_batch.llm.messages import Message
-from claw_batch.plan.fingerprint import Fingerprint
+from claw_batch.plan.fingerprint import CALLED, Fingerprint
 from claw_batch.plan.jobs import Job
 from claw_batch.plan.uptodate import Decision
 from claw_batch.run.context import RunContext
@@ -69,6 +69,7 @@ def run_job(
     of it when it read outside content."""
     job = p.job
     taint = _taint(run, p, records.run_id)
+    called: list[str] = []  # the MCP tools it calls (`always:` reads them next time)
     started_wall = records.start(job)
     transcript = records.transcript(job)
     sink = records.sink(job, transcript, progress)
@@ -80,7 +81,7 @@ def run_job(
     started = time.monotonic()
     try:
         sample = records.sample(job, fresh=run.force) if _sampled(run, p) else 0
-        attempt = _attempt(run, p, sink, taint, records.synced, sample)
+        attempt = _attempt(run, p, sink, taint, records.synced, sample, called)
     except Exception as e:  # it stops the run: close the job's records first
         _abort(run, job, records, transcript, sink, started, started_wall, e)
         raise
@@ -107,6 +108,8 @@ def run_job(
         saved_tokens=sink.saved_tokens,
         saved_usd=sink.saved_usd,
     )
+    if called:  # kept beside the fingerprint, not in its value
+        fp = Fingerprint({**fp.parts, CALLED: sorted(set(called))})
     records.record(result, started_wall, p, fp, taint.source)
     return result
 
@@ -121,11 +124,13 @@ def _taint(run: RunContext, p: Prepared, run_id: str) -> JobTaint:
         from claw_batch.sandbox.bubblewrap import write_dirs
 
         dirs = write_dirs(policy.write_globs, policy.outputs)
+    # Its MCP tools by the names the model calls them: a read_only server's, and what
+    # `untrusted.allow` grants, a tainted job keeps.
     return JobTaint(
         sources=p.tainted,
         files=run.tainted,
-        allow=task.untrusted_allow,
-        tools=task.offered_tools,
+        allow=(*task.untrusted_allow, *p.mcp_kept),
+        tools=(*task.offered_tools, *p.mcp),
         writer=Writer(p.job.task, p.job.item or "", run_id),
         bash_dirs=dirs,
     )
@@ -153,14 +158,20 @@ def _sampled(run: RunContext, p: Prepared) -> bool:
 
 
 def _attempt(
-    run: RunContext, p: Prepared, sink: JobSink, taint: JobTaint, synced: DirSyncs, sample: int
+    run: RunContext,
+    p: Prepared,
+    sink: JobSink,
+    taint: JobTaint,
+    synced: DirSyncs,
+    sample: int,
+    called: list[str] | None = None,
 ) -> Attempt:
     """(outcome, status, reason, error). What ends a job is caught here; what ends the run
     propagates. `taint` says at the end what the job read from outside; `synced` makes the
     output's rename durable (before the ledger records the job done: run.record); `sample`:
     the call cache's sample index of its requests."""
     try:
-        outcome = _Execution(run, p, sink, taint, synced, sample).run()
+        outcome = _Execution(run, p, sink, taint, synced, sample, called).run()
     except KeyboardInterrupt:
         return None, "interrupted", "interrupted", "interrupted (Ctrl-C or SIGTERM)"
     except LimitExceeded as e:
@@ -237,7 +248,9 @@ class _Execution:
         taint: JobTaint,
         synced: DirSyncs,
         sample: int = 0,
+        called: list[str] | None = None,
     ) -> None:
+        self.called = [] if called is None else called
         self.ctx = run
         self.p = prepared
         self.on_event = sink
@@ -295,6 +308,8 @@ class _Execution:
             taint=self.taint,
             on_event=self.on_event,
             redact=self.ctx.redact,
+            job=p.job.name,
+            called=self.called,
         )
         settings = LoopSettings(
             model=model_name,

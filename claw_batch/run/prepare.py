@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from claw_batch.agent import answers, systemprompt
 from claw_batch.config import Task, provider_keys
+from claw_batch.mcp.names import is_mcp
 from claw_batch.plan import render
 from claw_batch.plan.fingerprint import Fingerprint, TaskParts, digest, fingerprint, task_digest
 from claw_batch.plan.jobs import Job, glob_files
@@ -50,6 +51,9 @@ class Prepared:
     tainted: tuple[str, ...] = ()
     cuts: tuple[str, ...] = ()  # what its templates' read() cut (render.clipped)
     env: Mapping[str, str] = field(default_factory=dict)  # its tools' (TaskSame.env)
+    tools_digest: str = ""  # of `tools`: names and schemas (TaskSame.digests)
+    mcp: tuple[str, ...] = ()  # its MCP tools, as the model calls them (TaskSame.mcp)
+    mcp_kept: tuple[str, ...] = ()  # those a job keeps once tainted
 
     @property
     def declared_outputs(self) -> tuple[str, ...]:
@@ -94,6 +98,9 @@ def prepare(
         tainted=tainted,
         cuts=tuple(dict.fromkeys(cuts)),
         env=same.env,
+        tools_digest=same.digests[bool(tainted)],
+        mcp=tuple(same.mcp),
+        mcp_kept=same.mcp_kept,
     )
 
 
@@ -109,6 +116,13 @@ class TaskSame:
     # What its tools' processes start from: the run's scrubbed environment and the task's
     # `permissions.env`, never a provider's key (validation refuses those names too).
     env: Mapping[str, str]
+    # The fingerprint's part of `tools` and of `tainted_tools`: names and schemas, and for
+    # MCP tools their server's entry.
+    digests: tuple[str, str] = ("", "")
+    # Its MCP tools' names as the model calls them -> as the clawfile does (mcp.S.T); and
+    # those a job keeps once it has read outside content.
+    mcp: Mapping[str, str] = field(default_factory=dict)
+    mcp_kept: tuple[str, ...] = ()
 
 
 def task_same(run: RunContext, cache: RunCache, name: str) -> TaskSame:
@@ -116,13 +130,28 @@ def task_same(run: RunContext, cache: RunCache, name: str) -> TaskSame:
         task = run.project.config.tasks[name]
         offered = offered_skills(run, task)
         root = run.project.root
+        tools, tainted = offered_tools(task), offered_tools(task, tainted=True)
+        digests = (_tools_digest(tuple(tools)), _tools_digest(tuple(tainted)))
+        mcp: dict[str, str] = {}
+        kept: tuple[str, ...] = ()
+        if any(is_mcp(t) for t in task.tool_names):
+            from claw_batch.run import mcptools
+
+            offer = mcptools.offer(run, name, task)
+            tools.update(offer.tools)
+            tainted.update(offer.kept)
+            digests = (offer.digest(digests[0], offer.tools), offer.digest(digests[1], offer.kept))
+            mcp, kept = offer.qualified, tuple(offer.kept)
         return TaskSame(
             skills=offered,
-            tools=MappingProxyType(offered_tools(task)),
-            tainted_tools=MappingProxyType(offered_tools(task, tainted=True)),
+            tools=MappingProxyType(tools),
+            tainted_tools=MappingProxyType(tainted),
             granted=control.granted(task),
             skill_dirs=tuple(d for s in offered if (d := s.readable_directory(root))),
             env=MappingProxyType(_tool_env(run, task)),
+            digests=digests,
+            mcp=MappingProxyType(mcp),
+            mcp_kept=kept,
         )
 
     return cache.same(name, compute)
@@ -204,7 +233,7 @@ def fingerprint_of(
         system=p.parts.system,
         skills=p.parts.skills,
         model=f"{p.model}@{p.task.temperature}",
-        tools=_tools_digest(tuple(p.tools)),
+        tools=p.tools_digest or _tools_digest(tuple(p.tools)),
         inputs={path: hash_file(path) for path in p.inputs},
         upstream=upstream,
         context=p.parts.context,
@@ -320,7 +349,7 @@ def offered_tools(task: Task, *, tainted: bool = False) -> dict[str, Tool]:
     names = tool_names(task)
     if tainted:
         names = tuple(n for n in names if n in taint.READ_ONLY or n in task.untrusted_allow)
-    return {n: TOOLS[n] for n in names if n in TOOLS}
+    return {n: TOOLS[n] for n in names if n in TOOLS}  # its MCP tools: run.mcptools
 
 
 def offered_skills(run: RunContext, task: Task) -> tuple[skills.Skill, ...]:

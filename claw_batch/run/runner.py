@@ -10,7 +10,7 @@ import os
 import shlex
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from claw_batch import cancel
 from claw_batch.clock import new_run_id, now_for_run
@@ -33,6 +33,9 @@ from claw_batch.run.session import RunSession, RunSetup
 from claw_batch.safety.redact import Redactor, secrets_from_env
 from claw_batch.store.state import State
 from claw_batch.terminal.progress import Progress
+
+if TYPE_CHECKING:
+    from claw_batch.run.servers import RunServers
 
 
 @dataclass(frozen=True)
@@ -129,6 +132,7 @@ class Runner:
         self.progress = progress
         self.environ = dict(os.environ if environ is None else environ)
         secrets = [*api_keys(project.config, self.environ), *secrets_from_env(self.environ)]
+        secrets += _header_values(project.config, self.environ)
         self.redact = Redactor(secrets)
         self.workers = None  # worker processes for model calls, when they pay
         if not (options.dry_run or options.mode.replay):  # no live call, no module to load
@@ -144,6 +148,7 @@ class Runner:
             clawfile=project.clawfile.name,
         )
         self.graph: Graph = build(project.config)
+        self.servers: RunServers | None = None  # made per run (_run), when a task uses one
 
     def tasks(self) -> list[str]:
         """The selected tasks and everything they depend on, each after its upstream. With
@@ -218,6 +223,7 @@ class Runner:
             self._say_batched(names)
         elif state is not None and self._batching(names):
             self._batch_run(state, run_id, now)
+        self.servers = self._servers()
         run = RunSession(self._setup(), state, run_id, now)
         code, error = 1, None  # what the ledger says if a bug ends the run
         try:
@@ -229,7 +235,10 @@ class Runner:
             code, error = Interrupted.exit_code, "interrupted"
         finally:
             try:  # a Ctrl-C while batch endpoints close still ends the run in the ledger
-                self.models.close(settled=_settled(run.results))
+                try:
+                    self._close_servers()
+                finally:
+                    self.models.close(settled=_settled(run.results))
             except KeyboardInterrupt:
                 code, error = Interrupted.exit_code, "interrupted"
             finally:
@@ -242,6 +251,30 @@ class Runner:
                 finally:
                     summary = run.close(summary)
         return summary
+
+    def _servers(self) -> RunServers | None:
+        """The run's MCP servers, when a task uses one: none is started before its first use."""
+        from claw_batch.run import servers  # cheap; the SDK comes with the first server
+
+        if not servers.uses_servers(self.project):
+            return None
+        dot_claw = self.project.root / ".claw"
+        return servers.RunServers(
+            self.project,
+            self.environ,
+            self.options.mode,
+            redact=self.redact,
+            # A dry run keeps the catalog in an existing .claw/ (not through a link), as
+            # it keeps the parsed skills.
+            write_catalog=not self.options.dry_run
+            or (dot_claw.is_dir() and not dot_claw.is_symlink()),
+        )
+
+    def _close_servers(self) -> None:
+        """Every server process the run started ends with it (a Ctrl-C while they stop
+        still stops the rest: Hub.close)."""
+        if self.servers is not None:
+            self.servers.close()
 
     def _batching(self, names: list[str]) -> bool:
         """Whether a task of the run sends its calls through a Batch API."""
@@ -365,6 +398,7 @@ class Runner:
             command=o.command,
             trigger=o.started_by,
             handed=bool(o.only),
+            servers=self.servers,
         )
 
     def _exit_code(self, results: Results) -> int:
@@ -399,3 +433,9 @@ class Runner:
         if state.recovered:
             self.progress.message(f"claw: {state.recovered}")
         return state
+
+
+def _header_values(config: Clawfile, environ: Mapping[str, str]) -> list[str]:
+    """The values of MCP servers' headers (their env variables'): redacted from every sink."""
+    names = {v for entry in config.mcp_servers.values() for v in entry.headers_env.values()}
+    return [environ[n] for n in sorted(names) if environ.get(n)]

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from claw_batch.agent.budget import Spend
 from claw_batch.config import Project
@@ -41,6 +42,9 @@ from claw_batch.store.state import State
 from claw_batch.taint.ledger import TaintedFiles
 from claw_batch.terminal.progress import Progress
 
+if TYPE_CHECKING:
+    from claw_batch.run.servers import RunServers
+
 
 @dataclass(frozen=True)
 class RunSetup:
@@ -65,6 +69,7 @@ class RunSetup:
     command: str = "claw"  # as typed (RunOptions.command)
     trigger: str = "hand"  # what started the run (RunOptions.started_by)
     handed: bool = False  # claw watch: the jobs are the files handed over, not every match
+    servers: RunServers | None = None  # the run's MCP servers (claw_batch.run.servers)
 
 
 class Preparation:
@@ -175,6 +180,8 @@ class RunSession:
             redact=setup.redact,
             tainted=tainted,
             force=setup.force,
+            servers=setup.servers,
+            warn=setup.progress.warn_once,
             spend=Spend(config, state.spent_since, now) if state and not setup.dry_run else None,
         )
 

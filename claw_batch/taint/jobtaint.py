@@ -106,10 +106,12 @@ class JobTaint:
         source = self.source
         if source is None or tool in READ_ONLY or tool in self.allow:
             return None
+        server, mcp, remote = tool.partition("__")  # an MCP tool: granted as mcp.S.T
+        granted = f"mcp.{server}.{remote}" if mcp else tool
         return (
             f"refused: {tool}: this job read outside content ({source}), so it may use only "
             f"read-only tools ({', '.join(READ_ONLY_TOOLS)}); its task can grant more with "
-            f"untrusted: {{allow: [{tool}]}}"
+            f"untrusted: {{allow: [{granted}]}}"
         )
 
     def withheld(self, tool: str) -> bool:

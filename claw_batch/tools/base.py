@@ -35,6 +35,9 @@ class ToolContext:
     taint: JobTaint = field(default_factory=JobTaint)
     on_event: Callable[..., Any] | None = None  # the transcript: on_event(kind, **fields)
     redact: Callable[[str], str] = str  # what a tool keeps (MEMORY.md) holds no secret
+    job: str = ""  # the job's name (a recorded MCP reply is the job's)
+    # The MCP tools (mcp.SERVER.TOOL) the job called, in order: what `always:` reads next time
+    called: list[str] = field(default_factory=list)
 
 
 ToolFn = Callable[..., str]

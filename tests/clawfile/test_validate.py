@@ -248,7 +248,8 @@ def test_wrong_types(tmp_path: Path) -> None:
             "clawfile.yaml:4: tasks.a.max_steps: expected an integer, got 'many'",
             "clawfile.yaml:5: tasks.a.timeout: must be greater than 0, got 0",
             "clawfile.yaml:6: tasks.a.catch_up: expected 'once' or 'skip', got 'never'",
-            "clawfile.yaml:7: tasks.a.always: expected true or false, got 'maybe'",
+            "clawfile.yaml:7: tasks.a.always: expected true, false or a list of MCP tools "
+            "(mcp.SERVER.TOOL), got 'maybe'",
             "clawfile.yaml:8: tasks.a.hook: expected 'pre-commit', 'commit-msg' or 'pre-push', "
             "got 'post-commit'",
             "clawfile.yaml:10: tasks.a.permissions.bash: "
