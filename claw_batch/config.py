@@ -241,6 +241,7 @@ class McpServer:
     read_only: bool = False  # its tools stay with a job that read outside content
     timeout: float = 60.0  # seconds for one tool call (and the job's own timeout bounds it)
     startup_timeout: float = 30.0  # seconds to start and answer the handshake
+    sandbox: str = "bubblewrap"  # bubblewrap | none: how a stdio server runs
     definition: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -258,6 +259,7 @@ class McpServer:
             read_only=data.get("read_only", False),
             timeout=data.get("timeout", 60.0),
             startup_timeout=data.get("startup_timeout", 30.0),
+            sandbox=data.get("sandbox", "bubblewrap"),
             definition=data,
         )
 

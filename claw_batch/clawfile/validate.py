@@ -143,6 +143,7 @@ class McpServerModel(_Strict):
     read_only: bool = False
     timeout: PositiveFloat = 60.0
     startup_timeout: PositiveFloat = 30.0
+    sandbox: Literal["bubblewrap", "none"] = "bubblewrap"
 
     refused_keys: ClassVar[dict[str, str]] = {
         "headers": "literal headers are refused (they carry secrets): name the environment "
