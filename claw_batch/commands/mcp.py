@@ -35,11 +35,12 @@ def mcp() -> None:
 def list_servers(
     server: str | None, as_json: bool, directory: Path | None, file: Path | None
 ) -> int:
-    """Start each MCP server (or SERVER), list its tools and their input schemas.
+    """Start the MCP servers, list their tools and schemas.
 
-    Says per server what failed (it does not start, its handshake timed out, it crashed),
-    and which `mcp.SERVER.TOOL` names in the tasks name no tool of their server; exits 1
-    if anything failed. Each server's stderr is kept in .claw/mcp/SERVER.log.
+    Each declared server, or only SERVER, is started and asked for its tools. Says per
+    server what failed (it does not start, its handshake timed out, it crashed), and which
+    `mcp.SERVER.TOOL` names in the tasks name no tool of their server; exits 1 if anything
+    failed. Each server's stderr is kept in .claw/mcp/SERVER.log.
 
     \b
     Examples:

@@ -31,8 +31,11 @@ class ErrLog:
         self._partial = b""
         self._size = 0
         if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._size = path.stat().st_size if path.is_file() else 0
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                self._size = path.stat().st_size if path.is_file() else 0
+            except OSError:
+                self.path = None  # the log is a convenience: a server runs without one
 
     def note(self, line: str) -> None:
         """A line of claw's own (a start, an exit), marked as such."""
