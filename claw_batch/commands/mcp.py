@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from claw_batch.commands.common import handle_errors, load, project_options
+from claw_batch.commands.common import handle_errors, load, project_options, stop_on_sigterm
 from claw_batch.errors import UsageError, said
 from claw_batch.figures import count
 
@@ -49,6 +49,7 @@ def list_servers(
     """
     from claw_batch.mcp.survey import survey
 
+    stop_on_sigterm()  # the servers are stopped on the way out
     project = load(directory, file)
     declared = project.config.mcp_servers
     if server is not None and server not in declared:

@@ -6,7 +6,12 @@ from typing import TYPE_CHECKING
 
 import click
 
-from claw_batch.commands.common import handle_errors, project_options, quiet_option
+from claw_batch.commands.common import (
+    handle_errors,
+    project_options,
+    quiet_option,
+    stop_on_sigterm,
+)
 from claw_batch.errors import ClawfileError, said
 from claw_batch.figures import count
 
@@ -88,6 +93,7 @@ def _check_mcp(root: Path, config: Clawfile, quiet: bool) -> None:
 
     if not config.mcp_servers:
         return
+    stop_on_sigterm()  # the servers are stopped on the way out
     found = survey(root, config, os.environ)
     for note in found.notes:
         click.echo(said(f"warning: {note}"), err=True)

@@ -347,6 +347,9 @@ class Hub:
                 c.closing = True
                 if c.life is not None:
                     c.life.stop.set()
+                if c.life is None or c.life.session is None:  # starting: no waiting for it
+                    for holder in c.holders:
+                        holder.cancel()
             holders = [h for c in connections for h in c.holders]
             await asyncio.gather(*holders, return_exceptions=True)
             others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]

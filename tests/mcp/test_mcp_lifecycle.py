@@ -162,3 +162,50 @@ def test_the_reference_time_server_answers_through_the_hub(root: Path) -> None:
     with hub(root, {"time": entry}) as h:
         reply = h.call("time", "get_current_time", {"timezone": "Etc/UTC"}, timeout=60)
         assert json.loads(reply.text)["timezone"] == "Etc/UTC"
+
+
+def _cmdlines(pids: set[int]) -> list[str]:
+    found = []
+    for pid in pids:
+        try:
+            found.append(Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode())
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_or_sigterm_of_claw_mcp_list_stops_a_server_mid_handshake(
+    root: Path, mode: str, signum: int
+) -> None:
+    (root / "clawfile.yaml").write_text(
+        "model: gpt-4o-mini\n"
+        "mcp_servers:\n"
+        f"  silent: {{command: [python, servers/silent.py], startup_timeout: {HANG}, "
+        f"sandbox: {mode}}}\n"
+        "tasks:\n  t: {prompt: hi}\n"
+    )
+    claw = subprocess.Popen(
+        [sys.executable, "-m", "claw_batch", "mcp", "list", "-C", str(root)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        log = root / ".claw" / "mcp" / "silent.log"
+        below: set[int] = set()
+        for _ in range(600):  # until the server has said it is up (a poll, not a timing)
+            below = descendants(claw.pid)
+            if log.is_file() and "saying nothing" in log.read_text():
+                break
+            threading.Event().wait(0.05)
+        assert any("silent.py" in c for c in _cmdlines(below))
+        claw.send_signal(signum)
+        _, err = claw.communicate(timeout=HANG)
+        assert claw.returncode == 130, err
+        assert "claw: interrupted" in err
+        assert not await_gone(below), "a server process outlived claw"
+    finally:
+        if claw.poll() is None:
+            claw.kill()
+            claw.communicate()
