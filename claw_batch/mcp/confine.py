@@ -39,9 +39,12 @@ class Refused(ToolError):
 
 
 def python_dirs() -> tuple[str, ...]:
-    """claw's own Python environment, and the installation it was made from (both needed to
-    run its `python`), unless the system's mounts hold them already."""
-    found = [os.path.realpath(p) for p in dict.fromkeys((sys.prefix, sys.base_prefix))]
+    """claw's own Python environment, the installation it was made from (both needed to run
+    its `python`) and the package folders on its path (PYTHONPATH's site-packages), unless
+    the system's mounts hold them already."""
+    packages = [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
+    given = dict.fromkeys((sys.prefix, sys.base_prefix, *packages))
+    found = dict.fromkeys(os.path.realpath(p) for p in given if os.path.isdir(p))
     return tuple(p for p in found if not any(host.under(p, d) for d in SYSTEM_DIRS))
 
 

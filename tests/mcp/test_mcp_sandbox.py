@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import threading
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -121,7 +123,8 @@ from pathlib import Path
 from claw_batch.config import McpServer
 from claw_batch.mcp.hub import Hub
 root = Path(sys.argv[1])
-hub = Hub(root, {"esc": McpServer(command=("python", "servers/escape.py"))}, os.environ)
+entry = McpServer(command=("python3", "servers/escape.py"), env=("PYTHONPATH",))
+hub = Hub(root, {"esc": entry}, os.environ)
 out = {}
 for name, tool, args in json.loads(sys.argv[2]):
     out[name] = hub.call("esc", tool, args, timeout=30).text
@@ -131,35 +134,41 @@ print(json.dumps(out))
 
 
 @pytest.mark.skipif(not ROOT, reason="the plain user's run is the one the other tests make")
-def test_as_a_plain_user_a_server_is_contained_the_same(root: Path, tmp_path: Path) -> None:
+def test_as_a_plain_user_a_server_is_contained_the_same() -> None:
     env = runner_env()
     python = runner_python(env)
     if python is None:
         pytest.skip("no interpreter the runner may start")
-    subprocess.run(["chown", "-R", f"{RUNNER}:{RUNNER}", str(tmp_path)], check=True)
-    calls = [
-        ["shadow", "read", {"path": "/etc/shadow"}],
-        ["outside", "read", {"path": str(tmp_path / "outside.txt")}],
-        ["state", "read", {"path": ".claw/state.db"}],
-        ["write", "write", {"path": "planted.txt"}],
-        ["uid", "whoami", {}],
-    ]
-    done = subprocess.run(
-        [*AS_RUNNER, python, "-c", DRIVER, str(root), json.dumps(calls)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    if done.returncode != 0 and "command not found" in done.stderr:
-        pytest.skip("claw's Python environment is not the runner's to run here (under /root)")
-    if done.returncode != 0 and "refused" in done.stderr:
-        pytest.skip(f"the plain user gets no sandbox here: {done.stderr[-300:]}")
-    assert done.returncode == 0, done.stderr
-    out = json.loads(done.stdout)
-    assert all(out[k].startswith("denied") for k in ("shadow", "outside", "state", "write"))
-    assert out["uid"] == f"ok: {RUNNER}"
-    assert not (root / "planted.txt").exists()
+    # Under /tmp itself: pytest's own folders are root's alone.
+    top = Path("/tmp") / f"claw-mcp-{uuid.uuid4().hex}"
+    top.mkdir(mode=0o755)
+    try:
+        (top / "outside.txt").write_text("a secret outside the project\n")
+        root = project(top / "proj")
+        subprocess.run(["chown", "-R", f"{RUNNER}:{RUNNER}", str(top)], check=True)
+        calls = [
+            ["shadow", "read", {"path": "/etc/shadow"}],
+            ["outside", "read", {"path": str(top / "outside.txt")}],
+            ["state", "read", {"path": ".claw/state.db"}],
+            ["write", "write", {"path": "planted.txt"}],
+            ["uid", "whoami", {}],
+        ]
+        done = subprocess.run(
+            [*AS_RUNNER, python, "-c", DRIVER, str(root), json.dumps(calls)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if done.returncode != 0 and "refused" in done.stderr:
+            pytest.skip(f"the plain user gets no sandbox here: {done.stderr[-300:]}")
+        assert done.returncode == 0, done.stderr
+        out = json.loads(done.stdout)
+        assert all(out[k].startswith("denied") for k in ("shadow", "outside", "state", "write"))
+        assert out["uid"] == f"ok: {RUNNER}"
+        assert not (root / "planted.txt").exists()
+    finally:
+        shutil.rmtree(top)
 
 
 def test_no_bubblewrap_refuses_the_server_with_the_reason(
