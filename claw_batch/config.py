@@ -246,7 +246,7 @@ class McpServer:
     read_only: bool = False  # its tools stay with a job that read outside content
     timeout: float = 60.0  # seconds for one tool call (and the job's own timeout bounds it)
     startup_timeout: float = 30.0  # seconds to start and answer the handshake
-    sandbox: str = "bubblewrap"  # or "none": a stdio server started outside the sandbox
+    sandbox: str = "bubblewrap"  # bubblewrap | none: how a stdio server runs
     definition: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property

@@ -90,8 +90,9 @@ LEAVES = [
     ("cache", "stats"),
     ("cache", "prune"),
     ("cache", "clear"),
+    ("mcp", "list"),
 ]
-GROUPS = [("cron",), ("hook",), ("memory",), ("skills",), ("cache",)]
+GROUPS = [("cron",), ("hook",), ("memory",), ("skills",), ("cache",), ("mcp",)]
 RUN_JOBS = [("run",), ("hook", "run"), ("watch",), ("schedule",)]  # report jobs as they go
 QUIET_ONLY = [("list",), ("validate",), ("hook", "install"), ("hook", "uninstall")]
 QUIET_ONLY += [("skills", "list"), ("skills", "check")]
@@ -99,7 +100,7 @@ EXAMPLES = [("run",), ("plan",), ("why",), ("hook", "install"), ("cron", "print"
 EXAMPLES += [("watch",), ("log",), ("show",), ("report",), ("memory", "search"), ("init",)]
 EXAMPLES += [("graph",), ("schedule",), ("list",), ("validate",), ("skills", "list")]
 EXAMPLES += [("skills", "check"), ("hook", "uninstall"), ("hook", "run")]
-EXAMPLES += [("cache", "stats"), ("cache", "prune"), ("cache", "clear")]
+EXAMPLES += [("cache", "stats"), ("cache", "prune"), ("cache", "clear"), ("mcp", "list")]
 
 
 def help_of(*words: str) -> str:

@@ -2,10 +2,16 @@
 shared by the run's jobs, and stopped by `close()`.
 
 The SDK is asynchronous and claw's jobs are threads: one thread runs an event loop that
-holds every server's session; a job's call waits on its future, at most `timeout` seconds.
+holds every server's session; a job's call waits on its future, at most its `timeout` (and
+the entry's), so a hung server cannot hold a job past it; a handshake that does not end
+within `startup_timeout` ends the server.
 
-SKELETON: stdio servers start unsandboxed here; the sandbox, the restart after a crash and
-the end of the servers with claw (kill -9 included) come next.
+A stdio server runs confined as its entry says (claw_batch.mcp.confine), through claw's own
+transport (claw_batch.mcp.stdio), so that nothing it starts outlives claw. One that dies is
+started again once, at the next call; when it dies again its tools fail with the reason: its
+exit status and the last lines of its stderr (all of which is in `.claw/mcp/SERVER.log`).
+Header values of an HTTP server come from the environment and are redacted from every
+message.
 """
 
 from __future__ import annotations
@@ -13,16 +19,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Collection, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from claw_batch.config import McpServer
 from claw_batch.errors import ToolError
+from claw_batch.safety.paths import Policy
 
 if TYPE_CHECKING:
     from mcp.client.session import ClientSession
+
+    from claw_batch.mcp.stdio import Server
+
+RESTARTS = 1  # a server that dies is started again this many times
+MARGIN_SECONDS = 10.0  # what a stop may take past a server's own time limits
+CLOSE_SECONDS = 30.0
+DEATH_SECONDS = 10.0  # after its output ends, how long to wait for a server's exit status
 
 
 @dataclass(frozen=True)
@@ -46,148 +60,350 @@ class ServerFailure(ToolError):
     """A server that cannot be started, reached or kept: the message says which and why."""
 
 
+@dataclass
+class _Life:
+    """One start of a server: its session from the handshake to its end."""
+
+    session: ClientSession | None = None
+    server: Server | None = None
+    stop: asyncio.Event = field(default_factory=asyncio.Event)
+    over: asyncio.Event = field(default_factory=asyncio.Event)  # its holder has returned
+    death: str | None = None  # why it ended, when it was not stopped
+    handshake_until: float | None = None  # (anyio's clock) when its handshake times out
+
+
 class _Connection:
-    """One server's session, held by a task of the hub's loop from start to stop."""
+    """One server: its current life, held by a task of the hub's loop, and its deaths."""
 
-    def __init__(self, name: str, entry: McpServer, root: Path, env: Mapping[str, str]) -> None:
-        self.name, self.entry, self.root, self.env = name, entry, root, env
-        self.session: ClientSession | None = None
+    def __init__(self, name: str, entry: McpServer, hub: Hub) -> None:
+        self.name, self.entry, self.hub = name, entry, hub
         self.tools: tuple[RemoteTool, ...] = ()
-        self.ready = asyncio.Event()
-        self.stop = asyncio.Event()
-        self.failure: BaseException | None = None
+        self.life: _Life | None = None
+        self.lock = asyncio.Lock()
+        self.broken: str | None = None  # it cannot be (re)started: why
+        self.deaths = 0
+        self.holders: set[asyncio.Task[None]] = set()
+        self.closing = False
 
-    async def hold(self) -> None:
+    async def session(self) -> tuple[ClientSession, _Life]:
+        """The live session, starting (or restarting) the server when it has none."""
+        async with self.lock:
+            life = self.life
+            if life is not None and life.session is not None and not life.over.is_set():
+                return life.session, life
+            if self.broken is not None:
+                raise ServerFailure(self.broken)
+            if self.closing:
+                raise ServerFailure(f"MCP server {self.name!r} has been stopped")
+            life = self.life = _Life()
+            started: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            holder = asyncio.ensure_future(self._hold(life, started))
+            self.holders.add(holder)
+            holder.add_done_callback(self.holders.discard)
+            try:
+                await asyncio.shield(started)
+            except ServerFailure as e:
+                self.broken = str(e)
+                raise
+            assert life.session is not None
+            return life.session, life
+
+    async def call(self, tool: str, arguments: dict[str, Any]) -> Reply:
+        session, life = await self.session()
+        called = asyncio.ensure_future(session.call_tool(tool, arguments))
+        over = asyncio.ensure_future(life.over.wait())
+        try:
+            await asyncio.wait({called, over}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (called, over):
+                task.cancel()
+            await asyncio.gather(called, over, return_exceptions=True)
+        if called.done() and not called.cancelled() and called.exception() is None:
+            result = called.result()
+            return Reply(_text(result.content), bool(result.is_error))
+        if life.server is not None and life.server.ended.is_set():  # it died: wait for why
+            import anyio
+
+            with anyio.move_on_after(DEATH_SECONDS):
+                await life.over.wait()
+        if life.over.is_set() and not life.stop.is_set():
+            raise ServerFailure(self._crashed(tool, life))
+        error = called.exception() if called.done() and not called.cancelled() else None
+        raise ServerFailure(self.hub.redact(f"MCP server {self.name!r}: {tool} failed: {error}"))
+
+    def _crashed(self, tool: str, life: _Life) -> str:
+        said = f"MCP server {self.name!r} crashed during {tool}: {life.death or 'it ended'}"
+        if self.broken is not None:
+            return f"{said}; it is not started again (it crashed {self.deaths} times)"
+        return f"{said}; it is started again for the next call"
+
+    async def _hold(self, life: _Life, started: asyncio.Future[None]) -> None:
+        import anyio
         from mcp.client.session import ClientSession
 
+        entry = self.entry
+        up = False
         try:
-            async with self._transport() as (read, write), ClientSession(read, write) as session:
-                await session.initialize()
-                listed = await session.list_tools()
+            async with self._transport(life) as (read, write), ClientSession(read, write) as s:
+                life.handshake_until = anyio.current_time() + entry.startup_timeout
+                with anyio.fail_after(entry.startup_timeout):
+                    await s.initialize()
+                    listed = await s.list_tools()
                 self.tools = tuple(
                     RemoteTool(t.name, t.description or "", dict(t.input_schema))
                     for t in listed.tools
                 )
-                self.session = session
-                self.ready.set()
-                await self.stop.wait()
-        except BaseException as e:
-            self.failure = e
+                life.session = s
+                if life.server is not None:
+                    life.server.find_leader()
+                started.set_result(None)
+                up = True
+                await self._until_stopped_or_dead(life)
+        except ToolError as e:  # ServerFailure, confine.Refused
+            _fail(started, e if isinstance(e, ServerFailure) else ServerFailure(str(e)))
+        except Exception as e:
+            until = life.handshake_until
+            if not up and until is not None and anyio.current_time() >= until:
+                _fail(started, ServerFailure(self._said(life, self._no_handshake(), True)))
+            why = self.hub.redact(f"{type(e).__name__}: {e}" if str(e) else type(e).__name__)
+            _fail(started, ServerFailure(self._said(life, f"did not start: {why}")))
         finally:
-            self.session = None
-            self.ready.set()
+            life.session = None
+            if up and not life.stop.is_set():
+                self._died(life)
+            if not started.done():
+                _fail(started, ServerFailure(self._said(life, "did not start")))
+            life.over.set()
 
-    def _transport(self) -> contextlib.AbstractAsyncContextManager[Any]:
+    def _no_handshake(self) -> str:
+        return f"did not answer its handshake within {self.entry.startup_timeout:g} s"
+
+    def _said(self, life: _Life, what: str, stopped: bool = False) -> str:
+        """`what` went wrong, with the server's own last words when it has any (and its exit
+        status, when it ended on its own, not `stopped` by claw)."""
+        server = life.server
+        code = server.process.returncode if server is not None else None
+        if server is not None and code is not None and not stopped:
+            what = f"did not start: it {server.died(code)}"
+        elif server is not None and (tail := server.log.tail()):
+            what += f"; its last words:\n{tail}"
+        return self.hub.redact(f"MCP server {self.name!r} {what}")
+
+    async def _until_stopped_or_dead(self, life: _Life) -> None:
+        server = life.server
+        if server is None:  # HTTP: the session ends when the hub stops it
+            await life.stop.wait()
+            return
+        stopped = asyncio.ensure_future(life.stop.wait())
+        ended = asyncio.ensure_future(server.ended.wait())
+        try:
+            await asyncio.wait({stopped, ended}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (stopped, ended):
+                task.cancel()
+            await asyncio.gather(stopped, ended, return_exceptions=True)
+        if not life.stop.is_set():
+            life.death = self.hub.redact(server.died(await server.status()))
+
+    def _died(self, life: _Life) -> None:
+        self.deaths += 1
+        death = life.death or "it ended"
+        if life.server is not None:
+            life.server.log.note(f"the server ended: {death}")
+        if self.deaths > RESTARTS:
+            self.broken = (
+                f"MCP server {self.name!r} crashed {self.deaths} times and is not started "
+                f"again; the last time it {death}"
+            )
+
+    def _transport(self, life: _Life) -> contextlib.AbstractAsyncContextManager[Any]:
         if self.entry.url is not None:
-            import httpx2
-            from mcp.client.streamable_http import streamable_http_client
+            return self._http()
+        return self._stdio(life)
 
-            headers = {h: self.env.get(v, "") for h, v in self.entry.headers_env.items()}
-            client = httpx2.AsyncClient(headers=headers, timeout=self.entry.timeout)
-            return streamable_http_client(self.entry.url, http_client=client)
-        import sys
+    @contextlib.asynccontextmanager
+    async def _stdio(self, life: _Life) -> AsyncIterator[Any]:
+        from claw_batch.mcp import confine, errlog, stdio
 
-        from mcp.client.stdio import StdioServerParameters, stdio_client
+        hub = self.hub
+        path = errlog.log_path(hub.root, self.name) if hub.logs else None
+        log = errlog.ErrLog(path, errlog.shown_path(self.name))
+        policy = hub.policies.get(self.name)
+        with confine.command(
+            self.name,
+            self.entry,
+            hub.root,
+            policy=policy,
+            environ=hub.env,
+            secrets=hub.secrets,
+        ) as (command, notes):
+            for note in notes:
+                hub.note(note)
+            log.note(f"starting: {' '.join(self.entry.command)}")
+            try:
+                life.server = await stdio.spawn(command, cwd=hub.root, log=log)
+            except OSError as e:
+                raise ServerFailure(
+                    f"MCP server {self.name!r} did not start: {self.entry.command[0]}: "
+                    f"{e.strerror or e}"
+                ) from None
+        async with stdio.streams(life.server) as pair:
+            yield pair
 
-        command, *args = self.entry.command
-        env = {k: self.env[k] for k in self.entry.env if k in self.env}
-        params = StdioServerParameters(command=command, args=args, env=env, cwd=self.root)
-        return stdio_client(params, errlog=sys.stderr)
+    @contextlib.asynccontextmanager
+    async def _http(self) -> AsyncIterator[Any]:
+        import httpx2
+        from mcp.client.streamable_http import streamable_http_client
+
+        assert self.entry.url is not None
+        headers = {}
+        for header, var in self.entry.headers_env.items():
+            if var not in self.hub.env:
+                raise ServerFailure(
+                    f"MCP server {self.name!r}: headers_env: {header} comes from the "
+                    f"environment variable {var}, which is not set; export it"
+                )
+            headers[header] = self.hub.env[var]
+        client = httpx2.AsyncClient(headers=headers, timeout=self.entry.timeout)
+        async with client, streamable_http_client(self.entry.url, http_client=client) as pair:
+            yield pair
+
+
+def _fail(future: asyncio.Future[None], error: BaseException) -> None:
+    if not future.done():
+        future.set_exception(error)
+        future.exception()  # retrieved: never "exception was never retrieved"
 
 
 class Hub:
     def __init__(
-        self, root: Path, servers: Mapping[str, McpServer], env: Mapping[str, str]
+        self,
+        root: Path,
+        servers: Mapping[str, McpServer],
+        env: Mapping[str, str],
+        *,
+        policies: Mapping[str, Policy] = {},
+        secrets: Collection[str] = ("OPENAI_API_KEY",),
+        logs: bool = True,
     ) -> None:
+        """`policies`: per stdio server, where it may write (the union of the write policies
+        of the tasks that use it); without one it may write nothing. `secrets`: names of
+        environment variables no server gets, even when its entry lists them (the providers'
+        API keys: config.provider_keys). `logs`: keep each server's stderr in
+        .claw/mcp/SERVER.log."""
+        from claw_batch.safety.redact import Redactor
+
         self.root, self.servers, self.env = root, servers, env
+        self.policies, self.secrets, self.logs = policies, frozenset(secrets), logs
+        given = [env.get(v) for s in servers.values() for v in (*s.headers_env.values(), *s.env)]
+        self.redact = Redactor(v for v in given if v)
+        self.notes: list[str] = []  # what the user should know (a key not given to a server)
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._connections: dict[str, _Connection] = {}
-        self._holders: dict[str, asyncio.Future[None]] = {}
+
+    def note(self, text: str) -> None:
+        with self._lock:
+            if text not in self.notes:
+                self.notes.append(text)
 
     def tools(self, server: str) -> tuple[RemoteTool, ...]:
         """Its tools, as it lists them; starts it if it is not running."""
-        return self._connected(server).tools
+        entry = self._entry(server)
+        connection = self._connection(server)
+        try:
+            self._wait(connection.session(), entry.startup_timeout + MARGIN_SECONDS, server)
+        except TimeoutError:
+            raise ServerFailure(f"MCP server {server!r} {connection._no_handshake()}") from None
+        return connection.tools
 
     def call(
         self, server: str, tool: str, arguments: Mapping[str, Any], *, timeout: float
     ) -> Reply:
-        connection = self._connected(server)
-        session = connection.session
-        if session is None:
-            raise ServerFailure(f"MCP server {server!r} has stopped")
-        future = asyncio.run_coroutine_threadsafe(
-            session.call_tool(tool, dict(arguments)), self._running_loop()
-        )
+        """Call SERVER's TOOL; ServerFailure when it cannot answer within `timeout` seconds
+        (and the entry's own `timeout`), or has died."""
+        limit = min(timeout, self._entry(server).timeout)
+        connection = self._connection(server)
         try:
-            result = future.result(timeout)
+            reply: Reply = self._wait(connection.call(tool, dict(arguments)), limit, server)
         except TimeoutError:
-            future.cancel()
             raise ServerFailure(
-                f"MCP server {server!r}: {tool} did not answer within {timeout:g} s"
+                f"MCP server {server!r}: {tool} did not answer within {limit:g} s"
             ) from None
-        except Exception as e:
-            raise ServerFailure(f"MCP server {server!r}: {tool} failed: {e}") from None
-        return Reply(_text(result.content), bool(result.is_error))
+        return reply
 
     def close(self) -> None:
         """Stop every server (a stdio one's process ends) and the loop."""
         with self._lock:
             loop, thread = self._loop, self._thread
             self._loop = self._thread = None
+            connections = list(self._connections.values())
         if loop is None or thread is None:
             return
-        for connection in self._connections.values():
-            loop.call_soon_threadsafe(connection.stop.set)
-        holders = list(self._holders.values())
 
         async def settle() -> None:
+            for c in connections:
+                c.closing = True
+                if c.life is not None:
+                    c.life.stop.set()
+                if c.life is None or c.life.session is None:  # starting: no waiting for it
+                    for holder in c.holders:
+                        holder.cancel()
+            holders = [h for c in connections for h in c.holders]
             await asyncio.gather(*holders, return_exceptions=True)
+            others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in others:
+                task.cancel()
+            await asyncio.gather(*others, return_exceptions=True)
+            await loop.shutdown_asyncgens()
 
         with contextlib.suppress(Exception):
-            asyncio.run_coroutine_threadsafe(settle(), loop).result(10)
+            asyncio.run_coroutine_threadsafe(settle(), loop).result(CLOSE_SECONDS)
         loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
+        thread.join(CLOSE_SECONDS)
+        if not thread.is_alive():
+            loop.close()
+
+    def _entry(self, server: str) -> McpServer:
+        entry = self.servers.get(server)
+        if entry is None:
+            raise ServerFailure(f"no MCP server {server!r} in mcp_servers:")
+        return entry
 
     def _running_loop(self) -> asyncio.AbstractEventLoop:
         with self._lock:
             if self._loop is None:
                 loop = asyncio.new_event_loop()
+                # Servers die with this thread (PR_SET_PDEATHSIG): it lives until close().
                 thread = threading.Thread(target=loop.run_forever, name="claw-mcp", daemon=True)
                 thread.start()
                 self._loop, self._thread = loop, thread
             return self._loop
 
-    def _connected(self, server: str) -> _Connection:
-        entry = self.servers.get(server)
-        if entry is None:
-            raise ServerFailure(f"no MCP server {server!r} in mcp_servers:")
-        loop = self._running_loop()
+    def _connection(self, server: str) -> _Connection:
+        entry = self._entry(server)
+        self._running_loop()
         with self._lock:
             connection = self._connections.get(server)
             if connection is None:
-                connection = _Connection(server, entry, self.root, self.env)
+                connection = self._connections[server] = _Connection(server, entry, self)
+            return connection
 
-                async def start(c: _Connection = connection) -> None:
-                    await c.hold()
-
-                self._holders[server] = asyncio.run_coroutine_threadsafe(start(), loop)  # type: ignore[assignment]
-                self._connections[server] = connection
-
-        async def wait(c: _Connection = connection) -> None:
-            await c.ready.wait()
-
+    def _wait(self, work: Any, seconds: float, server: str) -> Any:
+        """Run `work` on the loop; its result, or its ServerFailure; TimeoutError after
+        `seconds` (the work is cancelled)."""
+        loop = self._running_loop()
+        future = asyncio.run_coroutine_threadsafe(work, loop)
         try:
-            asyncio.run_coroutine_threadsafe(wait(), loop).result(entry.startup_timeout)
+            return future.result(seconds)
         except TimeoutError:
-            raise ServerFailure(
-                f"MCP server {server!r} did not answer its handshake within "
-                f"{entry.startup_timeout:g} s"
-            ) from None
-        if connection.session is None:
-            raise ServerFailure(f"MCP server {server!r} did not start: {connection.failure}")
-        return connection
+            future.cancel()
+            raise
+        except ServerFailure:
+            raise
+        except Exception as e:  # the SDK's own
+            raise ServerFailure(self.redact(f"MCP server {server!r}: {e}")) from None
 
 
 def _text(content: Any) -> str:
