@@ -70,6 +70,10 @@ def environment(
         "HOME": "/tmp" if sandboxed else environ.get("HOME", "/tmp"),
         "LANG": environ.get("LANG", "C.UTF-8"),
         "PYTHONDONTWRITEBYTECODE": "1",
+        # Neither the project root (the working directory of `python -m`) nor a script's
+        # folder goes first on a Python server's import path: a job that may write `*.py`
+        # there cannot plant a module (`anyio.py`) that the server would import (3.11+).
+        "PYTHONSAFEPATH": "1",
     }
     notes = []
     for var in entry.env:

@@ -91,10 +91,16 @@ class RunServers:
             if self.closed:
                 raise TaskFailed("the run has ended: its MCP servers are stopped")
             if self._hub is None:
+                from claw_batch.config import provider_keys
                 from claw_batch.mcp.hub import Hub
 
-                self._hub = Hub(self.project.root, self.servers, self.environ)
-                # part 1's sandbox: policies=self.policies()
+                self._hub = Hub(
+                    self.project.root,
+                    self.servers,
+                    self.environ,
+                    policies=self.policies(),
+                    secrets=provider_keys(self.project.config),
+                )
             return self._hub
 
     def close(self) -> None:

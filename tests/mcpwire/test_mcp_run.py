@@ -5,6 +5,7 @@ entries and schemas — against a real stdio server (servers/notes.py) and the f
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from collections.abc import Iterator
@@ -12,18 +13,25 @@ from pathlib import Path
 
 import pytest
 from fake_openai import FakeOpenAI, call, text, tool_calls
-from helpers import HANG, Result, claw_process, make_project, since
+from helpers import HANG, Result, claw_process, since
+from helpers import make_project as make_bare_project
 
 NOTES = Path(__file__).parent / "servers" / "notes.py"
+SCRIPT = "servers/notes.py"  # in the project: the sandbox sees the project, not the tests
 NOW = "2026-11-22T23:05:00+01:00"
+
+
+def make_project(root: Path, text: str, files: dict[str, str] | None = None) -> Path:
+    """A project with the notes server's script in it."""
+    return make_bare_project(root, text, {SCRIPT: NOTES.read_text(), **(files or {})})
 
 
 def clawfile(
     tools: str = "[read, mcp.notes.lookup]",
     extra: str = "",
     *,
-    notes: str = str(NOTES),
-    other: str = f"{NOTES}",
+    notes: str = SCRIPT,
+    other: str = SCRIPT,
     other_keys: str = "",
 ) -> str:
     return f"""
@@ -63,22 +71,33 @@ def claw(root: Path, *args: str, env: dict[str, str]) -> Result:
     return Result(done.returncode, done.stdout, done.stderr)
 
 
-def alive(pid: int) -> bool:
-    """Whether the process runs (a zombie that init has yet to reap does not)."""
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except FileNotFoundError:
-        return False
-    return "State:\tZ" not in status
+def tagged(tag: str) -> set[int]:
+    """The processes whose command line holds `tag`: a server's and its sandbox's."""
+    found = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                line = Path(f"/proc/{entry}/cmdline").read_bytes()
+                state = Path(f"/proc/{entry}/status").read_text()
+            except OSError:
+                continue
+            if tag.encode() in line and "State:\tZ" not in state:  # a zombie has ended
+                found.add(int(entry))
+    return found
 
 
-def gone(pid: int) -> bool:
-    """Whether the process ends: at once, or within HANG seconds of claw's end (the hub's
-    close, part 1's, is what makes it at once)."""
+def gone(tag: str) -> bool:
+    """Whether every process of the server tagged `tag` ends: at once, or within HANG
+    seconds."""
     started = time.monotonic()
-    while alive(pid) and since(started) < HANG:
+    while tagged(tag) and since(started) < HANG:
         time.sleep(0.05)
-    return not alive(pid)
+    return not tagged(tag)
+
+
+def tag_of(tmp_path: Path) -> str:
+    """A mark for the notes server's command line, unique to the test."""
+    return f"notes-{tmp_path.name}-{os.getpid()}"
 
 
 def events(root: Path) -> list[dict[str, object]]:
@@ -135,13 +154,16 @@ def test_a_server_error_reply_is_the_tool_s_error_result(
 def test_no_server_process_outlives_the_run(
     tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
 ) -> None:
-    root = make_project(tmp_path / "p", clawfile("[mcp.notes.pid]"))
+    tag = tag_of(tmp_path)
+    root = make_project(
+        tmp_path / "p", clawfile("[mcp.notes.pid]", notes=f"{SCRIPT}, --tag, {tag}")
+    )
     server.enqueue(tool_calls(call("notes__pid", {})), text("done"))
     r = claw(root, "run", env=env)
     assert r.exit_code == 0, r.stderr
     (result,) = tool_results(server.requests[1])
-    pid = int(next(line for line in result.splitlines() if line.strip().isdigit()))
-    assert gone(pid)
+    assert len(result.strip().splitlines()[-1]) >= 32  # the server answered: it ran
+    assert gone(tag)
 
 
 def test_a_pattern_that_matches_no_tool_fails_the_run_naming_what_there_is(
@@ -218,21 +240,20 @@ def test_untrusted_allow_grants_an_mcp_tool_to_a_tainted_job(
 def test_up_to_date_without_starting_a_server_and_not_after_its_entry_or_schema_changes(
     tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
 ) -> None:
-    script = tmp_path / "notes.py"
-    script.write_text(NOTES.read_text())
-    root = make_project(tmp_path / "p", clawfile(notes=str(script)))
+    root = make_project(tmp_path / "p", clawfile())
+    script = root / SCRIPT
     server.handler = lambda _: text("k is v")
     assert claw(root, "run", env=env).exit_code == 0
     script.rename(tmp_path / "gone.py")  # a server that started now would fail the run
     r = claw(root, "run", env=env)
     assert r.exit_code == 0 and "up to date" in r.stderr, r.stderr
     # another server's entry changes: this task is still up to date
-    make_project(root, clawfile(notes=str(script), other=f"{NOTES}, -x"))
+    make_project(root, clawfile(other=f"{SCRIPT}, -x"))
     r = claw(root, "run", env=env)
     assert r.exit_code == 0 and "up to date" in r.stderr, r.stderr
     # its own entry changes, and with it the tool's schema: it runs again
     (tmp_path / "gone.py").rename(script)
-    make_project(root, clawfile(notes=f"{script}, --v2", other=f"{NOTES}, -x"))
+    make_project(root, clawfile(notes=f"{SCRIPT}, --v2", other=f"{SCRIPT}, -x"))
     r = claw(root, "plan", env=env)
     assert "tools or permissions changed" in r.stdout, r.stdout + r.stderr
     catalog = json.loads((root / ".claw/mcp/catalog.json").read_text())
@@ -269,9 +290,8 @@ def test_always_takes_true_false_or_mcp_tool_patterns(
 def test_record_then_replay_answers_mcp_calls_and_lists_from_the_cassette_starting_no_server(
     tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
 ) -> None:
-    script = tmp_path / "notes.py"
-    script.write_text(NOTES.read_text())
-    root = make_project(tmp_path / "p", clawfile(notes=str(script)))
+    root = make_project(tmp_path / "p", clawfile())
+    script = root / SCRIPT
     key = env["OPENAI_API_KEY"]
     server.enqueue(tool_calls(call("notes__lookup", {"key": key})), text("k is v"))
     r = claw(root, "run", "--record", env=env)
@@ -366,7 +386,7 @@ def test_a_tool_whose_name_cannot_be_a_function_name_is_skipped_with_a_warning(
     tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
 ) -> None:
     root = make_project(
-        tmp_path / "p", clawfile("[mcp.notes.*]", notes=f"{NOTES}, --name-with-dots")
+        tmp_path / "p", clawfile("[mcp.notes.*]", notes=f"{SCRIPT}, --name-with-dots")
     )
     server.enqueue(text("fine"))
     r = claw(root, "run", env=env)

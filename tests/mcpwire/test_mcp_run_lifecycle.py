@@ -12,17 +12,20 @@ from pathlib import Path
 
 import pytest
 from fake_openai import FakeOpenAI, call, hang, text, tool_calls
-from helpers import make_project
-from test_mcp_run import claw, clawfile, gone, tool_results
+from test_mcp_run import SCRIPT, claw, clawfile, gone, make_project, tag_of, tagged, tool_results
 
 
-def pid_of(result: str) -> int:
-    return int(next(line for line in result.splitlines() if line.strip().isdigit()))
+def boot_of(result: str) -> str:
+    """Which server process answered (tests/mcpwire/servers/notes.py `pid`)."""
+    return result.strip().splitlines()[-1]
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_ends_the_run_and_its_servers(tmp_path: Path, signum: int) -> None:
-    root = make_project(tmp_path / "p", clawfile("[mcp.notes.pid]"))
+    tag = tag_of(tmp_path)
+    root = make_project(
+        tmp_path / "p", clawfile("[mcp.notes.pid]", notes=f"{SCRIPT}, --tag, {tag}")
+    )
     with FakeOpenAI() as srv:
         srv.enqueue(tool_calls(call("notes__pid", {})), hang(30))
         env = {**os.environ, "OPENAI_BASE_URL": srv.base_url, "OPENAI_API_KEY": "sk-x"}
@@ -38,17 +41,18 @@ def test_a_signal_ends_the_run_and_its_servers(tmp_path: Path, signum: int) -> N
         while len(srv.requests) < 2 and time.monotonic() < deadline:
             time.sleep(0.05)
         assert len(srv.requests) == 2, "claw never sent the tool's result"
-        pid = pid_of(tool_results(srv.requests[1])[0])
+        assert tagged(tag), "the server is not running"
         proc.send_signal(signum)
         _, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 130, stderr
-    assert gone(pid)
+    assert gone(tag)
 
 
 def test_the_jobs_of_a_run_share_one_server_process(
     tmp_path: Path,
 ) -> None:
-    body = clawfile("[mcp.notes.pid]").replace(
+    tag = tag_of(tmp_path)
+    body = clawfile("[mcp.notes.pid]", notes=f"{SCRIPT}, --tag, {tag}").replace(
         "output: out/answer.md", 'foreach: "in/*.txt"\n            output: "out/{{ item.stem }}.md"'
     )
     root = make_project(tmp_path / "p", body, {"in/a.txt": "a", "in/b.txt": "b"})
@@ -61,6 +65,6 @@ def test_the_jobs_of_a_run_share_one_server_process(
         env = {"OPENAI_BASE_URL": srv.base_url, "OPENAI_API_KEY": "sk-test-0123456789abcdef0123"}
         r = claw(root, "run", "-j", "2", env=env)
         assert r.exit_code == 0, r.stderr
-        pids = {pid_of(tool_results(q)[0]) for q in srv.requests if tool_results(q)}
-    assert len(pids) == 1
-    assert gone(pids.pop())
+        boots = [boot_of(tool_results(q)[0]) for q in srv.requests if tool_results(q)]
+    assert len(boots) == 2 and len(set(boots)) == 1  # two jobs, one server process
+    assert gone(tag)

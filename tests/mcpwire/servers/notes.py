@@ -1,14 +1,16 @@
 """A small MCP server for the run's wiring tests (stdio). `--v2` changes `lookup`'s schema;
-`--name-with-dots` adds a tool whose name cannot be a function name."""
+`--name-with-dots` adds a tool whose name cannot be a function name; any other argument (a
+`--tag`) only marks its command line, for the tests to find its processes in /proc."""
 
 from __future__ import annotations
 
-import os
 import sys
+import uuid
 
 from mcp.server.mcpserver import MCPServer
 
 server = MCPServer("notes")
+BOOT = uuid.uuid4().hex  # one per server process: its pid in the sandbox is always the same
 V2 = "--v2" in sys.argv
 
 if V2:
@@ -40,8 +42,8 @@ def broken() -> str:
 
 @server.tool()
 def pid() -> str:
-    """The server's process id."""
-    return str(os.getpid())
+    """Which server process answers: a token of its own."""
+    return BOOT
 
 
 if "--name-with-dots" in sys.argv:
