@@ -62,7 +62,8 @@ SUMMARY = """# Nightly summary — {today}
 - Extension for the two enterprise customers still on v1? (2026-11-21-planning.md)
 
 **Risks**
-- The 40-minute search index rebuild threatens Thursday's freeze (2026-11-20-standup.md),
+- The 40-minute search index rebuild threatens Thursday's freeze (no merges to main from
+  Wednesday 18:00 until the release ships; 2026-11-20-standup.md),
   and the VAT fix depends on it (2026-11-22-support.md)."""
 
 
@@ -78,6 +79,8 @@ def reply(body: dict[str, Any]) -> Reply:
         if turn(body) == 0:
             notes = re.findall(r"^- (workspace/notes/\S+)$", user, re.MULTILINE)
             return tool_calls(*(call("read", {"path": p}) for p in notes), usage=(900, 60))
+        if turn(body) == 1:  # the MCP server's tool (servers/glossary.py)
+            return tool_calls(call("glossary__lookup", {"term": "freeze"}), usage=(1300, 20))
         today = re.search(r"It is (\d{4}-\d{2}-\d{2})", user)
         return text(SUMMARY.format(today=today.group(1) if today else ""), usage=(1400, 260))
     if name == "triage":
@@ -91,7 +94,7 @@ def reply(body: dict[str, Any]) -> Reply:
 
 def main() -> int:
     cassettes = ROOT / "cassettes"
-    for stale in cassettes.glob("*.json"):
+    for stale in (*cassettes.glob("*.json"), *cassettes.glob("mcp/*.json")):
         stale.unlink()
     with FakeOpenAI() as server:
         server.handler = reply

@@ -13,7 +13,7 @@ from pathlib import Path
 from helpers import claw
 
 REPO = Path(__file__).resolve().parent.parent
-EXAMPLE = ["clawfile.yaml", "prompts", "skills", "workspace", "cassettes"]
+EXAMPLE = ["clawfile.yaml", "prompts", "skills", "workspace", "cassettes", "servers"]
 
 
 def copy_example(target: Path) -> Path:
