@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from claw_batch.config import McpServer
-from claw_batch.mcp.hub import RemoteTool
+from claw_batch.mcp.remote import RemoteTool
 from claw_batch.safety.atomic import write_atomic
 
 CATALOG = Path(".claw") / "mcp" / "catalog.json"

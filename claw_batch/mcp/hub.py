@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from claw_batch.config import McpServer
 from claw_batch.errors import ToolError
+from claw_batch.mcp.remote import RemoteTool, Reply, ServerFailure
 from claw_batch.safety.paths import Policy
 
 if TYPE_CHECKING:
@@ -37,27 +38,6 @@ RESTARTS = 1  # a server that dies is started again this many times
 MARGIN_SECONDS = 10.0  # what a stop may take past a server's own time limits
 CLOSE_SECONDS = 30.0
 DEATH_SECONDS = 10.0  # after its output ends, how long to wait for a server's exit status
-
-
-@dataclass(frozen=True)
-class RemoteTool:
-    """A tool as its server lists it."""
-
-    name: str
-    description: str
-    schema: Mapping[str, Any]  # its inputSchema
-
-
-@dataclass(frozen=True)
-class Reply:
-    """What a tool call returned, as text for the model."""
-
-    text: str
-    is_error: bool = False
-
-
-class ServerFailure(ToolError):
-    """A server that cannot be started, reached or kept: the message says which and why."""
 
 
 @dataclass
@@ -404,6 +384,9 @@ class Hub:
             raise
         except Exception as e:  # the SDK's own
             raise ServerFailure(self.redact(f"MCP server {server!r}: {e}")) from None
+
+
+__all__ = ["Hub", "RemoteTool", "Reply", "ServerFailure"]
 
 
 def _text(content: Any) -> str:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from claw_batch.errors import ClawfileError
 from claw_batch.mcp import names
-from claw_batch.mcp.hub import RemoteTool
+from claw_batch.mcp.remote import RemoteTool
 
 FUNCTION_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}\Z")
 

@@ -22,7 +22,8 @@ from claw_batch.mcp import names
 if TYPE_CHECKING:
     from claw_batch.llm.cassette import McpCassette
     from claw_batch.mcp.catalog import Catalog
-    from claw_batch.mcp.hub import Hub, RemoteTool, Reply
+    from claw_batch.mcp.hub import Hub
+    from claw_batch.mcp.remote import RemoteTool, Reply
     from claw_batch.safety.paths import Policy
 
 
@@ -75,7 +76,7 @@ class RunServers:
     def call(
         self, server: str, tool: str, arguments: Mapping[str, Any], *, timeout: float, job: str
     ) -> Reply:
-        from claw_batch.mcp.hub import Reply
+        from claw_batch.mcp.remote import Reply
 
         if self.mode.replay:
             found = self._cassettes().reply(job, server, tool, dict(arguments))
@@ -134,7 +135,7 @@ class RunServers:
         return found
 
     def _listed(self, server: str) -> tuple[RemoteTool, ...]:
-        from claw_batch.mcp.hub import ServerFailure
+        from claw_batch.mcp.remote import ServerFailure
 
         try:
             return self.hub().tools(server)

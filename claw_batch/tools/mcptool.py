@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from claw_batch.errors import LimitExceeded, ToolError
-from claw_batch.mcp.hub import Reply
+from claw_batch.mcp.remote import Reply
 from claw_batch.safety.untrusted import defuse_tokens, strip_invisible
 from claw_batch.tools.base import ToolContext
 from claw_batch.tools.registry import Tool, _parse_arguments

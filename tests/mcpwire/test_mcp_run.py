@@ -380,6 +380,8 @@ def test_a_run_of_a_task_without_mcp_tools_imports_no_mcp_code(
     assert (root / "out/hi.md").read_text() == "hi\n"
     server.enqueue(tool_calls(call("notes__lookup", {"key": "k"})), text("k is v"))
     assert set(loaded(root, ["run", "-q", "ask"], env, MCP_CODE)) >= {"mcp", "claw_batch.mcp.hub"}
+    # Up to date, it reads the tool lists from the catalog: no hub, no event loop, no SDK.
+    assert loaded(root, ["run", "-q", "ask"], env, (*MCP_CODE[:4], "asyncio")) == []
 
 
 def test_a_tool_whose_name_cannot_be_a_function_name_is_skipped_with_a_warning(

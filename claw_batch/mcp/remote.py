@@ -1,0 +1,32 @@
+"""What a server answers, as claw keeps it: its tools, a call's reply, a failure. A leaf: an
+up-to-date run reads the tool lists from the catalog without importing the hub (asyncio) or
+the SDK."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from claw_batch.errors import ToolError
+
+
+@dataclass(frozen=True)
+class RemoteTool:
+    """A tool as its server lists it."""
+
+    name: str
+    description: str
+    schema: Mapping[str, Any]  # its inputSchema
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What a tool call returned, as text for the model."""
+
+    text: str
+    is_error: bool = False
+
+
+class ServerFailure(ToolError):
+    """A server that cannot be started, reached or kept: the message says which and why."""
