@@ -72,8 +72,8 @@ def server_code(root: Path, servers: Mapping[str, McpServer]) -> dict[str, str]:
     every file or folder of the project its command names (relative to the project root,
     where it starts; `--opt=PATH` too), the whole folder of any file it names, whatever its
     language (a Python script's folder is first on its import path; a node or shell script
-    loads its neighbours just as well), and for `-m a.b` the top package `a/` (or module `a.py`). Not the
-    project root itself."""
+    loads its neighbours just as well), and for `-m a.b` the top package `a/` (or module
+    `a.py`). Not the project root itself."""
     top = os.path.realpath(root)
     found: dict[str, str] = {}
     for name, server in servers.items():
