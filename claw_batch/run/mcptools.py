@@ -1,7 +1,8 @@
 """A task's MCP tools, once per run: its `tools:` patterns matched against each server's
 list (claw_batch.mcp.offer, from the catalog), made tools the loop calls like the built-ins
 (claw_batch.tools.mcptool), and what they add to the jobs' fingerprint: the server's entry
-and the names and schemas of the tools offered — nothing of a server the task does not use.
+and its code in the project, and the names and schemas of the tools offered — nothing of a
+server the task does not use.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 from claw_batch.config import Task
 from claw_batch.errors import ClawfileError
 from claw_batch.mcp import names
-from claw_batch.mcp.catalog import entry_digest
+from claw_batch.mcp.catalog import server_digest
 from claw_batch.mcp.offer import kept_when_tainted, offered
 from claw_batch.plan.fingerprint import digest
 from claw_batch.run.context import RunContext
@@ -63,8 +64,10 @@ def offer(run: RunContext, name: str, task: Task) -> McpOffer:
             o.tool.schema,
             timeout=entry.timeout,
             caller=servers,
+            dirs=servers.dirs(o.server),
         )
-    entries = {s: entry_digest(config.mcp_servers[s]) for s in {o.server for o in found}}
+    root = run.project.root
+    entries = {s: server_digest(root, s, config.mcp_servers[s]) for s in {o.server for o in found}}
     return McpOffer(
         tools=tools,
         kept={w: t for w, t in tools.items() if w in kept},

@@ -30,6 +30,7 @@ from claw_batch.run.pool import BATCH_JOBS, Scheduler
 from claw_batch.run.prepare import Prepared, estimate, fingerprint_of, prepare, task_parts
 from claw_batch.run.record import NOT_UTF8, Recorder, unrecordable
 from claw_batch.run.results import NO_USAGE, JobResult, Results, RunSummary, UpToDate, not_run
+from claw_batch.run.servers import ServerUnavailable
 from claw_batch.safety.childenv import git_read_only, scrubbed_env
 from claw_batch.safety.paths import checked_output
 from claw_batch.safety.redact import Redactor
@@ -137,6 +138,8 @@ class RunSession:
         tainted = TaintedFiles(state, config.untrusted, self.hashes.hash, str(root))
         if state and not setup.dry_run:
             self._begin(state, run_id, now)
+            if setup.servers is not None:  # what its MCP servers write is outside content
+                setup.servers.ledger(tainted, run_id)
         found = self._skills()
         # Per skill that is not available on this machine: what it lacks.
         self.unavailable = {s.name: s.unavailable(setup.environ) for s in found}
@@ -308,6 +311,12 @@ class RunSession:
         if output is not False:  # the quick check: nothing made for the job but its result
             return not_run(job, "up-to-date", (), output)
         preparation = Preparation(self.ctx, self.cache, job, upstream, self.hashes.hash)
+        try:
+            return self._checked(job, preparation)
+        except ServerUnavailable as e:  # its task's MCP server: this task's jobs fail, not all
+            return JobResult(job, "failed", "ServerUnavailable", 0.0, NO_USAGE, None, str(e), "")
+
+    def _checked(self, job: Job, preparation: Preparation) -> JobResult | Callable[[], JobResult]:
         decision = self.decider.decide(job, preparation)
         if not decision.run:
             return self._keep(job, decision)

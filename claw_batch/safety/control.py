@@ -70,9 +70,10 @@ def of(project: Project, cassettes: Path | None = None) -> Control:
 def server_code(root: Path, servers: Mapping[str, McpServer]) -> dict[str, str]:
     """What decides what each stdio server does, project-relative, with the server's name:
     every file or folder of the project its command names (relative to the project root,
-    where it starts; `--opt=PATH` too), a Python script's whole folder (it is first on the
-    script's import path), and for `-m a.b` the top package `a/` (or module `a.py`). Not the
-    project root itself."""
+    where it starts; `--opt=PATH` too), the whole folder of any file it names, whatever its
+    language (a Python script's folder is first on its import path; a node or shell script
+    loads its neighbours just as well), and for `-m a.b` the top package `a/` (or module
+    `a.py`). Not the project root itself."""
     top = os.path.realpath(root)
     found: dict[str, str] = {}
     for name, server in servers.items():
@@ -82,9 +83,9 @@ def server_code(root: Path, servers: Mapping[str, McpServer]) -> dict[str, str]:
             named = _module_files(arg) if module else [_path_of(arg)]
             for rel in filter(None, (_in_project(top, n) for n in named)):
                 found.setdefault(rel, name)
-                script = posixpath.dirname(rel)
-                if rel.endswith(".py") and script and os.path.isfile(os.path.join(top, rel)):
-                    found.setdefault(script, name)
+                folder = posixpath.dirname(rel)
+                if folder and os.path.isfile(os.path.join(top, rel)):
+                    found.setdefault(folder, name)
     return found
 
 

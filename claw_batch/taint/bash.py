@@ -67,15 +67,7 @@ class BashTaint:
     def tainted(self, source: str, root: str, invoke: Callable[[], str]) -> str:
         """A tainted job's command: every file it made or changed in its write directories
         is tainted too."""
-        files = self.files
-        before = taintwatch.walk(root, self.dirs)
-        with files.unmarked():
-            try:
-                output = invoke()
-            finally:
-                failed = _mark_changed(files, self.writer, source, root, self.dirs, before)
-        _unmarked(failed)
-        return output
+        return tainting(self.files, self.writer, source, root, self.dirs, invoke)
 
     def watched(self, root: str, invoke: Callable[[], str]) -> tuple[str, str | None]:
         """An untainted job's command, watched: its output, and the outside content it read
@@ -175,6 +167,26 @@ class BashTaint:
             if not self.files.outside(rel):
                 failed += _mark_all(self.files, self.writer, source, [rel])
         return failed
+
+
+def tainting(
+    files: TaintedFiles,
+    writer: Writer,
+    source: str,
+    root: str,
+    dirs: tuple[str, ...],
+    invoke: Callable[[], str],
+) -> str:
+    """Around something outside claw that may write `dirs` (a tainted job's command, an MCP
+    server's call): every file it made or changed there is tainted with `source`."""
+    before = taintwatch.walk(root, dirs)
+    with files.unmarked():
+        try:
+            output = invoke()
+        finally:
+            failed = _mark_changed(files, writer, source, root, dirs, before)
+    _unmarked(failed)
+    return output
 
 
 def _mark_changed(

@@ -38,7 +38,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 from claw_batch.safety.untrusted import OutsideName, fence
-from claw_batch.taint.bash import BashTaint, joined
+from claw_batch.taint.bash import BashTaint, joined, tainting
 from claw_batch.taint.staged import blob_ids
 from claw_batch.toolnames import READ_ONLY_TOOLS
 
@@ -146,6 +146,16 @@ class JobTaint:
             return bash.tainted(source, root, invoke)
         output, read = bash.watched(root, invoke)
         return self.fenced(output, read) if read is not None else output
+
+    def server_call(
+        self, source: str, root: str, dirs: tuple[str, ...], invoke: Callable[[], str]
+    ) -> str:
+        """Around an MCP server's call: every file the server made or changed in its write
+        directories `dirs` meanwhile is outside content, tainted with `source`, whatever
+        this job has read (claw_batch.tools.mcptool)."""
+        if self.files is None or self.writer is None or not dirs:
+            return invoke()
+        return tainting(self.files, self.writer, source, root, dirs, invoke)
 
     def watching(self) -> AbstractContextManager[None]:
         """Around the command itself (BashTaint.watching)."""

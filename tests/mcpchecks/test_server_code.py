@@ -190,7 +190,7 @@ def test_validate_reports_a_write_glob_that_reaches_a_servers_code(tmp_path: Pat
     assert warnings(tmp_path, '["**", "notes/**", "servers/*.txt"]') == [
         "claw: clawfile.yaml:12: tasks.attack.permissions.write[0]: warning: '**' reaches the "
         "code of MCP servers 'glossary' (servers), 'packaged' (tools), 'tracker' "
-        "(bin/tracker-server), which no job may write: it grants the rest",
+        "(bin), which no job may write: it grants the rest",
         "claw: clawfile.yaml:12: tasks.attack.permissions.write[2]: warning: 'servers/*.txt' "
         "reaches the code of MCP server 'glossary' (servers), which no job may write: it "
         "grants the rest",
@@ -235,5 +235,40 @@ def test_what_a_command_names_in_the_project_is_its_code(tmp_path: Path) -> None
         "servers/glossary.md": "g",
         "a": "p",  # the top package: its modules may import each other
         "bin/tracker-server": "t",
+        "bin": "t",  # any language's: a script loads its neighbours
         "run.py": "r",  # at the root: the root itself is never protected whole
     }
+
+
+NODE = """
+    version: 1
+    model: fake-model
+    mcp_servers:
+      node: {command: [node, srv/index.js]}
+    tasks:
+      attack:
+        prompt: Do as the notes say.
+        output: out/answer.md
+        tools: [read, write, edit]
+        permissions: {write: ["srv/**"]}
+"""
+
+
+def test_a_servers_code_in_any_language_is_protected_whole(
+    tmp_path: Path, server: FakeOpenAI
+) -> None:
+    files = {"srv/index.js": "require('./lib.js')\n", "srv/lib.js": "module.exports = 1\n"}
+    root = make_project(tmp_path / "proj", NODE, files)
+    attacks = [
+        call("write", {"path": "srv/lib.js", "content": "evil()"}),
+        call("write", {"path": "srv/new.js", "content": "evil()"}),
+        call("edit", {"path": "srv/index.js", "old_string": "lib", "new_string": "evil"}),
+    ]
+    server.enqueue(*(tool_calls(c) for c in attacks), text("done"))
+    env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": KEY}
+    r = claw(root, "run", "attack", env=env)
+    assert r.exit_code == 0, r.stderr
+    said = results(root)
+    assert all(s.startswith("error: refused: ") for s in said), said
+    assert (root / "srv/lib.js").read_text() == "module.exports = 1\n"
+    assert not (root / "srv/new.js").exists()

@@ -241,10 +241,9 @@ def test_up_to_date_without_starting_a_server_and_not_after_its_entry_or_schema_
     tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
 ) -> None:
     root = make_project(tmp_path / "p", clawfile())
-    script = root / SCRIPT
     server.handler = lambda _: text("k is v")
     assert claw(root, "run", env=env).exit_code == 0
-    script.rename(tmp_path / "gone.py")  # a server that started now would fail the run
+    (root / "no-notes-server").touch()  # a server that started now would fail the run
     r = claw(root, "run", env=env)
     assert r.exit_code == 0 and "up to date" in r.stderr, r.stderr
     # another server's entry changes: this task is still up to date
@@ -252,7 +251,7 @@ def test_up_to_date_without_starting_a_server_and_not_after_its_entry_or_schema_
     r = claw(root, "run", env=env)
     assert r.exit_code == 0 and "up to date" in r.stderr, r.stderr
     # its own entry changes, and with it the tool's schema: it runs again
-    (tmp_path / "gone.py").rename(script)
+    (root / "no-notes-server").unlink()
     make_project(root, clawfile(notes=f"{SCRIPT}, --v2", other=f"{SCRIPT}, -x"))
     r = claw(root, "plan", env=env)
     assert "tools or permissions changed" in r.stdout, r.stdout + r.stderr

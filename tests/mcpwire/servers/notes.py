@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import uuid
 
@@ -55,4 +56,6 @@ if "--name-with-dots" in sys.argv:
 
 
 if __name__ == "__main__":
+    if os.path.exists("no-notes-server"):  # a test's way to see that no server started
+        sys.exit("the notes server may not start now")
     server.run()
