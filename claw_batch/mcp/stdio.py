@@ -7,7 +7,9 @@ Nothing it starts outlives claw: the process gets PR_SET_PDEATHSIG (SIGKILL), wh
 when the thread that started it ends, and that is the hub's loop thread, which lives until
 every server is stopped; it leads a process group of its own, killed whole at the stop; a
 sandbox's PID 1 dies with bwrap (`--die-with-parent`) and takes its PID namespace along.
-Its stderr goes to its log (`ErrLog`), never to claw's terminal.
+Its stderr goes to its log (`ErrLog`), never to claw's terminal, read at most STDERR_RATE
+bytes a second: a server that floods it waits on its own full pipe, and claw's CPU stays
+small.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ REAP_SECONDS = 5.0  # after the kill, how long to wait for it (and its sandbox) 
 EXIT_SECONDS = 2.0  # after its stdout ends, how long to wait for its exit status
 POLL_SECONDS = 0.01
 PR_SET_PDEATHSIG = 1
+STDERR_RATE = 1 << 20  # bytes a second claw reads of a server's stderr: a flood waits, not claw
 LINE_LIMIT = 64 << 20  # a server that sends a longer message is ended (the call fails)
 
 
@@ -200,6 +203,7 @@ async def streams(
         with contextlib.suppress(OSError):
             while chunk := await stderr.read(65536):
                 server.log.write(chunk)
+                await anyio.sleep(len(chunk) / STDERR_RATE)  # a full pipe slows the server
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(reader)

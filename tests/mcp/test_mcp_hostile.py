@@ -146,3 +146,13 @@ def test_mcp_list_and_its_json_hold_no_secret_a_server_echoes(tmp_path: Path) ->
     assert SECRET not in out + err
     (tool,) = json.loads(out)["servers"][0]["tools"]
     assert "send" in tool["input_schema"]["properties"]["q"]["description"]
+
+
+def test_a_server_flooding_its_stderr_still_answers_and_its_log_stays_bounded(root: Path) -> None:
+    with hub(root, {"raw": raw("flood")}) as h:
+        for _ in range(3):
+            assert h.call("raw", "q", {"q": "x"}, timeout=HANG).text.startswith("ok")
+    logs = root / ".claw/mcp"
+    assert (logs / "raw.log").stat().st_size <= errlog.MAX_BYTES
+    old = logs / "raw.log.1"
+    assert not old.exists() or old.stat().st_size <= errlog.MAX_BYTES
