@@ -14,6 +14,7 @@ import click
 from claw_batch.commands.common import handle_errors, load, project_options, stop_on_sigterm
 from claw_batch.errors import UsageError, said
 from claw_batch.figures import count
+from claw_batch.safety.onscreen import visible
 
 if TYPE_CHECKING:
     from claw_batch.mcp.survey import Survey
@@ -56,15 +57,18 @@ def list_servers(
         known = ", ".join(declared) or "none"
         raise UsageError(f"no MCP server {server!r} in mcp_servers: (declared: {known})")
     found = survey(project.root, project.config, os.environ, server)
+    # What a server says (names, descriptions, its stderr) is shown, never obeyed by the
+    # terminal: control characters as \xNN (the JSON escapes them itself); the hub's secrets
+    # are redacted from all of it already (claw_batch.mcp.hub).
     for note in found.notes:
-        click.echo(said(f"warning: {note}"), err=True)
+        click.echo(said(visible(f"warning: {note}")), err=True)
     if as_json:
         click.echo(json.dumps(as_document(found), indent=2))
     else:
         for line in listing(found):
-            click.echo(line)
+            click.echo(visible(line))
     for line in problems(found):
-        click.echo(said(line), err=True)
+        click.echo(said(visible(line)), err=True)
     return 1 if found.failed or found.missing else 0
 
 

@@ -19,11 +19,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import time
 from collections.abc import AsyncIterator, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from claw_batch import cancel
 from claw_batch.config import McpServer
 from claw_batch.errors import ToolError
 from claw_batch.mcp.remote import RemoteTool, Reply, ServerFailure
@@ -48,7 +50,8 @@ class _Life:
     server: Server | None = None
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     over: asyncio.Event = field(default_factory=asyncio.Event)  # its holder has returned
-    death: str | None = None  # why it ended, when it was not stopped
+    death: str | None = None  # why it ended, when it was not stopped (claw's words)
+    said: str = ""  # the server's own last words then (its stderr's tail), redacted
     handshake_until: float | None = None  # (anyio's clock) when its handshake times out
 
 
@@ -60,7 +63,7 @@ class _Connection:
         self.tools: tuple[RemoteTool, ...] = ()
         self.life: _Life | None = None
         self.lock = asyncio.Lock()
-        self.broken: str | None = None  # it cannot be (re)started: why
+        self.broken: ServerFailure | None = None  # it cannot be (re)started: why
         self.deaths = 0
         self.holders: set[asyncio.Task[None]] = set()
         self.closing = False
@@ -72,7 +75,7 @@ class _Connection:
             if life is not None and life.session is not None and not life.over.is_set():
                 return life.session, life
             if self.broken is not None:
-                raise ServerFailure(self.broken)
+                raise ServerFailure(self.broken.message, self.broken.said)
             if self.closing:
                 raise ServerFailure(f"MCP server {self.name!r} has been stopped")
             life = self.life = _Life()
@@ -83,7 +86,7 @@ class _Connection:
             try:
                 await asyncio.shield(started)
             except ServerFailure as e:
-                self.broken = str(e)
+                self.broken = e
                 raise
             assert life.session is not None
             return life.session, life
@@ -107,9 +110,17 @@ class _Connection:
             with anyio.move_on_after(DEATH_SECONDS):
                 await life.over.wait()
         if life.over.is_set() and not life.stop.is_set():
-            raise ServerFailure(self._crashed(tool, life))
+            raise ServerFailure(self._crashed(tool, life), life.said)
         error = called.exception() if called.done() and not called.cancelled() else None
-        raise ServerFailure(self.hub.redact(f"MCP server {self.name!r}: {tool} failed: {error}"))
+        failed = f"MCP server {self.name!r}: {tool} failed"
+        if error is None:
+            raise ServerFailure(failed)
+        from mcp.shared.exceptions import MCPError
+
+        if isinstance(error, MCPError):  # a JSON-RPC error: its message is the server's
+            said = self.hub.redact(error.message)
+            raise ServerFailure(f"{failed} (JSON-RPC error {error.code})", said)
+        raise ServerFailure(f"{failed}: {type(error).__name__}", self.hub.redact(str(error)))
 
     def _crashed(self, tool: str, life: _Life) -> str:
         said = f"MCP server {self.name!r} crashed during {tool}: {life.death or 'it ended'}"
@@ -129,8 +140,11 @@ class _Connection:
                 with anyio.fail_after(entry.startup_timeout):
                     await s.initialize()
                     listed = await s.list_tools()
+                redact = self.hub.redact  # a server may echo a header's value or an env: one
                 self.tools = tuple(
-                    RemoteTool(t.name, t.description or "", dict(t.input_schema))
+                    RemoteTool(
+                        redact(t.name), redact(t.description or ""), redact.deep(t.input_schema)
+                    )
                     for t in listed.tools
                 )
                 life.session = s
@@ -144,30 +158,33 @@ class _Connection:
         except Exception as e:
             until = life.handshake_until
             if not up and until is not None and anyio.current_time() >= until:
-                _fail(started, ServerFailure(self._said(life, self._no_handshake(), True)))
-            why = self.hub.redact(f"{type(e).__name__}: {e}" if str(e) else type(e).__name__)
-            _fail(started, ServerFailure(self._said(life, f"did not start: {why}")))
+                _fail(started, self._said(life, self._no_handshake(), True))
+            # what the SDK says may quote the server (a JSON-RPC error, a reply it refused)
+            _fail(started, self._said(life, f"did not start: {type(e).__name__}", why=str(e)))
         finally:
             life.session = None
             if up and not life.stop.is_set():
                 self._died(life)
             if not started.done():
-                _fail(started, ServerFailure(self._said(life, "did not start")))
+                _fail(started, self._said(life, "did not start"))
+            if life.server is not None:
+                life.server.log.close()
             life.over.set()
 
     def _no_handshake(self) -> str:
         return f"did not answer its handshake within {self.entry.startup_timeout:g} s"
 
-    def _said(self, life: _Life, what: str, stopped: bool = False) -> str:
-        """`what` went wrong, with the server's own last words when it has any (and its exit
-        status, when it ended on its own, not `stopped` by claw)."""
+    def _said(self, life: _Life, what: str, stopped: bool = False, why: str = "") -> ServerFailure:
+        """`what` went wrong (and its exit status, when it ended on its own, not `stopped` by
+        claw), with the server's own words apart: `why` (what the SDK said) and the last
+        lines of its stderr."""
         server = life.server
         code = server.process.returncode if server is not None else None
         if server is not None and code is not None and not stopped:
             what = f"did not start: it {server.died(code)}"
-        elif server is not None and (tail := server.log.tail()):
-            what += f"; its last words:\n{tail}"
-        return self.hub.redact(f"MCP server {self.name!r} {what}")
+        words = [w for w in (why, server.log.tail() if server is not None else "") if w]
+        redact = self.hub.redact
+        return ServerFailure(redact(f"MCP server {self.name!r} {what}"), redact("\n".join(words)))
 
     async def _until_stopped_or_dead(self, life: _Life) -> None:
         server = life.server
@@ -184,6 +201,7 @@ class _Connection:
             await asyncio.gather(stopped, ended, return_exceptions=True)
         if not life.stop.is_set():
             life.death = self.hub.redact(server.died(await server.status()))
+            life.said = self.hub.redact(server.log.tail())
 
     def _died(self, life: _Life) -> None:
         self.deaths += 1
@@ -191,9 +209,10 @@ class _Connection:
         if life.server is not None:
             life.server.log.note(f"the server ended: {death}")
         if self.deaths > RESTARTS:
-            self.broken = (
+            self.broken = ServerFailure(
                 f"MCP server {self.name!r} crashed {self.deaths} times and is not started "
-                f"again; the last time it {death}"
+                f"again; the last time it {death}",
+                life.said,
             )
 
     def _transport(self, life: _Life) -> contextlib.AbstractAsyncContextManager[Any]:
@@ -207,7 +226,7 @@ class _Connection:
 
         hub = self.hub
         path = errlog.log_path(hub.root, self.name) if hub.logs else None
-        log = errlog.ErrLog(path, errlog.shown_path(self.name))
+        log = errlog.ErrLog(path, errlog.shown_path(self.name), redact=hub.redact)
         policy = hub.policies.get(self.name)
         with confine.command(
             self.name,
@@ -223,6 +242,7 @@ class _Connection:
             try:
                 life.server = await stdio.spawn(command, cwd=hub.root, log=log)
             except OSError as e:
+                log.close()
                 raise ServerFailure(
                     f"MCP server {self.name!r} did not start: {self.entry.command[0]}: "
                     f"{e.strerror or e}"
@@ -372,18 +392,31 @@ class Hub:
 
     def _wait(self, work: Any, seconds: float, server: str) -> Any:
         """Run `work` on the loop; its result, or its ServerFailure; TimeoutError after
-        `seconds` (the work is cancelled)."""
+        `seconds`, KeyboardInterrupt as soon as the run is cancelled (claw_batch.cancel); in
+        both the work is cancelled."""
         loop = self._running_loop()
         future = asyncio.run_coroutine_threadsafe(work, loop)
+        deadline = time.monotonic() + seconds
         try:
-            return future.result(seconds)
-        except TimeoutError:
-            future.cancel()
-            raise
+            while True:
+                cancel.check()
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError
+                try:
+                    return future.result(min(left, cancel.POLL))
+                except TimeoutError:
+                    if future.done():  # the work's own
+                        raise
+                    continue
         except ServerFailure:
             raise
-        except Exception as e:  # the SDK's own
-            raise ServerFailure(self.redact(f"MCP server {server!r}: {e}")) from None
+        except BaseException as e:
+            future.cancel()
+            if isinstance(e, Exception) and not isinstance(e, TimeoutError):  # the SDK's own
+                said = self.redact(str(e))
+                raise ServerFailure(f"MCP server {server!r}: {type(e).__name__}", said) from None
+            raise
 
 
 __all__ = ["Hub", "RemoteTool", "Reply", "ServerFailure"]

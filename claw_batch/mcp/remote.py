@@ -29,4 +29,14 @@ class Reply:
 
 
 class ServerFailure(ToolError):
-    """A server that cannot be started, reached or kept: the message says which and why."""
+    """A server that cannot be started, reached or kept: `message` says which and why in
+    claw's own words; `said` is the server's own text about it (a JSON-RPC error's message,
+    the last lines of its stderr), "" when it said nothing. Whoever shows `said` to a model
+    treats it as the server's (fenced, tainting). `str()` is both, for a person."""
+
+    def __init__(self, message: str, said: str = "") -> None:
+        self.message, self.said = message, said
+        super().__init__(f"{message}; the server said:\n{said}" if said else message)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.message, self.said))

@@ -7,7 +7,9 @@ Nothing it starts outlives claw: the process gets PR_SET_PDEATHSIG (SIGKILL), wh
 when the thread that started it ends, and that is the hub's loop thread, which lives until
 every server is stopped; it leads a process group of its own, killed whole at the stop; a
 sandbox's PID 1 dies with bwrap (`--die-with-parent`) and takes its PID namespace along.
-Its stderr goes to its log (`ErrLog`), never to claw's terminal.
+Its stderr goes to its log (`ErrLog`), never to claw's terminal, read at most STDERR_RATE
+bytes a second: a server that floods it waits on its own full pipe, and claw's CPU stays
+small.
 """
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ REAP_SECONDS = 5.0  # after the kill, how long to wait for it (and its sandbox) 
 EXIT_SECONDS = 2.0  # after its stdout ends, how long to wait for its exit status
 POLL_SECONDS = 0.01
 PR_SET_PDEATHSIG = 1
-LINE_LIMIT = 64 << 20  # a message longer than this ends the connection
+STDERR_RATE = 1 << 20  # bytes a second claw reads of a server's stderr: a flood waits, not claw
+LINE_LIMIT = 64 << 20  # a server that sends a longer message is ended (the call fails)
 
 
 _LIBC = ctypes.CDLL(None)  # loaded before any fork: the child only calls into it
@@ -54,6 +57,7 @@ class Server:
     log: ErrLog
     leader_fd: int | None = None  # bwrap's status pipe: the sandbox's PID 1
     ended: anyio.Event = field(default_factory=anyio.Event)  # its stdout is closed
+    fault: str | None = None  # why claw ended it: it broke the protocol
     _leader: int | None = None  # a pidfd of the sandbox's PID 1
 
     @property
@@ -80,16 +84,25 @@ class Server:
         return self.process.returncode
 
     def died(self, code: int | None) -> str:
-        """Why it stopped, for a message: its exit status and the last lines of its stderr."""
-        if code is None:
+        """Why it stopped, in claw's words: its exit status, or what it did that made claw end
+        it, and where its log is (its own last words are `log.tail()`)."""
+        if self.fault is not None:
+            how = f"was ended by claw: it {self.fault}"
+        elif code is None:
             how = "stopped answering"
         elif code < 0:
             how = f"was killed by signal {signal.Signals(-code).name}"
         else:
             how = f"exited with status {code}"
-        tail = self.log.tail()
         where = f" (its log: {self.log.shown})" if self.log.path is not None else ""
-        return f"{how}{'; its last words:' + chr(10) + tail if tail else ''}{where}"
+        return f"{how}{where}"
+
+    def broke(self, fault: str) -> None:
+        """It broke the protocol: end it, saying why (its call fails at once)."""
+        if self.fault is None:
+            self.fault = fault
+            self.log.note(f"ending the server: it {fault}")
+        self.kill()
 
     async def stop(self) -> None:
         """End it: close its stdin, give it GRACE_SECONDS, then kill its group and its
@@ -161,14 +174,16 @@ async def streams(
     write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
 
     async def reader() -> None:
-        buffer = b""
+        lines = Lines()
         try:
             async with read_writer:
                 while chunk := await stdout.read(65536):
-                    *lines, buffer = (buffer + chunk).split(b"\n")
-                    for line in lines:
-                        if line.strip():
-                            await read_writer.send(_parse(line))
+                    for line in lines.feed(chunk):
+                        message = _parse(line) if isinstance(line, bytes) else line
+                        if isinstance(message, str):
+                            server.broke(message)
+                            return
+                        await read_writer.send(message)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             pass
         finally:
@@ -188,6 +203,7 @@ async def streams(
         with contextlib.suppress(OSError):
             while chunk := await stderr.read(65536):
                 server.log.write(chunk)
+                await anyio.sleep(len(chunk) / STDERR_RATE)  # a full pipe slows the server
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(reader)
@@ -204,8 +220,53 @@ async def streams(
     await anyio.lowlevel.cancel_shielded_checkpoint()
 
 
-def _parse(line: bytes) -> SessionMessage | Exception:
+class Lines:
+    """Splits what a server sends into lines, keeping an unfinished one as a list of chunks
+    (joined once, when it ends: no copy per chunk) and counting its bytes: past `limit`, the
+    last of the lines is why (a str) instead."""
+
+    def __init__(self, limit: int = LINE_LIMIT) -> None:
+        self.pending: list[bytes] = []
+        self.size, self.limit = 0, limit
+
+    def feed(self, chunk: bytes) -> list[bytes | str]:
+        *ended, rest = chunk.split(b"\n")
+        if ended and self.pending:
+            ended[0] = b"".join((*self.pending, ended[0]))
+            self.pending, self.size = [], 0
+        if rest:
+            self.pending.append(rest)
+            self.size += len(rest)
+        lines: list[bytes | str] = [line for line in ended if line.strip()]
+        if self.size > self.limit:
+            lines.append(f"sent a message longer than {self.limit >> 20} MB")
+        return lines
+
+
+def _parse(line: bytes) -> SessionMessage | Exception | str:
+    """A line as a message; an exception the session skips (as the SDK's transport does), or,
+    for a message that can never be read, why in claw's words (a str: the server is ended, so
+    that the call it answers fails at once rather than at its timeout)."""
     try:
         return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
     except ValueError as e:
-        return e
+        error = e
+    try:
+        text = line.decode()
+    except UnicodeDecodeError:
+        return "sent a message that is not valid UTF-8"
+    deep = "sent a message nested too deep to read"
+    if "recursion limit" in str(error):
+        return deep
+    try:
+        message = json.loads(text)
+    except RecursionError:
+        return deep
+    except ValueError:
+        return error  # not JSON at all: a stray line, skipped
+    reply = isinstance(message, dict) and "id" in message
+    if reply and ("result" in message or "error" in message):
+        if "surrogate" in str(error) or "hex escape" in str(error):
+            return "sent a reply that holds a lone surrogate (not valid Unicode)"
+        return "sent a reply that is not a valid JSON-RPC message"
+    return error

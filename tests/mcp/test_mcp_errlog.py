@@ -15,7 +15,7 @@ from claw_batch.cli import main
 from claw_batch.mcp.errlog import TAIL_LINES, ErrLog
 
 
-def test_the_log_keeps_its_newer_half_when_full_and_the_tail_its_last_lines(
+def test_the_log_keeps_its_newest_lines_when_full_and_the_tail_its_last_lines(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / ".claw" / "mcp" / "s.log"

@@ -38,7 +38,8 @@ def crash(code: int = 3) -> str:
 
 @server.tool()
 def hang() -> str:
-    """Never answer."""
+    """Never answer (after a line on stderr, for a test to see the call has begun)."""
+    print("tools: hanging on purpose", file=sys.stderr, flush=True)
     while True:
         time.sleep(3600)
 

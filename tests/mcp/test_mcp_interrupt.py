@@ -1,0 +1,61 @@
+"""Ctrl-C or SIGTERM of `claw run` ends a job stuck in an MCP call at once: exit 130, and
+no server process is left (the entry's timeout is 600 s: nothing waits for it)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from fake_openai import FakeOpenAI, call, text, tool_calls
+from helpers import HANG
+from mcphelpers import NO_SANDBOX, await_gone, descendants, project
+
+MODES = ["none"] if NO_SANDBOX and not os.environ.get("CI") else ["bubblewrap", "none"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_or_sigterm_of_claw_run_ends_a_hung_mcp_call_at_once(
+    tmp_path: Path, mode: str, signum: int
+) -> None:
+    root = project(tmp_path / "p")
+    (root / "clawfile.yaml").write_text(
+        "model: fake-model\n"
+        "mcp_servers:\n"
+        f"  tools: {{command: [python, servers/tools.py], timeout: 600, sandbox: {mode}}}\n"
+        "tasks:\n"
+        "  ask: {prompt: Ask., output: out/a.md, tools: [mcp.tools.hang]}\n"
+    )
+    with FakeOpenAI() as fake:
+        fake.enqueue(tool_calls(call("tools__hang", {})), text("done"))
+        env = {**os.environ, "OPENAI_BASE_URL": fake.base_url, "OPENAI_API_KEY": "sk-test-01234"}
+        claw = subprocess.Popen(
+            [sys.executable, "-m", "claw_batch", "run", "-C", str(root)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            log = root / ".claw" / "mcp" / "tools.log"
+            below: set[int] = set()
+            for _ in range(1200):  # until the call hangs in the server (a poll, not a timing)
+                below = descendants(claw.pid)
+                if log.is_file() and "hanging on purpose" in log.read_text():
+                    break
+                threading.Event().wait(0.05)
+            else:
+                pytest.fail("the call never reached the server")
+            claw.send_signal(signum)
+            _, err = claw.communicate(timeout=HANG)  # a hang guard: the entry's is 600 s
+            assert claw.returncode == 130, err
+            assert not await_gone(below), "a server process outlived claw"
+        finally:
+            if claw.poll() is None:
+                claw.kill()
+                claw.communicate()
