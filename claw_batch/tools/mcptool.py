@@ -119,11 +119,14 @@ class McpTool(Tool):
         (reply,) = got
         source = f"MCP {self.server}: {self.remote}"
         # Outside content: fenced, and the job is tainted from now on — a result, an error
-        # reply and a failure alike (a failure's message may quote what the server said).
-        # Redacted first: the fence's id is the text's, as a cassette keeps it.
+        # reply and what the server said about a failure alike (claw's own words about it,
+        # a timeout, are not the server's). Redacted first: the fence's id is the text's, as
+        # a cassette keeps it.
         if isinstance(reply, ServerFailure):
-            text = ctx.taint.fenced(ctx.redact(str(reply)), source)
-            raise ToolError(f"MCP server {self.server!r}: {self.remote} failed:\n{text}")
+            failed = f"MCP server {self.server!r}: {self.remote} failed: {reply.message}"
+            if reply.said:
+                failed += "; the server said:\n" + ctx.taint.fenced(ctx.redact(reply.said), source)
+            raise ToolError(failed)
         text = ctx.taint.fenced(ctx.redact(capped(reply.text)), source)
         if reply.is_error:
             raise ToolError(f"{self.server}: {self.remote} answered with an error:\n{text}")

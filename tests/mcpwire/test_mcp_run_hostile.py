@@ -231,6 +231,27 @@ def test_what_a_failing_server_says_arrives_fenced_and_taints_the_job(
     assert "out/fetch.md" in tainted(root)
 
 
+def test_claws_own_words_about_a_failure_do_not_taint_the_job(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    """A call that times out: nothing the server said reaches the model, so the job keeps
+    its tools (only the server's own words are outside content)."""
+    text_ = clawfile("[read, write, mcp.evil.hang]", keys=", timeout: 1")
+    root = make_project(tmp_path / "p", text_)
+    server.enqueue(
+        tool_calls(call("evil__hang", {})),
+        tool_calls(call("write", {"path": "notes/after.md", "content": "still mine"})),
+        text("done"),
+    )
+    r = claw(root, "run", "fetch", env=env)
+    assert r.exit_code == 0, r.stderr
+    (said,) = tool_results(server.requests[1])
+    assert said.startswith("error: ") and "did not answer within 1 s" in said, said
+    assert "<untrusted-data" not in said
+    assert (root / "notes/after.md").read_text() == "still mine"
+    assert "out/fetch.md" not in tainted(root)
+
+
 def test_descriptions_and_schemas_are_defused_and_hold_no_secret_wherever_they_go(
     tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
 ) -> None:

@@ -48,6 +48,15 @@ def crash() -> str:
 
 
 @server.tool()
+def hang() -> str:
+    """Never answers."""
+    import time
+
+    time.sleep(3600)
+    return ""
+
+
+@server.tool()
 def big(n: int) -> str:
     """Answers n characters."""
     return "A" * n
