@@ -94,13 +94,7 @@ class _Connection:
     async def call(self, tool: str, arguments: dict[str, Any]) -> Reply:
         session, life = await self.session()
         called = asyncio.ensure_future(session.call_tool(tool, arguments))
-        over = asyncio.ensure_future(life.over.wait())
-        try:
-            await asyncio.wait({called, over}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for task in (called, over):
-                task.cancel()
-            await asyncio.gather(called, over, return_exceptions=True)
+        await _first(called, asyncio.ensure_future(life.over.wait()))
         if called.done() and not called.cancelled() and called.exception() is None:
             result = called.result()
             return Reply(_text(result.content), bool(result.is_error))
@@ -191,14 +185,9 @@ class _Connection:
         if server is None:  # HTTP: the session ends when the hub stops it
             await life.stop.wait()
             return
-        stopped = asyncio.ensure_future(life.stop.wait())
-        ended = asyncio.ensure_future(server.ended.wait())
-        try:
-            await asyncio.wait({stopped, ended}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for task in (stopped, ended):
-                task.cancel()
-            await asyncio.gather(stopped, ended, return_exceptions=True)
+        await _first(
+            asyncio.ensure_future(life.stop.wait()), asyncio.ensure_future(server.ended.wait())
+        )
         if not life.stop.is_set():
             life.death = self.hub.redact(server.died(await server.status()))
             life.said = self.hub.redact(server.log.tail())
@@ -267,6 +256,17 @@ class _Connection:
         client = httpx2.AsyncClient(headers=headers, timeout=self.entry.timeout)
         async with client, streamable_http_client(self.entry.url, http_client=client) as pair:
             yield pair
+
+
+async def _first(*tasks: asyncio.Future[Any]) -> None:
+    """Wait until one of the tasks is done; the others are cancelled and awaited (their
+    outcomes stay readable on them)."""
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def _fail(future: asyncio.Future[None], error: BaseException) -> None:

@@ -8,7 +8,6 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -48,12 +47,6 @@ def clawfile(
             tools: {tools}
 {extra}
     """
-
-
-@pytest.fixture
-def server() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as srv:
-        yield srv
 
 
 @pytest.fixture

@@ -12,13 +12,13 @@ import shutil
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from fake_openai import FakeOpenAI, call, text, tool_calls
-from helpers import AS_RUNNER, RUNNER, Result, claw_process, runner_env, runner_python
+from helpers import AS_RUNNER, RUNNER, claw_process, runner_env, runner_python
 from helpers import make_project as make_bare_project
+from test_mcp_run import claw, tool_results
 
 from claw_batch.sandbox import bubblewrap as sandbox
 
@@ -63,27 +63,12 @@ def make_project(root: Path, text: str) -> Path:
 
 
 @pytest.fixture
-def server() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as srv:
-        yield srv
-
-
-@pytest.fixture
 def env(server: FakeOpenAI) -> dict[str, str]:
     return {
         "OPENAI_BASE_URL": server.base_url,
         "OPENAI_API_KEY": "sk-test-0123456789abcdef0123",
         "MY_TOKEN": TOKEN,
     }
-
-
-def claw(root: Path, *args: str, env: dict[str, str]) -> Result:
-    done = claw_process(root, *args, env=env)
-    return Result(done.returncode, done.stdout, done.stderr)
-
-
-def tool_results(request: dict[str, object]) -> list[str]:
-    return [m["content"] for m in request["messages"] if m["role"] == "tool"]  # type: ignore[index, union-attr]
 
 
 def tainted(root: Path) -> dict[str, str]:
