@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from claw_batch import cancel
 from claw_batch.config import McpServer
 from claw_batch.mcp.connection import Connection
-from claw_batch.mcp.remote import RemoteTool, Reply, ServerFailure
+from claw_batch.mcp.remote import RemoteTool, Reply, ServerFailure, header_secrets
 from claw_batch.safety.paths import Policy
 
 if TYPE_CHECKING:
@@ -57,8 +57,8 @@ class Hub:
 
         self.root, self.servers, self.env = root, servers, env
         self.policies, self.secrets, self.logs = policies, frozenset(secrets), logs
-        given = [env.get(v) for s in servers.values() for v in (*s.headers_env.values(), *s.env)]
-        self.redact = Redactor(v for v in given if v)
+        given = [env.get(v) for s in servers.values() for v in s.env]
+        self.redact = Redactor([*(v for v in given if v), *header_secrets(servers, env)])
         self.notes: list[str] = []  # what the user should know (a key not given to a server)
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None

@@ -4,10 +4,11 @@ the SDK."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from claw_batch.config import McpServer
 from claw_batch.errors import ToolError
 
 
@@ -40,3 +41,16 @@ class ServerFailure(ToolError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.message, self.said))
+
+
+def header_secrets(servers: Mapping[str, McpServer], environ: Mapping[str, str]) -> Iterator[str]:
+    """The values of the servers' headers (`headers_env`), to be redacted wherever they could
+    be written; of a value with a scheme (`Bearer TOKEN`), the credential alone too, since a
+    server may echo it without the scheme."""
+    for name in sorted({v for entry in servers.values() for v in entry.headers_env.values()}):
+        value = environ.get(name)
+        if value:
+            yield value
+            scheme, _, credential = value.partition(" ")
+            if scheme and len(credential.strip()) >= 8:
+                yield credential.strip()

@@ -25,6 +25,7 @@ from claw_batch.errors import (
     said,
 )
 from claw_batch.llm.endpoints import Mode, Models, api_keys, missing_keys
+from claw_batch.mcp.remote import header_secrets
 from claw_batch.plan.graph import Graph, build
 from claw_batch.plan.jobs import Job, expand, select_tasks
 from claw_batch.run.lock import ADVICE, ProjectLock
@@ -132,7 +133,7 @@ class Runner:
         self.progress = progress
         self.environ = dict(os.environ if environ is None else environ)
         secrets = [*api_keys(project.config, self.environ), *secrets_from_env(self.environ)]
-        secrets += _header_values(project.config, self.environ)
+        secrets += header_secrets(project.config.mcp_servers, self.environ)
         self.redact = Redactor(secrets)
         self.workers = None  # worker processes for model calls, when they pay
         if not (options.dry_run or options.mode.replay):  # no live call, no module to load
@@ -433,9 +434,3 @@ class Runner:
         if state.recovered:
             self.progress.message(f"claw: {state.recovered}")
         return state
-
-
-def _header_values(config: Clawfile, environ: Mapping[str, str]) -> list[str]:
-    """The values of MCP servers' headers (their env variables'): redacted from every sink."""
-    names = {v for entry in config.mcp_servers.values() for v in entry.headers_env.values()}
-    return [environ[n] for n in sorted(names) if environ.get(n)]
