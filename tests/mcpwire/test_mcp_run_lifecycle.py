@@ -20,8 +20,11 @@ def boot_of(result: str) -> str:
     return result.strip().splitlines()[-1]
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-def test_a_signal_ends_the_run_and_its_servers(tmp_path: Path, signum: int) -> None:
+@pytest.mark.parametrize(
+    ("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 130), (signal.SIGKILL, -9)]
+)
+def test_a_signal_ends_the_run_and_its_servers(tmp_path: Path, signum: int, code: int) -> None:
+    """Ctrl-C and SIGTERM end the run (130) and its servers; kill -9 of claw ends them too."""
     tag = tag_of(tmp_path)
     root = make_project(
         tmp_path / "p", clawfile("[mcp.notes.pid]", notes=f"{SCRIPT}, --tag, {tag}")
@@ -44,7 +47,7 @@ def test_a_signal_ends_the_run_and_its_servers(tmp_path: Path, signum: int) -> N
         assert tagged(tag), "the server is not running"
         proc.send_signal(signum)
         _, stderr = proc.communicate(timeout=30)
-    assert proc.returncode == 130, stderr
+    assert proc.returncode == code, stderr
     assert gone(tag)
 
 
