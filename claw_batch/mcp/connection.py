@@ -108,11 +108,12 @@ class Connection:
 
     async def _hold(self, life: Life, started: asyncio.Future[None]) -> None:
         import anyio
-        from mcp.client.session import ClientSession
 
         entry = self.entry
         up = False
         try:
+            from mcp.client.session import ClientSession  # a broken SDK: "did not start"
+
             async with self._transport(life) as (read, write), ClientSession(read, write) as s:
                 life.handshake_until = anyio.current_time() + entry.startup_timeout
                 with anyio.fail_after(entry.startup_timeout):
