@@ -1,5 +1,6 @@
 """What the run ledger says about a period, for `claw report`: runs, their jobs, and the
-sums the page charts. Read-only: the ledger is opened with `mode=ro`, never created."""
+sums the page charts. Read-only: the ledger is opened for reading (store.database.read_only),
+never created."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from claw_batch.store import history
+from claw_batch.store import database, history
 
 FAILED = ("failed", "limit", "interrupted", "error")  # how a job that ran can end badly
 REMEMBERED = "remembered"  # a failed verdict given again, in the totals
@@ -198,7 +199,7 @@ def gather(root: Path, since: dt.datetime, now: dt.datetime) -> Period:
     db_path = root / ".claw" / "state.db"
     if not db_path.exists():
         return Period(since, now, ())
-    db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    db = database.read_only(db_path)
     try:
         # ISO times with offsets do not sort as text across zones: a day's margin, then exact.
         rough = (since - dt.timedelta(days=1)).date().isoformat()

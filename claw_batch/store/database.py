@@ -26,6 +26,15 @@ T = TypeVar("T")
 MAX_PARAMS = 999
 
 
+def read_only(path: Path, *, check_same_thread: bool = True) -> sqlite3.Connection:
+    """A connection that only reads the ledger. With no WAL left behind it is opened as
+    immutable: SQLite then creates no -wal/-shm files, so a dry run, `claw log`, `show` or
+    `report` leaves .claw/ byte for byte as it was; with one (a run is writing), read-only."""
+    wal = path.with_name(path.name + "-wal").exists()
+    mode = "mode=ro" if wal else "immutable=1"
+    return sqlite3.connect(f"file:{path}?{mode}", uri=True, check_same_thread=check_same_thread)
+
+
 class Database:
     def __init__(self, path: Path, *, readonly: bool = False, recover: bool = False) -> None:
         """Open (and create) the state; `readonly` opens an existing one without writing
@@ -54,11 +63,7 @@ class Database:
             self._open(path)
 
     def _open_readonly(self, path: Path) -> None:
-        # With no WAL left behind, open it as immutable: SQLite then creates no -wal/-shm
-        # files, so a dry run leaves .claw/ byte for byte as it was.
-        wal = path.with_name(path.name + "-wal").exists()
-        mode = "mode=ro" if wal else "immutable=1"
-        self.db = sqlite3.connect(f"file:{path}?{mode}", uri=True, check_same_thread=False)
+        self.db = read_only(path, check_same_thread=False)
         self.db.row_factory = sqlite3.Row
         ledgerfile.checked(lambda: ledgerfile.verify(self.db, pages=()), path)
         # Read-only: an old state.db stays old, and its readers ask what it has.

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from claw_batch.errors import UsageError
+from claw_batch.store import database
 
 HOOKS = ("pre-commit", "commit-msg", "pre-push")  # the git hooks claw serves
 _SPAN = re.compile(r"(\d+)([mhdw])\Z")
@@ -150,7 +151,7 @@ def runs(
     `run_id`, that run alone."""
     if not db_path.exists():
         return []
-    db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    db = database.read_only(db_path)
     try:
         where, args = [], []
         if task is not None:
@@ -188,7 +189,7 @@ def last_with_jobs(db_path: Path) -> str | None:
     shows. None without a ledger or such a run."""
     if not db_path.exists():
         return None
-    db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    db = database.read_only(db_path)
     try:
         row = db.execute(
             "SELECT id FROM runs WHERE id IN (SELECT run_id FROM jobs) ORDER BY rowid DESC LIMIT 1"

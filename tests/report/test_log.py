@@ -196,3 +196,18 @@ def test_no_cached_tokens_no_mention(tmp_path: Path) -> None:
         ran = claw(root, "run", "notes", "--json", env=env)
     assert json.loads(ran.stdout)["totals"]["cached_tokens"] == 0
     assert not re.search(r"\d cached", claw(root, "log").stdout)
+
+
+def test_reading_the_ledger_leaves_claw_as_it_was(tmp_path: Path) -> None:
+    """`claw log`, `claw show` and `claw report` only read: after a run closed its ledger,
+    they leave no -wal/-shm files beside it (as a dry run does not)."""
+    root = make_project(tmp_path / "p", CLAWFILE, {"inbox/a.txt": "A\n"})
+    with FakeOpenAI() as server:
+        server.handler = reply
+        env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-x"}
+        assert claw(root, "run", env=env).exit_code == 0
+    before = sorted(p.name for p in (root / ".claw").iterdir())
+    assert "state.db-wal" not in before
+    for argv in (["log"], ["log", "--json", "notes"], ["show", "last"], ["report", "-o", "r.html"]):
+        assert claw(root, *argv).exit_code == 0, argv
+        assert sorted(p.name for p in (root / ".claw").iterdir()) == before, argv
