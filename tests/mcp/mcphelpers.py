@@ -10,7 +10,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 from claw_batch.config import McpServer
@@ -109,3 +109,43 @@ def await_gone(pids: set[int], seconds: float = 30.0) -> set[int]:
     while (left := {p for p in pids if alive(p)}) and time.monotonic() < deadline:
         time.sleep(0.05)
     return left
+
+
+def interrupt_when_logged(
+    argv: list[str],
+    log: Path,
+    marker: str,
+    signum: int,
+    env: Mapping[str, str] | None = None,
+    check: Callable[[set[int]], None] = lambda below: None,
+) -> tuple[str, set[int]]:
+    """Start claw (`argv`), wait until the server's log says `marker` (a poll, not a timing),
+    `check` the processes below claw, send it `signum`; claw's stderr once it has exited with
+    130, and the processes that were below it (for await_gone)."""
+    from helpers import HANG
+
+    claw = subprocess.Popen(
+        argv,
+        env=dict(os.environ if env is None else env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        below: set[int] = set()
+        for _ in range(1200):
+            below = descendants(claw.pid)
+            if log.is_file() and marker in log.read_text():
+                break
+            time.sleep(0.05)
+        else:
+            raise AssertionError(f"the server never logged {marker!r}")
+        check(below)
+        claw.send_signal(signum)
+        _, err = claw.communicate(timeout=HANG)  # a hang guard, not a timing
+        assert claw.returncode == 130, err
+        return err, below
+    finally:
+        if claw.poll() is None:
+            claw.kill()
+            claw.communicate()

@@ -5,15 +5,12 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
 from fake_openai import FakeOpenAI, call, text, tool_calls
-from helpers import HANG
-from mcphelpers import NO_SANDBOX, await_gone, descendants, project
+from mcphelpers import NO_SANDBOX, await_gone, interrupt_when_logged, project
 
 MODES = ["none"] if NO_SANDBOX and not os.environ.get("CI") else ["bubblewrap", "none"]
 
@@ -34,28 +31,7 @@ def test_ctrl_c_or_sigterm_of_claw_run_ends_a_hung_mcp_call_at_once(
     with FakeOpenAI() as fake:
         fake.enqueue(tool_calls(call("tools__hang", {})), text("done"))
         env = {**os.environ, "OPENAI_BASE_URL": fake.base_url, "OPENAI_API_KEY": "sk-test-01234"}
-        claw = subprocess.Popen(
-            [sys.executable, "-m", "claw_batch", "run", "-C", str(root)],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            log = root / ".claw" / "mcp" / "tools.log"
-            below: set[int] = set()
-            for _ in range(1200):  # until the call hangs in the server (a poll, not a timing)
-                below = descendants(claw.pid)
-                if log.is_file() and "hanging on purpose" in log.read_text():
-                    break
-                threading.Event().wait(0.05)
-            else:
-                pytest.fail("the call never reached the server")
-            claw.send_signal(signum)
-            _, err = claw.communicate(timeout=HANG)  # a hang guard: the entry's is 600 s
-            assert claw.returncode == 130, err
-            assert not await_gone(below), "a server process outlived claw"
-        finally:
-            if claw.poll() is None:
-                claw.kill()
-                claw.communicate()
+        argv = [sys.executable, "-m", "claw_batch", "run", "-C", str(root)]
+        log = root / ".claw" / "mcp" / "tools.log"  # the call hangs in the server once logged
+        _, below = interrupt_when_logged(argv, log, "hanging on purpose", signum, env)
+        assert not await_gone(below), "a server process outlived claw"

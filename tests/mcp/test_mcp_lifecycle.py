@@ -13,7 +13,16 @@ from pathlib import Path
 
 import pytest
 from helpers import HANG
-from mcphelpers import NO_SANDBOX, await_gone, descendants, http_server, hub, project, server
+from mcphelpers import (
+    NO_SANDBOX,
+    await_gone,
+    descendants,
+    http_server,
+    hub,
+    interrupt_when_logged,
+    project,
+    server,
+)
 
 from claw_batch.config import McpServer
 from claw_batch.mcp.hub import ServerFailure
@@ -185,27 +194,12 @@ def test_ctrl_c_or_sigterm_of_claw_mcp_list_stops_a_server_mid_handshake(
         f"sandbox: {mode}}}\n"
         "tasks:\n  t: {prompt: hi}\n"
     )
-    claw = subprocess.Popen(
-        [sys.executable, "-m", "claw_batch", "mcp", "list", "-C", str(root)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        log = root / ".claw" / "mcp" / "silent.log"
-        below: set[int] = set()
-        for _ in range(600):  # until the server has said it is up (a poll, not a timing)
-            below = descendants(claw.pid)
-            if log.is_file() and "saying nothing" in log.read_text():
-                break
-            threading.Event().wait(0.05)
+    argv = [sys.executable, "-m", "claw_batch", "mcp", "list", "-C", str(root)]
+    log = root / ".claw" / "mcp" / "silent.log"  # the server is up once it said so
+
+    def started(below: set[int]) -> None:
         assert any("silent.py" in c for c in _cmdlines(below))
-        claw.send_signal(signum)
-        _, err = claw.communicate(timeout=HANG)
-        assert claw.returncode == 130, err
-        assert "claw: interrupted" in err
-        assert not await_gone(below), "a server process outlived claw"
-    finally:
-        if claw.poll() is None:
-            claw.kill()
-            claw.communicate()
+
+    err, below = interrupt_when_logged(argv, log, "saying nothing", signum, check=started)
+    assert "claw: interrupted" in err
+    assert not await_gone(below), "a server process outlived claw"

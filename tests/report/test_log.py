@@ -208,6 +208,7 @@ def test_reading_the_ledger_leaves_claw_as_it_was(tmp_path: Path) -> None:
         assert claw(root, "run", env=env).exit_code == 0
     before = sorted(p.name for p in (root / ".claw").iterdir())
     assert "state.db-wal" not in before
-    for argv in (["log"], ["log", "--json", "notes"], ["show", "last"], ["report", "-o", "r.html"]):
+    page = str(tmp_path / "r.html")  # not in the working directory: the tests run in the repo
+    for argv in (["log"], ["log", "--json", "notes"], ["show", "last"], ["report", "-o", page]):
         assert claw(root, *argv).exit_code == 0, argv
         assert sorted(p.name for p in (root / ".claw").iterdir()) == before, argv
