@@ -116,13 +116,21 @@ class Catalog:
         self.write = write  # False: never written (a dry run through a `.claw` link)
         self._lock = threading.Lock()
         self._data: dict[str, Any] | None = None
+        self._keys: dict[str, str] = {}
+
+    def key(self, server: str, entry: McpServer) -> str:
+        """What the server is (`server_digest`), once per run: its code is read once."""
+        with self._lock:
+            if server not in self._keys:
+                self._keys[server] = server_digest(self.root, server, entry)
+            return self._keys[server]
 
     def tools(
         self, server: str, entry: McpServer, fetch: Callable[[], tuple[RemoteTool, ...]]
     ) -> tuple[RemoteTool, ...]:
         """The server's tools: as kept while it is the same (its entry and code), else
         `fetch`ed and kept."""
-        key = server_digest(self.root, server, entry)
+        key = self.key(server, entry)
         with self._lock:
             data = self._load()
             kept = data.get(server)

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from claw_batch.config import Task
 from claw_batch.errors import ClawfileError
 from claw_batch.mcp import names
-from claw_batch.mcp.catalog import server_digest
 from claw_batch.mcp.offer import kept_when_tainted, offered
 from claw_batch.plan.fingerprint import digest
 from claw_batch.run.context import RunContext
@@ -66,8 +65,7 @@ def offer(run: RunContext, name: str, task: Task) -> McpOffer:
             caller=servers,
             dirs=servers.dirs(o.server),
         )
-    root = run.project.root
-    entries = {s: server_digest(root, s, config.mcp_servers[s]) for s in {o.server for o in found}}
+    entries = {s: servers.digest(s) for s in {o.server for o in found}}
     return McpOffer(
         tools=tools,
         kept={w: t for w, t in tools.items() if w in kept},

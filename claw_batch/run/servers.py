@@ -63,6 +63,10 @@ class RunServers:
     def servers(self) -> Mapping[str, Any]:
         return self.project.config.mcp_servers
 
+    def digest(self, server: str) -> str:
+        """What the server is, for the fingerprint: its entry and its code in the project."""
+        return self._catalogue().key(server, self.servers[server])
+
     def tools(self, server: str) -> tuple[RemoteTool, ...]:
         """The server's tools as it lists them."""
         from claw_batch.mcp import catalog as catalogs
