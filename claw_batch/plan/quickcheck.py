@@ -14,6 +14,7 @@ from pathlib import Path
 
 from claw_batch.config import Project, Task
 from claw_batch.lazy import Lazy
+from claw_batch.mcp import names
 from claw_batch.plan import render
 from claw_batch.plan.fingerprint import Fingerprint, TaskParts, digest
 from claw_batch.plan.halves import all_in_halves
@@ -33,7 +34,7 @@ def keyed(task: Task) -> bool:
     MCP tools (what their servers list is part of it)."""
     if task.needs or task.always or task.variables is None:
         return False
-    if any(t.startswith("mcp.") for t in task.tool_names):  # its servers' tool lists count
+    if any(names.is_mcp(t) for t in task.tool_names):  # its servers' tool lists count
         return False
     return task.variables <= STABLE_VARIABLES | KEYED_VARIABLES
 

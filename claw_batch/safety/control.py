@@ -40,7 +40,7 @@ class Control:
     def named(self, path: str) -> str | None:
         """The control path `path` (project-relative) is or lies under, if any."""
         rel = clean(path)
-        return next((c for c in (*self.never, *self.paths) if _is_under(rel, c)), None)
+        return next((c for c in (*self.never, *self.paths) if is_under(rel, c)), None)
 
 
 def of(project: Project, cassettes: Path | None = None) -> Control:
@@ -202,8 +202,8 @@ def included(text: str | None, *, required: bool = False) -> list[str]:
 
 def _covered(path: str, never: tuple[str, ...], found: list[str]) -> bool:
     """Whether `path` is never writable anyway, or lies under another control folder."""
-    return any(_is_under(path, n) for n in never) or any(
-        path != f and _is_under(path, f) for f in found
+    return any(is_under(path, n) for n in never) or any(
+        path != f and is_under(path, f) for f in found
     )
 
 
@@ -212,13 +212,9 @@ def has_magic(path: str) -> bool:
     return bool(_MAGIC.search(path))
 
 
-def is_under(rel: str, top: str) -> bool:
-    return _is_under(rel, top)
-
-
 def clean(rel: str) -> str:
     return PurePosixPath(rel.strip("/")).as_posix()
 
 
-def _is_under(rel: str, top: str) -> bool:
+def is_under(rel: str, top: str) -> bool:
     return rel == top or rel.startswith(top + "/")
