@@ -4,7 +4,6 @@ name no tool of their server."""
 
 from __future__ import annotations
 
-import fnmatch
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,7 +65,7 @@ def _missing(config: Clawfile, found: list[Found]) -> tuple[str, ...]:
             for i, pattern in enumerate(patterns):
                 if not names.is_mcp(pattern):
                     continue
-                server, glob = names.split(pattern)
+                server, _ = names.split(pattern)
                 if server not in config.mcp_servers:
                     declared = ", ".join(config.mcp_servers) or "none"
                     said.append(
@@ -77,7 +76,7 @@ def _missing(config: Clawfile, found: list[Found]) -> tuple[str, ...]:
                 if server not in listed:  # not surveyed, or failed: said elsewhere
                     continue
                 tools = [t.name for t in listed[server]]
-                if not any(fnmatch.fnmatchcase(t, glob) for t in tools):
+                if not any(names.matches([pattern], server, t) for t in tools):
                     more = ", ..." if len(tools) > SHOWN_TOOLS else ""
                     has = ", ".join(tools[:SHOWN_TOOLS]) + more if tools else "no tools"
                     said.append(
