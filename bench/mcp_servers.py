@@ -5,9 +5,10 @@ server pays for it (the tool lists come from .claw/mcp/catalog.json: no server s
 
 The server is the example's own (servers/glossary.py, a real stdio server built on the SDK),
 started through claw's hub as a run starts it; its `lookup` tool is called N times in a row.
-The no-op is `claw run --replay` of a fresh copy of the example project (whose nightly summary
-uses the server) once every job is up to date: median of R runs; it starts no server and
-imports neither the SDK nor asyncio (tests/mcpwire/test_mcp_run.py checks the imports).
+The headline is whole `claw` processes on a fresh copy of the example project, as a user
+times them: `claw run --replay` once every job is up to date (its summary uses the server; it
+must start none: the server's log must not appear) and `claw mcp list`; median of R runs.
+The hub's numbers follow as a slice.
 
     python bench/mcp_servers.py [--calls 200] [--repeat 5]
 """
@@ -58,11 +59,13 @@ def server_costs(root: Path, sandbox: str, calls: int) -> tuple[float, float, fl
     return listed, per_call, time.perf_counter() - stopping
 
 
-def noop(root: Path, repeat: int) -> float:
-    """The median wall time of `claw run --replay` when every job is up to date."""
-    argv = [sys.executable, "-m", "claw_batch", "run", "--replay", "-q"]
+def whole(root: Path, argv: list[str], repeat: int, warm: bool) -> float:
+    """The median wall time of a whole `claw` process, as a user times it (start-up
+    included); `warm`: one run first, untimed (for a no-op: every job up to date)."""
+    argv = [sys.executable, "-m", "claw_batch", *argv]
     env = {**os.environ, "CLAW_NOW": "2026-11-22T23:00:00+01:00"}
-    subprocess.run(argv, cwd=root, env=env, check=True, capture_output=True)
+    if warm:
+        subprocess.run(argv, cwd=root, env=env, check=True, capture_output=True)
     times = []
     for _ in range(repeat):
         started = time.perf_counter()
@@ -76,27 +79,37 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
+    print(f"machine: {machine()}\n")
+    root = project()
+    noop = whole(root, ["run", "--replay", "-q"], args.repeat, warm=True)
+    started = (root / ".claw/mcp/glossary.log").exists()
+    listing = whole(root, ["mcp", "list"], args.repeat, warm=False)
+    none = "none set (issue 19 names no benchmark)"
+    print(
+        table(
+            ["whole `claw` process, the example project", "median (ms)", "goal", "met"],
+            [
+                [
+                    "`claw run --replay`, every job up to date (the summary uses the server)",
+                    ms(noop, 0),
+                    "starts no server",
+                    "no" if started else "yes",
+                ],
+                [
+                    "`claw mcp list` (start the server in the sandbox, list, stop)",
+                    ms(listing, 0),
+                    none,
+                    "-",
+                ],
+            ],
+        )
+    )
     rows = []
     for sandbox in ("bubblewrap", "none"):
         listed, per_call, stop = server_costs(project(), sandbox, args.calls)
         rows.append([f"server, sandbox: {sandbox}", ms(listed, 0), ms(per_call, 2), ms(stop, 0)])
-    print(f"machine: {machine()}\n")
+    print("\nA slice: the hub inside one process (no claw start-up), the same server.\n")
     print(table(["", "start + list (ms)", "one call (ms)", "stop (ms)"], rows))
-    print()
-    print(
-        table(
-            [
-                "no-op `claw run --replay` of the example (its summary uses the server)",
-                "median (ms)",
-            ],
-            [
-                [
-                    "every job up to date: tool lists from the catalog, no server",
-                    ms(noop(project(), args.repeat), 0),
-                ]
-            ],
-        )
-    )
 
 
 if __name__ == "__main__":
