@@ -234,6 +234,23 @@ class CallCache:
 
 
 @dataclass(frozen=True)
+class Executor:
+    """`executor:`: where jobs' tool loops run. `local` (the default): threads of the
+    `claw run` process. `ray`: tasks on a Ray cluster at `address` ("auto": the cluster this
+    machine is a node of; "HOST:PORT": its head), the coordinator keeping every write
+    (claw_batch.cluster, claw_batch.run.shipped). `max_retries`: how many times Ray runs a job
+    again elsewhere when its worker process or node dies."""
+
+    kind: str = "local"  # local | ray
+    address: str = "auto"
+    max_retries: int = 3
+
+    @property
+    def remote(self) -> bool:
+        return self.kind == "ray"
+
+
+@dataclass(frozen=True)
 class McpServer:
     """An entry of `mcp_servers:`: a stdio server claw starts (`command`), or a streamable
     HTTP one it connects to (`url`). Exactly one of the two is set."""
@@ -281,6 +298,7 @@ class Clawfile:
     budget: Budget | None = None  # the clawfile-wide per_day / per_week cap
     cache: CallCache = CallCache()
     mcp_servers: Mapping[str, McpServer] = field(default_factory=dict)
+    executor: Executor = Executor()
 
     @functools.cached_property
     def untrusted(self) -> tuple[str, ...]:

@@ -31,6 +31,7 @@ LAYERS = (
     "agent",
     "plan",
     "clawfile",
+    "cluster",
     "run",
     "triggers",
     "report",

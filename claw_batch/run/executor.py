@@ -1,0 +1,96 @@
+"""Where a job's tool loop runs. Locally (the default) a job runs on a thread of `claw run`
+(claw_batch.run.job). With a cluster (`--executor ray`), a job's tool loop runs elsewhere, in
+a scratch copy of the project as the job may see it, and comes back as what it wrote: the
+machine that ran `claw run` keeps the graph, the fingerprints, the ledger, the lock, the
+call cache and every write to the project (claw_batch.run.shipped applies a job's writes,
+with the checks a local job's tools make, only when it succeeded).
+
+The two sides of a cluster, as run/ sees them; claw_batch.cluster implements them on Ray.
+Nothing here imports Ray."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from claw_batch.agent.budget import Spend
+    from claw_batch.config import Clawfile
+    from claw_batch.llm.endpoints import Mode, Models
+
+T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
+
+
+class RemoteCall(Protocol[T_co]):
+    """One job's work submitted to the cluster."""
+
+    def result(self) -> T_co:
+        """Its value, once it has one. Waits in steps of `cancel.POLL`: a Ctrl-C or SIGTERM
+        of `claw run` (claw_batch.cancel) cancels the task and raises KeyboardInterrupt. A
+        worker or node that dies is Ray's to retry (Executor.max_retries); once it gives
+        up, TaskFailed says so. An exception the work raised is raised here."""
+        ...
+
+
+class Cluster(Protocol):
+    """The coordinator's side: connected for one run (claw_batch.cluster.ray.connect)."""
+
+    def share(
+        self,
+        config: Clawfile,
+        *,
+        spend: Spend | None,
+        cache_dir: Path | None,
+        day: str,
+    ) -> None:
+        """Before the first job: what every worker's jobs share across the cluster — the
+        providers' `max_concurrency` slots and breakers, the run's `Spend` (budgets per day
+        and week), and the call cache in `cache_dir` (None: none) keyed with `day`. They
+        live in one place for the whole cluster (a Ray actor on this machine), never one
+        per worker."""
+        ...
+
+    def call(self, work: Callable[..., T], *args: Any, job: str) -> RemoteCall[T]:
+        """Run `work(worker, *args)` on a worker, where `worker` is that worker's `Worker`.
+        `work` is a module-level function (sent by name), `args` plain picklable values
+        that hold no secret; `job`: the job's name, for the progress display."""
+        ...
+
+    def nodes_of(self) -> Mapping[str, str]:
+        """The jobs running now -> the node each runs on, as `Worker.node` says it."""
+        ...
+
+    def close(self) -> None:
+        """The run is over: every task of it cancelled, the shared state closed (the call
+        cache's replies folded into its store), the connection let go. Idempotent."""
+        ...
+
+
+class Worker(Protocol):
+    """A worker's side, handed to the work `Cluster.call` sends."""
+
+    node: str  # how `claw log`/`show`/the progress name the node: "127.0.0.1 (a3f09c1e)"
+
+    def started(self, job: str) -> None:
+        """The job started on this node: the coordinator's progress display says where."""
+        ...
+
+    def models(
+        self,
+        config: Clawfile,
+        mode: Mode,
+        *,
+        environ: Mapping[str, str],
+        redact: Callable[[str], str],
+        clawfile: str,
+    ) -> Models:
+        """The models a job calls from this worker: keys from `environ` (the worker's own
+        environment, by the names the clawfile gives), the call cache, concurrency slots and
+        breakers shared across the cluster (`Cluster.share`)."""
+        ...
+
+    def spend(self) -> Spend | None:
+        """The run's spending, shared across the cluster (None: the run has no ledger)."""
+        ...
