@@ -52,6 +52,11 @@ class Cluster(Protocol):
         per worker."""
         ...
 
+    def put(self, value: object) -> object:
+        """`value` stored once in the cluster (Ray's object store), for many calls' `args`:
+        a handle the work reads with `Worker.get`. Each node fetches it once."""
+        ...
+
     def call(self, work: Callable[..., T], *args: Any, job: str) -> RemoteCall[T]:
         """Run `work(worker, *args)` on a worker, where `worker` is that worker's `Worker`.
         `work` is a module-level function (sent by name), `args` plain picklable values
@@ -72,6 +77,10 @@ class Worker(Protocol):
     """A worker's side, handed to the work `Cluster.call` sends."""
 
     node: str  # how `claw log`/`show`/the progress name the node: "127.0.0.1 (a3f09c1e)"
+
+    def get(self, handle: object) -> Any:
+        """The value `Cluster.put` stored."""
+        ...
 
     def started(self, job: str) -> None:
         """The job started on this node: the coordinator's progress display says where."""

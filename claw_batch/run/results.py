@@ -57,6 +57,7 @@ class JobResult(NamedTuple):
     # What the turns the call cache replayed would have cost (None: none, or price unknown).
     saved_tokens: int = 0
     saved_usd: float | None = None
+    node: str | None = None  # the cluster node it ran on (--executor ray); None: here
 
     @property
     def tokens(self) -> int:
