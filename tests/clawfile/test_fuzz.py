@@ -224,8 +224,7 @@ def clawfiles(draw: st.DrawFn) -> dict[str, Any]:
             {},
             optional={
                 "kind": st.sampled_from(["local", "ray", "k8s"]),
-                "address": st.sampled_from(["auto", "127.0.0.1:6379", "h", "ray://h:1"])
-                | ODD_TEXT,
+                "address": st.sampled_from(["auto", "127.0.0.1:6379", "h", "ray://h:1"]) | ODD_TEXT,
                 "max_retries": NUMBERS,
             },
         )
