@@ -218,3 +218,31 @@ def test_plan_names_the_cluster_without_connecting(tmp_path: Path, env: dict[str
         "claw: the jobs would run on Ray at 10.9.9.9:6379 (executor: {kind: ray} (clawfile.yaml))\n"
     )
     assert r.stdout.startswith("run  ")
+
+
+def test_asking_for_ray_imports_no_ray(tmp_path: Path) -> None:
+    """Whether Ray is installed is asked without importing it: a dry run, or a run refused
+    before it starts, never loads Ray (a second's import, and a cluster it may look for)."""
+    import subprocess
+
+    root = project(tmp_path, RAY, "      b: {prompt: hi, batch: true}\n")
+    script = (
+        "import sys\n"
+        "from claw_batch.cli import main\n"
+        "for args in (['run', '-n'], ['run', 'b'], ['plan']):\n"
+        "    try:\n"
+        "        main([*args, '-C', sys.argv[1]], standalone_mode=False)\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        "print(sorted(m for m in sys.modules if m == 'ray' or m.startswith('ray.')))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(root)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "OPENAI_API_KEY": "sk-test"},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "[]", done.stdout
+    assert "task 'b' has batch: true" in done.stderr
