@@ -9,6 +9,7 @@ microseconds instead of importing a validation stack.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -249,6 +250,30 @@ class Executor:
     def remote(self) -> bool:
         return self.kind == "ray"
 
+    @classmethod
+    def of(cls, data: JsonDict | None) -> Executor:
+        if not data:  # a document kept by an older claw, or no `executor:`
+            return cls()
+        return cls(data["kind"], data["address"], data["max_retries"])
+
+
+EXECUTOR_KINDS = ("local", "ray")
+ADDRESS_FORM = "expected 'auto' or HOST:PORT (the Ray head's address, e.g. 10.0.0.5:6379)"
+
+
+def address_problem(address: str) -> str | None:
+    """What is wrong with a Ray address (`executor.address`, `--address`); None: nothing.
+    `auto`, or HOST:PORT: a host name, an IPv4 address or a [bracketed] IPv6 one."""
+    if address == "auto":
+        return None
+    host, sep, port = address.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1].replace(":", "")  # an IPv6 address: its colons are its own
+    ok = bool(sep) and re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9.-]*", host) is not None
+    if not (ok and port.isascii() and port.isdigit() and 0 < int(port) < 65536):
+        return f"{address!r}: {ADDRESS_FORM}"
+    return None
+
 
 @dataclass(frozen=True)
 class McpServer:
@@ -332,6 +357,7 @@ class Clawfile:
             budget=Budget.of(data["budget"]),
             cache=CallCache.of(data.get("cache", True)),  # .get: a document kept by an older claw
             mcp_servers={n: McpServer.of(m) for n, m in (data.get("mcp_servers") or {}).items()},
+            executor=Executor.of(data.get("executor")),
         )
 
 

@@ -65,6 +65,8 @@ def _message(error: ErrorDetails) -> str:
         return f"expected {ctx['expected']}, got {got}"
     if kind == "greater_than_equal":
         return f"must be at least {ctx['ge']:g}, got {got}"
+    if kind == "less_than_equal":
+        return f"must be at most {ctx['le']:g}, got {got}"
     if kind == "greater_than":
         return f"must be greater than {ctx['gt']:g}, got {got}"
     return error["msg"][:1].lower() + error["msg"][1:]

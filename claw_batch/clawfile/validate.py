@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -55,7 +56,7 @@ from claw_batch.clawfile.fields import (
     refuse,
 )
 from claw_batch.clawfile.yamlsource import Problem, YamlSource, load_yaml, problems_error
-from claw_batch.config import Clawfile, Project
+from claw_batch.config import Clawfile, Project, address_problem
 from claw_batch.errors import ClawfileError
 from claw_batch.plan import templatecheck
 from claw_batch.toolnames import READ_ONLY_TOOLS
@@ -152,6 +153,35 @@ class McpServerModel(_Strict):
         "headers": "literal headers are refused (they carry secrets): name the environment "
         "variable that holds each one with headers_env: {Authorization: TRACKER_TOKEN}",
     }
+
+
+def _address(value: object) -> object:
+    """`executor.address`: `auto` or the Ray head's HOST:PORT."""
+    if isinstance(value, str):
+        problem = address_problem(value)
+        if problem is not None:
+            raise refuse(problem)
+    return value
+
+
+class ExecutorModel(_Strict):
+    """`executor:`: where jobs' tool loops run (config.Executor); `claw run --executor`
+    and `--address` override it."""
+
+    kind: Literal["local", "ray"] = "local"
+    address: Annotated[str, AfterValidator(_address)] = "auto"
+    # strict: `true` or "3" is not a count of retries; at most 100: Ray takes a C++ int
+    max_retries: Annotated[int, Field(strict=True, ge=0, le=100)] = 3
+
+
+EXECUTOR_FORM = "{kind: ray, address: auto} (kind: local is the default)"
+
+
+def _executor(value: object) -> object:
+    """`executor:` is a mapping: `executor: ray` is said with the form it takes."""
+    if value is None or isinstance(value, dict):
+        return {} if value is None else value
+    raise refuse(f"expected a mapping such as {EXECUTOR_FORM}, got {describe(value)}")
 
 
 class ProjectBudgetModel(_Strict):
@@ -256,6 +286,7 @@ class ClawfileModel(_Strict):
     budget: ProjectBudgetModel | None = None
     cache: Annotated[bool | CacheModel, BeforeValidator(_cache)] = True
     mcp_servers: Annotated[dict[ServerName, McpServerModel], OrEmpty] = {}
+    executor: Annotated[ExecutorModel, BeforeValidator(_executor)] = ExecutorModel()
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,14 @@ def plan(targets: tuple[str, ...], force: bool, directory: Path | None, file: Pa
       claw plan                   the default tasks
       claw plan 'digest-*' -B     as if every job of those tasks were forced
     """
-    summary = dry_run(load(directory, file, cache="write"), targets, force)
+    project = load(directory, file, cache="write")
+    summary = dry_run(project, targets, force)
+    if project.config.executor.remote and not summary.error:  # never connected: only said
+        from claw_batch.run.executorcheck import origin, where
+
+        told = origin(None, project.clawfile.name)
+        cluster = where(project.config.executor)
+        click.echo(f"claw: the jobs would run on {cluster} ({told})", err=True)
     if summary.error:
         click.echo(visible(said(summary.error)), err=True)
         return summary.exit_code

@@ -71,6 +71,18 @@ if TYPE_CHECKING:
     is_flag=True,
     help="Run the scheduled tasks whose latest slot has not run yet (what cron calls).",
 )
+@click.option(
+    "--executor",
+    type=click.Choice(["local", "ray"]),
+    help="Where jobs' tool loops run: here, or on a Ray cluster (default: the clawfile's "
+    "executor:, else local).",
+)
+@click.option(
+    "--address",
+    metavar="ADDR",
+    help="The Ray cluster for --executor ray: auto (the one this machine is a node of) or "
+    "its head's HOST:PORT.",
+)
 @project_options
 @output_options
 @handle_errors
@@ -91,6 +103,8 @@ def run(
     batch: bool,
     batch_wait: str | None,
     due: bool,
+    executor: str | None,
+    address: str | None,
     directory: Path | None,
     file: Path | None,
     verbose: bool,
@@ -113,8 +127,10 @@ def run(
       claw run --replay           answer from the recorded replies, offline
       claw run --due              the scheduled tasks whose slot is due (for cron)
       claw run --batch            through the provider's Batch API, at its price
+      claw run --executor ray     the jobs' tool loops on a Ray cluster
     """
     from claw_batch.llm.endpoints import Mode
+    from claw_batch.run.executorcheck import from_command_line
     from claw_batch.run.runner import RunOptions
     from claw_batch.terminal.progress import Progress
 
@@ -122,6 +138,7 @@ def run(
         raise UsageError("--record and --replay exclude each other")
     waited = None if batch_wait is None else _duration(batch_wait)
     project = load(directory, file, cache="read" if dry_run else "write")
+    chosen = from_command_line(project.config, executor, address)
     select: Selection | None = None
     if due:  # the schedule's modules, for the run that asks for them
         from claw_batch.triggers.due import DueSlots
@@ -148,6 +165,7 @@ def run(
         argv=typed(),
         select=select,
         trigger="cron" if due else "hand",
+        executor=chosen,
     )
     summary = _run(project, options, Progress(quiet=quiet, verbose=verbose), due=due)
     if not dry_run:  # a project's first run: .claw/ is there now for its validated clawfile

@@ -37,6 +37,8 @@ def job_tooltip(job: JobSpan) -> str:
     parts = [job.name, job.status + said]
     if job.started is not None:
         parts += [figures.duration(job.duration_s), figures.count(job.tokens, "token"), cost]
+    if job.node:  # a cluster run's
+        parts.append(f"on {job.node}")
     return " · ".join(parts)
 
 

@@ -44,6 +44,7 @@ class JobSpan:
     remembered: str | None = None  # the run whose failed verdict this job gave again
     saved_tokens: int = 0  # what the turns the call cache replayed would have cost
     saved_usd: float | None = None
+    node: str | None = None  # the cluster node it ran on (--executor ray); None: here
 
     @property
     def name(self) -> str:
@@ -239,8 +240,9 @@ def _jobs(db: sqlite3.Connection, rough: str, run_ids: list[str]) -> dict[str, l
     saved = (
         f"{history.column(db, 'jobs', 'saved_tokens')}, {history.column(db, 'jobs', 'saved_usd')}"
     )
+    node = history.column(db, "jobs", "node")
     rows = db.execute(
-        f"SELECT {_JOB_COLUMNS}, {remembered}, {saved} FROM jobs "
+        f"SELECT {_JOB_COLUMNS}, {remembered}, {saved}, {node} FROM jobs "
         "WHERE run_id IN (SELECT id FROM runs WHERE started >= ?) ORDER BY started, rowid",
         (rough,),
     )
@@ -271,6 +273,7 @@ def _job(row: tuple[Any, ...]) -> JobSpan:
         row[13],
         row[14] or 0,
         row[15],
+        row[16],
     )
 
 

@@ -33,9 +33,12 @@ def render(rows: list[RunRow]) -> str:
         if run.batches:
             lines.append(f"  batches: {', '.join(run.batches)}")
         width = max((len(job.name) for job in run.jobs), default=0)
+        nodes = _nodes(run.jobs)
         for job in run.jobs:
             seconds = f"{job.duration_s:.1f} s" if job.duration_s is not None else "-"
             name = job.name.ljust(width)
+            if nodes:  # a cluster run: where each job ran ("-": here)
+                name += " " + (job.node or "-").ljust(nodes)
             cost = usd(job.cost_usd if job.tokens else 0.0)  # no model call, nothing spent
             line = f"  {job.status:<11} {name} {seconds:>8} {job.tokens:>9,} tok {cost:>9}  "
             line += _cached(job.cached_tokens, "{:,} cached  ")
@@ -43,6 +46,14 @@ def render(rows: list[RunRow]) -> str:
         if not run.jobs:
             lines.append("  (no job ran: everything was up to date)")
     return visible("\n".join(lines) + ("\n" if lines else ""))  # items, errors, commands
+
+
+def _nodes(jobs: tuple[JobRow, ...]) -> int:
+    """The width of the node column: 0 (no column) when no job of the run ran on a
+    cluster node (--executor ray)."""
+    if not any(job.node for job in jobs):
+        return 0
+    return max(len(job.node or "-") for job in jobs)
 
 
 def _cached(tokens: int, shown: str) -> str:

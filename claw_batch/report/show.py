@@ -142,9 +142,13 @@ def show(root: Path, run_id: str, task: str | None) -> str:
     out = [f"run {run_id}"]
     if run is not None:
         out.append(f"started {shown_iso(run.started)} by {run.trigger}: {run.command}")
+    nodes = {job.name: job.node for job in jobs if job.node}  # a cluster run's
     for path in paths:
         for event in read_events(path):
-            out.extend(render_event(event))
+            lines = list(render_event(event))
+            if event.get("type") == "start" and nodes.get(str(event.get("job"))):
+                lines[0] += f" on {nodes[str(event.get('job'))]}"
+            out.extend(lines)
     out.extend(line for job in remembered for line in _remembered(job))
     if run is not None and not jobs and not paths:
         up_to_date = ": everything was up to date" if run.status == "ok" else ""

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from claw_batch import cancel
 from claw_batch.clock import new_run_id, now_for_run
-from claw_batch.config import Clawfile, Project
+from claw_batch.config import Clawfile, Executor, Project
 from claw_batch.errors import (
     ClawError,
     Interrupted,
@@ -28,6 +28,7 @@ from claw_batch.llm.endpoints import Mode, Models, api_keys, missing_keys
 from claw_batch.mcp.remote import header_secrets
 from claw_batch.plan.graph import Graph, build
 from claw_batch.plan.jobs import Job, expand, select_tasks
+from claw_batch.run import executorcheck
 from claw_batch.run.lock import ADVICE, ProjectLock
 from claw_batch.run.results import JobResult, Results, RunSummary
 from claw_batch.run.session import RunSession, RunSetup
@@ -36,6 +37,7 @@ from claw_batch.store.state import State
 from claw_batch.terminal.progress import Progress
 
 if TYPE_CHECKING:
+    from claw_batch.run.executor import Cluster
     from claw_batch.run.servers import RunServers
 
 
@@ -89,6 +91,8 @@ class RunOptions:
     # What started the run, as the ledger keeps it: hand, cron (--due), schedule, watch; a
     # run for a git hook is `hook <name>` whatever this says.
     trigger: str = "hand"
+    # --executor/--address (run.executorcheck.from_command_line); None: the clawfile's
+    executor: Executor | None = None
 
     @property
     def command(self) -> str:
@@ -150,6 +154,8 @@ class Runner:
         )
         self.graph: Graph = build(project.config)
         self.servers: RunServers | None = None  # made per run (_run), when a task uses one
+        self.executor = executorcheck.effective(project.config, options.executor, hook=options.hook)
+        self.cluster: Cluster | None = None  # --executor ray: connected per run (_connect)
 
     def tasks(self) -> list[str]:
         """The selected tasks and everything they depend on, each after its upstream. With
@@ -175,6 +181,9 @@ class Runner:
         the lock is let go. Errors that stop the run (the lock, a replay miss, a template
         error, Ctrl-C) end up in the summary; only a bug propagates."""
         names = self.tasks()  # an unknown target is a usage error before anything is written
+        refused = self._refused(names)
+        if refused is not None:  # a cluster run that cannot be done as asked: nothing written
+            return RunSummary("", exit_code=refused.exit_code, error=str(refused))
         if self.options.dry_run:  # read-only: no lock, never in a running run's way
             return self._run(names)
         lock = ProjectLock(
@@ -219,6 +228,11 @@ class Runner:
         if unset is not None:  # before the run's first write: no job, no note, no ledger run
             summary = RunSummary(run_id, exit_code=unset.exit_code, error=str(unset))
             return self._ended_early(summary, state, chosen, left=True)
+        try:
+            self.cluster = self._connect()
+        except UsageError as e:  # a cluster that cannot be reached: as an unset key stops it
+            summary = RunSummary(run_id, exit_code=e.exit_code, error=self.redact(str(e)))
+            return self._ended_early(summary, state, chosen, left=True)
         self._use_cache(now)
         if self.options.dry_run:
             self._say_batched(names)
@@ -252,6 +266,38 @@ class Runner:
                 finally:
                     summary = run.close(summary)
         return summary
+
+    def _refused(self, names: list[str]) -> UsageError | None:
+        """A cluster run (`--executor ray`, `executor: {kind: ray}`) that cannot be done as
+        asked (run.executorcheck); a dry run says where the jobs would run and only warns. A
+        git hook's run says once that it runs here."""
+        o, config, say = self.options, self.project.config, self.progress.message
+        if o.hook is not None and config.executor.remote and o.executor is None:
+            say("claw: a git hook runs its jobs here, not on the clawfile's Ray cluster")
+        if not self.executor.remote:
+            return None
+        told = executorcheck.origin(o.executor, self.project.clawfile.name)
+        found = executorcheck.refusals(
+            config, names, o.mode, told=told, ray_installed=executorcheck.ray_installed()
+        )
+        if o.dry_run:
+            say(f"claw: the jobs would run on {executorcheck.where(self.executor)} ({told})")
+            for line in found:
+                say(f"claw: warning: {line}")
+            return None
+        return UsageError("\n".join(found)) if found else None
+
+    def _connect(self) -> Cluster | None:
+        """The cluster the run's jobs go to; None: they run here (the default, a dry run, a
+        git hook's run). Called once the checks passed (_refused), before the run's first
+        write: a UsageError here (a cluster that cannot be reached) ends the run with exit 2
+        and nothing written."""
+        if not self.executor.remote or self.options.dry_run:
+            return None
+        # Issue 20: claw_batch.cluster.connect(self.executor, ...) is called here; the run's
+        # session takes the cluster (RunSetup) and closes it with the run.
+        cluster = executorcheck.where(self.executor)
+        raise UsageError(f"--executor ray: this claw cannot yet send jobs to {cluster}")
 
     def _servers(self) -> RunServers | None:
         """The run's MCP servers, when a task uses one: none is started before its first use."""

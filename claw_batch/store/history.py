@@ -35,6 +35,7 @@ class JobRow:
     cached_tokens: int = 0  # of its prompt tokens, served from the provider's prefix cache
     saved_tokens: int = 0  # what the turns the call cache replayed would have cost
     saved_usd: float | None = None
+    node: str | None = None  # the cluster node it ran on (--executor ray); None: here
 
     @property
     def name(self) -> str:
@@ -206,7 +207,8 @@ def _jobs(db: sqlite3.Connection, run_id: str, task: str | None) -> tuple[JobRow
         "SELECT task, item, status, reason, duration_s, "
         "prompt_tokens + completion_tokens, output, error, transcript, cost_usd, "
         f"{column(db, 'jobs', 'remembered')}, cached_tokens, "
-        f"{column(db, 'jobs', 'saved_tokens')}, {column(db, 'jobs', 'saved_usd')} "
+        f"{column(db, 'jobs', 'saved_tokens')}, {column(db, 'jobs', 'saved_usd')}, "
+        f"{column(db, 'jobs', 'node')} "
         f"FROM jobs WHERE run_id = ?{only} ORDER BY rowid",
         (run_id, task) if task else (run_id,),
     ).fetchall()
@@ -214,6 +216,8 @@ def _jobs(db: sqlite3.Connection, run_id: str, task: str | None) -> tuple[JobRow
 
 
 def _job_row(j: Any) -> JobRow:
-    """A row of _jobs' SELECT: its last two columns are what the call cache saved."""
-    *head, saved_tokens, saved_usd = j
-    return dataclasses.replace(JobRow(*head), saved_tokens=saved_tokens or 0, saved_usd=saved_usd)
+    """A row of _jobs' SELECT: what the call cache saved, then the node, last."""
+    *head, saved_tokens, saved_usd, node = j
+    return dataclasses.replace(
+        JobRow(*head), saved_tokens=saved_tokens or 0, saved_usd=saved_usd, node=node
+    )

@@ -113,6 +113,7 @@ ADDED = (
     ("jobs", "remembered", "TEXT"),  # a remembered verdict's run (claw log, show, report)
     ("jobs", "saved_tokens", "INTEGER NOT NULL DEFAULT 0"),  # the call cache's replays
     ("jobs", "saved_usd", "REAL"),
+    ("jobs", "node", "TEXT"),  # the cluster node a job ran on (--executor ray); NULL: here
 )
 
 # Made after the columns above: an index may name one of them.

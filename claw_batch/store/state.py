@@ -26,7 +26,7 @@ INSERT_CALL = "INSERT INTO calls VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 JOB_COLUMNS = (
     "INSERT INTO jobs (run_id, task, item, status, reason, started, duration_s, prompt_tokens, "
     "completion_tokens, cached_tokens, cost_usd, output, error, transcript, remembered, "
-    "saved_tokens, saved_usd)"
+    "saved_tokens, saved_usd, node)"
 )
 START_JOB = (
     "INSERT OR REPLACE INTO jobs (run_id, task, item, status, started) "
@@ -59,6 +59,8 @@ class JobEnd(Protocol):
     def saved_tokens(self) -> int: ...
     @property
     def saved_usd(self) -> float | None: ...
+    @property
+    def node(self) -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,7 @@ class JobRecord:
     remembered: str | None = None  # the run whose failed verdict this job gave again
     saved_tokens: int = 0  # what the turns the call cache replayed would have cost
     saved_usd: float | None = None
+    node: str | None = None  # the cluster node it ran on (--executor ray); None: here
 
     @classmethod
     def of(cls, run_id: str, task: str, item: str, started: str, end: JobEnd) -> JobRecord:
@@ -103,6 +106,7 @@ class JobRecord:
             end.transcript,
             saved_tokens=end.saved_tokens,
             saved_usd=end.saved_usd,
+            node=end.node,
         )
 
 
@@ -314,7 +318,7 @@ class State(Database):
             "cached_tokens=excluded.cached_tokens, cost_usd=excluded.cost_usd, "
             "output=excluded.output, error=excluded.error, transcript=excluded.transcript, "
             "remembered=excluded.remembered, saved_tokens=excluded.saved_tokens, "
-            "saved_usd=excluded.saved_usd",
+            "saved_usd=excluded.saved_usd, node=excluded.node",
         )
         calls = [c for r, _, _ in batch for c in self._calls.pop((r.run_id, r.task, r.item), ())]
         if calls:
@@ -385,6 +389,7 @@ def _job_row(r: JobRecord) -> tuple[object, ...]:
         r.remembered,
         r.saved_tokens,
         r.saved_usd,
+        r.node,
     )
 
 

@@ -168,6 +168,20 @@ class Progress:
                 self._ticker.start()
             self._frames.print([])
 
+    def job_node(self, job: _Job, node: str) -> None:
+        """The cluster node a started job runs on (--executor ray: Worker.started). The live
+        area shows it beside the job; a log says it with -v (the ledger keeps it: claw log)."""
+        if self.quiet:
+            return
+        with self._lock:
+            shown = visible(node)  # what a worker said of itself
+            running = self._running.get(job.name)
+            if running is not None:
+                running.node = shown
+                self._frames.print([])
+            elif self.verbose and not self.live:
+                self._frames.print([f"  {visible(job.name)}: on {shown}"])
+
     def shows(self, kind: str) -> bool:
         """Whether job_event does anything with an event of `kind`: a job asks before it
         prepares the event's fields for the screen (in a log, the common case, none is)."""

@@ -29,6 +29,7 @@ class Running:
     step: int = 1
     calls: list[str] = field(default_factory=list)
     answered: bool = False  # a final answer came: the job checks and writes it
+    node: str = ""  # the cluster node it runs on (--executor ray); "": here
 
     def follow(self, kind: str, fields: Mapping[str, Any]) -> None:
         """One of the job's events (see claw_batch.run.jobsink.JobSink)."""
@@ -88,7 +89,10 @@ def lines(
     # All the jobs when they fit above the counters, else as many as leave a row for "more".
     shown = running if len(running) < room else running[: max(room - 2, 0)]
     name_width = min(max((cells(r.name) for r in shown), default=0), max(width // 2, 8))
-    out = [fit(_job_line(r, name_width, now), width) for r in shown]
+    # A cluster run's: where each job runs, in a column of its own (until the node is
+    # known, blank); none when no job runs on a node.
+    node_width = min(max((cells(r.node) for r in shown), default=0), max(width // 3, 8))
+    out = [fit(_job_line(r, name_width, now, node_width), width) for r in shown]
     if len(shown) < len(running) and room > 1:
         out.append(fit(f"  … and {len(running) - len(shown)} more running", width))
     counters_line = counters.text(False)
@@ -99,9 +103,12 @@ def lines(
     return out
 
 
-def _job_line(r: Running, name_width: int, now: float) -> str:
+def _job_line(r: Running, name_width: int, now: float, node_width: int = 0) -> str:
     name = middle(r.name, name_width)
     pad = " " * (name_width - cells(name))
+    if node_width:
+        node = middle(r.node, node_width)
+        pad += "  " + node + " " * (node_width - cells(node))
     return (
         f"  {name}{pad}  step {r.step:<2}  {r.activity:<{len(WAITING)}}  {elapsed(now - r.started)}"
     )

@@ -220,6 +220,15 @@ def clawfiles(draw: st.DrawFn) -> dict[str, Any]:
         ),
         "budget": st.fixed_dictionaries({}, optional={"per_day": NUMBERS, "per_week": NUMBERS}),
         "mcp_servers": MCP_SERVERS,
+        "executor": st.fixed_dictionaries(
+            {},
+            optional={
+                "kind": st.sampled_from(["local", "ray", "k8s"]),
+                "address": st.sampled_from(["auto", "127.0.0.1:6379", "h", "ray://h:1"]) | ODD_TEXT,
+                "max_retries": NUMBERS,
+            },
+        )
+        | SCALAR,
     }
     for key in draw(st.lists(st.sampled_from(sorted(optional)), max_size=3, unique=True)):
         data[key] = draw(optional[key])

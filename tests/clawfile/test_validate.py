@@ -202,7 +202,7 @@ def test_unknown_key_without_a_close_one_lists_the_valid_keys(tmp_path: Path) ->
     """
     assert error(tmp_path, clawfile) == (
         "clawfile.yaml:1: unknown key 'colour' (valid keys: version, model, workspace, "
-        "providers, defaults, default, tasks, prices, budget, cache, mcp_servers)"
+        "providers, defaults, default, tasks, prices, budget, cache, mcp_servers, executor)"
     )
 
 
@@ -967,3 +967,74 @@ def test_loading_does_not_import_openai_nor_unused_validators(tmp_path: Path) ->
         [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True
     )
     assert done.stdout.strip() == "[]"
+
+
+# --- executor: ------------------------------------------------------------------------------
+
+
+def test_executor_defaults_to_local(tmp_path: Path) -> None:
+    from claw_batch.config import Executor
+
+    assert load(tmp_path, "tasks:\n  a: {prompt: hi}\n").config.executor == Executor()
+
+
+def test_executor_key_is_read(tmp_path: Path) -> None:
+    from claw_batch.config import Executor
+
+    clawfile = """
+        executor: {kind: ray, address: "10.0.0.5:6379", max_retries: 0}
+        tasks:
+          a: {prompt: hi}
+    """
+    assert load(tmp_path, clawfile).config.executor == Executor("ray", "10.0.0.5:6379", 0)
+    clawfile = "executor: {kind: ray, address: '[::1]:6379'}\ntasks:\n  a: {prompt: hi}\n"
+    assert load(tmp_path, clawfile).config.executor == Executor("ray", "[::1]:6379", 3)
+
+
+def test_executor_errors_name_their_line(tmp_path: Path) -> None:
+    clawfile = """
+        tasks:
+          a: {prompt: hi}
+        executor:
+          kind: rya
+          address: head
+          max_retries: -1
+          retries: 2
+    """
+    assert error(tmp_path, clawfile) == (
+        "clawfile.yaml:4: executor.kind: expected 'local' or 'ray', got 'rya'\n"
+        "clawfile.yaml:5: executor.address: 'head': expected 'auto' or HOST:PORT (the Ray "
+        "head's address, e.g. 10.0.0.5:6379)\n"
+        "clawfile.yaml:6: executor.max_retries: must be at least 0, got -1\n"
+        "clawfile.yaml:7: executor: unknown key 'retries' (did you mean 'max_retries'?)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ("true", "expected an integer, got true"),
+        ("'3'", "expected an integer, got '3'"),
+        ("1.5", "expected an integer, got 1.5"),
+        ("101", "must be at most 100, got 101"),
+    ],
+)
+def test_executor_max_retries_is_a_small_count(tmp_path: Path, value: str, said: str) -> None:
+    clawfile = f"tasks:\n  a: {{prompt: hi}}\nexecutor: {{max_retries: {value}}}\n"
+    assert error(tmp_path, clawfile) == f"clawfile.yaml:3: executor.max_retries: {said}"
+
+
+@pytest.mark.parametrize("address", ["ray://h:10001", "h", "h:0", "h:65536", ":6379", "a b:1"])
+def test_executor_address_is_auto_or_host_port(tmp_path: Path, address: str) -> None:
+    clawfile = f"tasks:\n  a: {{prompt: hi}}\nexecutor: {{kind: ray, address: '{address}'}}\n"
+    assert error(tmp_path, clawfile) == (
+        f"clawfile.yaml:3: executor.address: {address!r}: expected 'auto' or HOST:PORT "
+        "(the Ray head's address, e.g. 10.0.0.5:6379)"
+    )
+
+
+def test_executor_as_a_word_is_shown_its_form(tmp_path: Path) -> None:
+    assert error(tmp_path, "tasks:\n  a: {prompt: hi}\nexecutor: ray\n") == (
+        "clawfile.yaml:3: executor: expected a mapping such as {kind: ray, address: auto} "
+        "(kind: local is the default), got 'ray'"
+    )

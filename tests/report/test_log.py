@@ -212,3 +212,35 @@ def test_reading_the_ledger_leaves_claw_as_it_was(tmp_path: Path) -> None:
     for argv in (["log"], ["log", "--json", "notes"], ["show", "last"], ["report", "-o", page]):
         assert claw(root, *argv).exit_code == 0, argv
         assert sorted(p.name for p in (root / ".claw").iterdir()) == before, argv
+
+
+# --- the node a job ran on (issue 20) -------------------------------------------------------
+
+
+def test_a_ledger_from_before_the_node_column_still_opens(tmp_path: Path) -> None:
+    """A state.db of a claw before --executor ray: no `jobs.node`. claw log, show and report
+    read it as it is (read-only: no node, no node column); a run then adds the column."""
+    root = make_project(tmp_path / "p", CLAWFILE, {"inbox/a.txt": "A\n"})
+    with FakeOpenAI() as server:
+        server.handler = lambda body: text("done")
+        env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-x"}
+        assert claw(root, "run", env=env).exit_code == 0
+        db = sqlite3.connect(root / ".claw" / "state.db")
+        with db:
+            db.execute("ALTER TABLE jobs DROP COLUMN node")
+        db.close()
+        shown = claw(root, "log")
+        assert shown.exit_code == 0 and "→ notes.md" in shown.stdout, shown.stderr
+        [old] = json.loads(claw(root, "log", "--json").stdout)
+        assert [job["node"] for job in old["jobs"]] == [None, None]
+        assert claw(root, "show", "last").exit_code == 0
+        assert claw(root, "report").exit_code == 0
+        db = sqlite3.connect(root / ".claw" / "state.db")
+        assert "node" not in {row[1] for row in db.execute("PRAGMA table_info(jobs)")}
+        db.close()
+        assert claw(root, "run", "-B", env=env).exit_code == 0
+    db = sqlite3.connect(root / ".claw" / "state.db")
+    assert db.execute("SELECT node FROM jobs ORDER BY rowid").fetchall() == [(None,)] * 4
+    db.close()
+    runs = json.loads(claw(root, "log", "--json").stdout)
+    assert [[job["node"] for job in run["jobs"]] for run in runs] == [[None, None]] * 2

@@ -220,3 +220,21 @@ def test_a_ctrl_c_in_the_scheduler_s_flush_loses_no_ended_job(tmp_path: Path, fi
     with sqlite3.connect(db) as c:
         assert c.execute("SELECT status FROM jobs WHERE item = 'a'").fetchall() == [("ok",)]
         assert c.execute("SELECT item FROM done").fetchall() == [("a",)]
+
+
+def test_the_node_a_job_ran_on_is_kept(tmp_path: Path) -> None:
+    """JobResult.node (the cluster node, --executor ray) goes into jobs.node as the recorder
+    writes the row (JobRecord.of); a job that ran here keeps NULL."""
+    from claw_batch.llm.usage import Usage
+    from claw_batch.plan.jobs import Job
+    from claw_batch.run.results import JobResult
+
+    state, db = open_run(tmp_path)
+    ran = JobResult(Job("t", "a"), "ok", None, 1.0, Usage(), None, None, "")
+    there = JobRecord.of(RUN, "t", "a", "2026-11-22T00:00:00", ran._replace(node="10.0.0.7 (ab)"))
+    state.finish_job(there)
+    state.finish_job(JobRecord.of(RUN, "t", "b", "2026-11-22T00:00:00", ran))
+    state.close()
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT item, node FROM jobs ORDER BY item").fetchall()
+    assert rows == [("a", "10.0.0.7 (ab)"), ("b", None)]

@@ -644,3 +644,44 @@ def test_the_size_of_a_stream_that_is_no_terminal() -> None:
 def no_dumb_terminal(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setenv("TERM", "xterm")
     yield
+
+
+def test_the_area_shows_the_node_each_job_runs_on(clock: Clock) -> None:
+    """--executor ray: a job's row says where it runs once its worker says so; a job whose
+    node is not known yet has a blank there."""
+    p, stream = on_tty(clock)
+    p.job_started(A)
+    clock.now = 0.2
+    p.job_started(B)
+    clock.now = 0.4
+    p.job_node(A, "127.0.0.1 (a3f09c1e)")
+    assert played(stream).text() == (
+        "  triage[inbox/a.txt]  127.0.0.1 (a3f09c1e)  step 1   waiting for the model  0s\n"
+        "  triage[inbox/b.txt]                        step 1   waiting for the model  0s\n"
+        "2 running · 0 done\n"
+    )
+    clock.now = 0.6
+    p.job_node(B, "127.0.0.2 (5be4d07f)\x1b[2J")  # a worker's word: shown inert
+    row = played(stream).text().splitlines()[1]
+    assert row.startswith("  triage[inbox/b.txt]  127.0.0.2 (5") and "\\x1b[2J" in row
+    assert "\x1b[2J" not in stream.getvalue()
+    clock.now = 1.0
+    p.job_finished(Result(A, "ok", 1.0, 10))
+    p.job_finished(Result(B, "ok", 1.0, 10))
+    p.finish()
+    assert "a3f09c1e" not in played(stream).text()  # the area went with the run
+
+
+def test_a_verbose_log_says_the_node(clock: Clock) -> None:
+    stream = FakeLog()
+    p = Progress(stream, clock=clock, verbose=True, ticker=False)
+    p.job_started(A)
+    p.job_node(A, "127.0.0.1 (a3f09c1e)")
+    quiet_log = FakeLog()
+    q = Progress(quiet_log, clock=clock, ticker=False)
+    q.job_started(A)
+    q.job_node(A, "127.0.0.1 (a3f09c1e)")
+    assert stream.getvalue() == (
+        "start triage[inbox/a.txt]\n  triage[inbox/a.txt]: on 127.0.0.1 (a3f09c1e)\n"
+    )
+    assert quiet_log.getvalue() == "start triage[inbox/a.txt]\n"

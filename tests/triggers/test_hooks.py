@@ -916,3 +916,19 @@ def test_show_opens_a_run_whose_only_job_was_remembered(
     other = claw(repo, "show", again, "message")
     assert (other.exit_code, other.stderr) == (2, f"claw: task 'message' did not run in {again}\n")
     assert claw(repo, "show", first, "review").stdout.startswith(f"run {first}\n")
+
+
+def test_a_hook_runs_here_whatever_the_clawfile_executor(
+    repo: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    """A commit does not wait on a cluster: `executor: {kind: ray}` is for `claw run`, and
+    the hook says once that it runs its jobs here."""
+    clawfile = repo / "clawfile.yaml"
+    clawfile.write_text(clawfile.read_text() + "executor: {kind: ray, address: '10.9.9.9:6379'}\n")
+    (repo / "app.py").write_text("def f():\n    return 5\n")
+    git(repo, "add", "app.py")
+    server.enqueue(verdict(True, "fine"))
+    r = hook(repo, "run", "pre-commit", env=env)
+    assert r.exit_code == 0, r.stderr
+    assert r.stderr.count("a git hook runs its jobs here, not on the clawfile's Ray cluster") == 1
+    assert len(server.requests) == 1
