@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from claw_batch.cluster.calls import RayCall, run_on_worker
+from claw_batch.cluster.calls import RayCall, Stored, run_on_worker
 from claw_batch.cluster.shared import Shared
 from claw_batch.errors import UsageError
 
@@ -57,7 +57,7 @@ def connect(executor: Executor, *, say: Callable[[str], None]) -> RayCluster:
                 logging_level="error",
                 ignore_reinit_error=True,
             )
-    except (ConnectionError, RuntimeError, ValueError) as e:
+    except (ConnectionError, RuntimeError, ValueError, ray.exceptions.RayError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise UsageError(
             f"cannot connect to the Ray cluster at {address!r} ({first}): start one "
@@ -123,7 +123,8 @@ class RayCluster:
         ray.get(self.shared.nodes.remote())  # started: its failures are said here, not later
 
     def put(self, value: object) -> object:
-        return self._ray.put(value)
+        # Wrapped: Ray would resolve an ObjectRef given as a task's argument itself.
+        return Stored(self._ray.put(value))
 
     def call(self, work: Callable[..., T], *args: Any, job: str) -> RayCall[T]:
         if self.shared is None:

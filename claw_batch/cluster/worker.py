@@ -42,7 +42,9 @@ class RayWorker:
         return self._ray.get(getattr(self.shared, method).remote(*args))
 
     def get(self, handle: object) -> Any:
-        return self._ray.get(handle)
+        from claw_batch.cluster.calls import Stored
+
+        return self._ray.get(handle.ref if isinstance(handle, Stored) else handle)
 
     def started(self, job: str) -> None:
         self.job = job

@@ -15,6 +15,7 @@ checks that none is left. Nothing here sets RAY_ADDRESS in the tests' own enviro
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import shutil
@@ -128,10 +129,8 @@ class RayTestCluster:
             if not pids:
                 break
             for pid in pids:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
             time.sleep(0.2)
         left = self.pids()
         for node in self.nodes:
@@ -177,9 +176,10 @@ def _start_node(cluster: RayTestCluster, head: bool) -> None:
             exe = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
         except OSError:
             continue
-        if exe.endswith(b"/raylet") and str(temp).encode() in Path(
-            f"/proc/{pid}/cmdline"
-        ).read_bytes():
+        if (
+            exe.endswith(b"/raylet")
+            and str(temp).encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
+        ):
             node.raylet = pid
     assert node.raylet is not None, "the node's raylet was not found"
 

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-import time
 
 import pytest
 from conftest import RayTestCluster, loopback_only
