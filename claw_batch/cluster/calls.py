@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from claw_batch import cancel
@@ -35,13 +34,6 @@ def run_on_worker(
     finally:
         if worker.job:
             shared.finished.remote(job)
-
-
-@dataclass(frozen=True)
-class Stored:
-    """A value in the cluster's object store (Cluster.put), read with Worker.get."""
-
-    ref: Any
 
 
 class RayCall(Generic[T]):

@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from claw_batch.cluster.calls import RayCall, Stored, run_on_worker
-from claw_batch.cluster.shared import Shared
+from claw_batch.cluster.calls import RayCall, run_on_worker
+from claw_batch.cluster.shared import Shared, Stored
 from claw_batch.errors import UsageError
 
 if TYPE_CHECKING:

@@ -40,6 +40,13 @@ class Refused:
 
 
 @dataclass(frozen=True)
+class Stored:
+    """A value in the cluster's object store (Cluster.put), read with Worker.get."""
+
+    ref: Any
+
+
+@dataclass(frozen=True)
 class Wait:
     """Ask again after `seconds`."""
 

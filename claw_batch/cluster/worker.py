@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from claw_batch import cancel
 from claw_batch.agent.budget import Cap, Spend
-from claw_batch.cluster.shared import Refused, Slot, Wait
+from claw_batch.cluster.shared import Refused, Slot, Stored, Wait
 from claw_batch.config import Clawfile
 from claw_batch.errors import LimitExceeded
 from claw_batch.llm.breaker import Breaker, Ticket
@@ -42,8 +42,6 @@ class RayWorker:
         return self._ray.get(getattr(self.shared, method).remote(*args))
 
     def get(self, handle: object) -> Any:
-        from claw_batch.cluster.calls import Stored
-
         return self._ray.get(handle.ref if isinstance(handle, Stored) else handle)
 
     def started(self, job: str) -> None:
