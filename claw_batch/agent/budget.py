@@ -55,6 +55,16 @@ class Spend:
         self._spent: dict[str, float] = {}  # per task, by this run's calls
         self._held: dict[str, float] = {}  # per task, estimates of calls in flight
 
+    def __getstate__(self) -> dict[str, object]:
+        """Picklable (a cluster's shared actor holds the run's Spend): without the lock."""
+        state = dict(self.__dict__)
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
     def job(self, task: str, model: str, *, batch: bool = False) -> JobBudget:
         """The budget of one job of `task` calling `model` (as the clawfile names it);
         `batch`: through the provider's Batch API, at its price."""

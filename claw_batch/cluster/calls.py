@@ -1,0 +1,79 @@
+"""One job's work on the cluster: the function a Ray task runs (`run_on_worker`), and the
+coordinator's handle on it (`RayCall`, the seam's RemoteCall)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+from claw_batch import cancel
+from claw_batch.errors import ClawError, TaskFailed
+
+T = TypeVar("T")
+
+
+def run_on_worker(
+    work: Callable[..., Any],
+    shared: Any,
+    cache_dir: str | None,
+    day: str,
+    spend: Any,
+    job: str,
+    *args: Any,
+) -> Any:
+    """What a Ray task runs: `work(worker, *args)`; whatever the job held in the shared actor
+    is given back when it ends."""
+    import ray
+
+    from claw_batch.cluster.worker import RayWorker
+
+    worker = RayWorker(ray, shared, cache_dir, day, spend[0] if spend else None)
+    try:
+        return work(worker, *args)
+    finally:
+        if worker.job:
+            shared.finished.remote(job)
+
+
+class RayCall(Generic[T]):
+    def __init__(self, ray: Any, ref: Any, job: str, retries: int, shared: Any) -> None:
+        self._ray = ray
+        self.ref = ref
+        self.job = job
+        self.retries = retries
+        self.shared = shared
+        self.done = False
+
+    def result(self) -> T:
+        ray = self._ray
+        while not ray.wait([self.ref], timeout=cancel.POLL)[0]:
+            if cancel.cancelled():
+                self.cancel()
+                raise KeyboardInterrupt
+        self.done = True
+        try:
+            value: T = ray.get(self.ref)
+        except ray.exceptions.RayTaskError as e:
+            cause = e.cause
+            if isinstance(cause, ClawError):
+                raise cause from None
+            raise TaskFailed(f"{type(cause).__name__}: {cause}") from None
+        except ray.exceptions.TaskCancelledError:
+            raise KeyboardInterrupt from None
+        except ray.exceptions.RayError as e:  # a worker process or node lost for good
+            raise TaskFailed(
+                f"the worker running job {self.job} died (its node was lost, or the process "
+                f"was killed) and Ray gave up after {self.retries} retries: "
+                f"{str(e).splitlines()[0] if str(e) else type(e).__name__}"
+            ) from None
+        return value
+
+    def cancel(self) -> None:
+        if self.done:
+            return
+        self.done = True
+        with contextlib.suppress(Exception):  # finished already, or the cluster is gone
+            self._ray.cancel(self.ref, force=True)
+        if self.shared is not None:
+            self.shared.forget.remote(self.job)

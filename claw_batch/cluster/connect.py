@@ -1,0 +1,171 @@
+"""The connection to a Ray cluster for one run (`connect`), and the coordinator's side of it
+(`RayCluster`, the seam's Cluster). Ray is imported here, only when a run asks for it.
+
+Loopback: Ray 2.x rewrites a loopback host (127.0.0.1, localhost) given as the cluster's
+address, and as `--node-ip-address`, to this machine's outward address
+(`ray._private.services.resolve_ip_for_localhost`) before it connects: a cluster started on
+127.0.0.1 (a test cluster, or one machine that must not listen outside) would be looked for
+where it does not listen. For a loopback address, `connect` keeps the address as given
+while `ray.init` runs (and only then); any other address is Ray's to resolve."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from claw_batch.cluster.calls import RayCall, run_on_worker
+from claw_batch.cluster.shared import Shared, Stored
+from claw_batch.errors import UsageError
+
+if TYPE_CHECKING:
+    from claw_batch.agent.budget import Spend
+    from claw_batch.config import Clawfile, Executor
+
+T = TypeVar("T")
+
+NAMESPACE = "claw"
+# Ray CPUs a job takes: its tool loop mostly waits on the model, so a node runs four jobs
+# per CPU it offers (`ray start --num-cpus`); -j bounds the jobs in flight across the cluster.
+JOB_CPUS = 0.25
+NODES_EVERY = 0.3  # seconds: how stale `nodes_of` may be
+LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
+
+
+def connect(executor: Executor, *, say: Callable[[str], None]) -> RayCluster:
+    """Connected to the cluster at `executor.address` ("auto": the one this machine is a
+    node of; "HOST:PORT": its head's GCS address)."""
+    try:
+        ray: Any = importlib.import_module("ray")
+    except ImportError as e:
+        raise UsageError(
+            f"--executor ray needs Ray, which is not installed ({e}): pip install 'claw-batch[ray]'"
+        ) from None
+    address = executor.address
+    try:
+        with _loopback_kept(address):
+            ray.init(
+                address=address,
+                namespace=NAMESPACE,
+                log_to_driver=False,
+                include_dashboard=False,
+                configure_logging=True,
+                logging_level="error",
+                ignore_reinit_error=True,
+            )
+    except (ConnectionError, RuntimeError, ValueError, ray.exceptions.RayError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise UsageError(
+            f"cannot connect to the Ray cluster at {address!r} ({first}): start one "
+            "(`ray start --head` on the head node, `ray start --address HEAD:PORT` on the "
+            "others), or give its head's address with --address HOST:PORT "
+            "(executor.address in the clawfile)"
+        ) from None
+    nodes = [n for n in ray.nodes() if n.get("Alive")]
+    say(f"claw: on the Ray cluster at {address} ({len(nodes)} nodes)")
+    return RayCluster(ray, executor)
+
+
+@contextlib.contextmanager
+def _loopback_kept(address: str) -> Iterator[None]:
+    host = address.rsplit(":", 1)[0] if ":" in address else address
+    if host not in LOOPBACK:
+        yield
+        return
+    services: Any = importlib.import_module("ray._private.services")
+    resolve = services.resolve_ip_for_localhost
+    services.resolve_ip_for_localhost = lambda host: host
+    try:
+        yield
+    finally:
+        services.resolve_ip_for_localhost = resolve
+
+
+class RayCluster:
+    def __init__(self, ray: Any, executor: Executor) -> None:
+        self._ray = ray
+        self.executor = executor
+        self.shared: Any = None
+        self._cache_dir: str | None = None
+        self._day = ""
+        self._spend: Any = None  # [ObjectRef of the run's Spend] (nested: not resolved by Ray)
+        self._calls: list[RayCall[Any]] = []
+        self._lock = threading.Lock()
+        self._nodes: tuple[float, Mapping[str, str]] = (0.0, {})
+        self._closed = False
+
+    def share(
+        self,
+        config: Clawfile,
+        *,
+        spend: Spend | None,
+        cache_dir: Path | None,
+        day: str,
+    ) -> None:
+        ray = self._ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        here = ray.get_runtime_context().get_node_id()
+        limits = {n: p.max_concurrency for n, p in config.providers.items() if p.max_concurrency}
+        self._cache_dir = None if cache_dir is None else str(cache_dir.resolve())
+        actor = ray.remote(Shared).options(
+            num_cpus=0,
+            max_concurrency=1000,
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=here, soft=False),
+        )
+        self.shared = actor.remote(limits, spend, self._cache_dir)
+        self._day = day
+        self._spend = None if spend is None else [ray.put(spend)]
+        ray.get(self.shared.nodes.remote())  # started: its failures are said here, not later
+
+    def put(self, value: object) -> object:
+        # Wrapped: Ray would resolve an ObjectRef given as a task's argument itself.
+        return Stored(self._ray.put(value))
+
+    def call(self, work: Callable[..., T], *args: Any, job: str) -> RayCall[T]:
+        if self.shared is None:
+            raise RuntimeError("Cluster.share comes before the first call")
+        ray = self._ray
+        task = ray.remote(run_on_worker).options(
+            max_retries=self.executor.max_retries,
+            retry_exceptions=False,
+            num_cpus=JOB_CPUS,
+            name=f"claw:{job}",
+        )
+        ref = task.remote(work, self.shared, self._cache_dir, self._day, self._spend, job, *args)
+        call: RayCall[T] = RayCall(ray, ref, job, self.executor.max_retries, self.shared)
+        with self._lock:
+            self._calls = [c for c in self._calls if not c.done]
+            self._calls.append(call)
+        return call
+
+    def nodes_of(self) -> Mapping[str, str]:
+        at, nodes = self._nodes
+        if self.shared is None or time.monotonic() - at < NODES_EVERY:
+            return nodes
+        found: Mapping[str, str] = self._ray.get(self.shared.nodes.remote())
+        self._nodes = (time.monotonic(), found)
+        return found
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        ray = self._ray
+        with self._lock:
+            calls, self._calls = self._calls, []
+        for call in calls:
+            call.cancel()
+        try:
+            if self.shared is not None:
+                ray.get(self.shared.close.remote(), timeout=60)
+                ray.kill(self.shared)
+        except Exception:  # the cluster is gone already: nothing left to fold there
+            pass
+        finally:
+            self.shared = None
+            ray.shutdown()
