@@ -26,7 +26,7 @@ from claw_batch.plan.fingerprint import CALLED, Fingerprint
 from claw_batch.plan.jobs import Job
 from claw_batch.plan.uptodate import Decision
 from claw_batch.run.context import RunContext
-from claw_batch.run.jobsink import JobSink
+from claw_batch.run.jobsink import EventSink
 from claw_batch.run.prepare import Prepared, key_prompt, system_prompt
 from claw_batch.run.record import Recorder
 from claw_batch.run.results import JobResult, Status
@@ -89,6 +89,41 @@ def run_job(
         if taint.source is not None:  # its daily-note quote stays out of system prompts
             read_outside(job)
     duration = round(time.monotonic() - started, 3)
+    return conclude(
+        run,
+        p,
+        fp,
+        decision,
+        records=records,
+        transcript=transcript,
+        sink=sink,
+        attempt=attempt,
+        duration=duration,
+        started_wall=started_wall,
+        called=called,
+        tainted=taint.source,
+    )
+
+
+def conclude(
+    run: RunContext,
+    p: Prepared,
+    fp: Fingerprint,
+    decision: Decision,
+    *,
+    records: Recorder,
+    transcript: Transcript,
+    sink: EventSink,
+    attempt: Attempt,
+    duration: float,
+    started_wall: dt.datetime,
+    called: list[str],
+    tainted: str | None,
+    node: str | None = None,
+) -> JobResult:
+    """What became of a job that ran (here, or on a cluster's `node`): its transcript
+    closed, its result made and recorded."""
+    job = p.job
     outcome, status, reason, error = _ended(transcript, attempt, duration, run.redact)
     if status == "failed" and error and _all_replayed(sink):
         error += REPLAYED_FAILURE
@@ -107,10 +142,11 @@ def run_job(
         cost_usd=sink.cost_usd,
         saved_tokens=sink.saved_tokens,
         saved_usd=sink.saved_usd,
+        node=node,
     )
     if called:  # kept beside the fingerprint, not in its value
         fp = Fingerprint({**fp.parts, CALLED: sorted(set(called))})
-    records.record(result, started_wall, p, fp, taint.source)
+    records.record(result, started_wall, p, fp, tainted)
     return result
 
 
@@ -146,7 +182,7 @@ REPLAYED_FAILURE = (
 )
 
 
-def _all_replayed(sink: JobSink) -> bool:
+def _all_replayed(sink: EventSink) -> bool:
     return bool(sink.saved_tokens) and not (sink.usage.prompt_tokens + sink.usage.completion_tokens)
 
 
@@ -160,7 +196,7 @@ def _sampled(run: RunContext, p: Prepared) -> bool:
 def _attempt(
     run: RunContext,
     p: Prepared,
-    sink: JobSink,
+    sink: EventSink,
     taint: JobTaint,
     synced: DirSyncs,
     sample: int,
@@ -204,7 +240,7 @@ def _abort(
     job: Job,
     records: Recorder,
     transcript: Transcript,
-    sink: JobSink,
+    sink: EventSink,
     started: float,
     started_wall: dt.datetime,
     error: Exception,
@@ -244,7 +280,7 @@ class _Execution:
         self,
         run: RunContext,
         prepared: Prepared,
-        sink: JobSink,
+        sink: EventSink,
         taint: JobTaint,
         synced: DirSyncs,
         sample: int = 0,

@@ -36,6 +36,7 @@ from claw_batch.store.state import State
 from claw_batch.terminal.progress import Progress
 
 if TYPE_CHECKING:
+    from claw_batch.run.executor import Cluster
     from claw_batch.run.servers import RunServers
 
 
@@ -127,8 +128,10 @@ class Runner:
         *,
         progress: Progress,
         environ: Mapping[str, str] | None = None,
+        cluster: Cluster | None = None,
     ) -> None:
         self.project = project
+        self.cluster = cluster  # --executor ray: where jobs' tool loops run (None: here)
         self.options = options
         self.progress = progress
         self.environ = dict(os.environ if environ is None else environ)
@@ -400,6 +403,7 @@ class Runner:
             trigger=o.started_by,
             handed=bool(o.only),
             servers=self.servers,
+            cluster=self.cluster,
         )
 
     def _exit_code(self, results: Results) -> int:
