@@ -19,6 +19,11 @@ if TYPE_CHECKING:
     from claw_batch.config import Clawfile
     from claw_batch.llm.endpoints import Mode, Models
 
+# Why a task with MCP tools does not run on a cluster (its servers would run where?): yet.
+MCP_REFUSED = (
+    "MCP servers are not supported with --executor ray yet: run this task with --executor local"
+)
+
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
 

@@ -20,14 +20,14 @@ from claw_batch.plan.jobs import Job
 from claw_batch.plan.uptodate import Decision
 from claw_batch.run.apply import Taint, apply
 from claw_batch.run.context import RunCache, RunContext
-from claw_batch.run.executor import Cluster
+from claw_batch.run.executor import MCP_REFUSED, Cluster
 from claw_batch.run.job import Attempt, Outcome, _abort, _sampled, conclude
 from claw_batch.run.jobsink import JobSink
 from claw_batch.run.prepare import Prepared
 from claw_batch.run.record import Recorder
 from claw_batch.run.results import JobResult
 from claw_batch.run.scratch import Change
-from claw_batch.run.shipped import MCP_REFUSED, Shipment, Shipped, work
+from claw_batch.run.shipped import Shipment, Shipped, work
 from claw_batch.run.snapshot import Snapshots
 from claw_batch.taint.ledger import Writer
 from claw_batch.taint.view import shipped_rows

@@ -26,7 +26,7 @@ from claw_batch.plan.fingerprint import digest
 from claw_batch.plan.jobs import Job
 from claw_batch.plan.render import Upstream
 from claw_batch.run.context import RunCache, RunContext
-from claw_batch.run.executor import Worker
+from claw_batch.run.executor import MCP_REFUSED, Worker
 from claw_batch.run.jobsink import Tally
 from claw_batch.run.prepare import prepare
 from claw_batch.run.scratch import Change, changes, keys, scratch
@@ -38,10 +38,6 @@ from claw_batch.skills import cache as skillcache
 from claw_batch.skills import skill as skills
 from claw_batch.store.filehash import FileHashes
 from claw_batch.taint.view import Mark, TaintView
-
-MCP_REFUSED = (
-    "MCP servers are not supported with --executor ray yet: run this task with --executor local"
-)
 
 
 @dataclass(frozen=True)
@@ -126,7 +122,7 @@ def work(worker: Worker, ship: Shipment) -> Shipped:
             skills=_skills(root, config),
             spend=worker.spend(),
             redact=redact,
-            tainted=TaintView(ship.tainted, config.untrusted, hashes.hash, str(root)),
+            tainted=TaintView(ship.tainted, config.untrusted, hashes.hash),  # no git here
             force=ship.force,
         )
         cache = RunCache(readers=lambda _: ())

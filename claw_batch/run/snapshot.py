@@ -6,7 +6,8 @@ but `.claw/` and `.git/`, content-addressed, shipped once per run and task view.
   distinct content is read once and `Cluster.put` once, as a blob, whatever number of files
   or views hold it.
 - A symlink is kept as a symlink when it resolves inside the project (a link to a folder or
-  a file the project has), and dropped otherwise: a worker has no business following a link
+  a file the project has, but `.claw/` and `.git/`), pointing there by a relative path,
+  and dropped otherwise: a worker has no business following a link
   to the coordinator's host files, and the link would mean something else there anyway.
   FIFOs, sockets and devices are dropped.
 - A task's view is the project as the run started, plus everything the jobs of the tasks it
@@ -56,14 +57,16 @@ def scan(root: Path, hash_file: Callable[[str], str | None]) -> dict[str, Entry]
     real_root = os.path.realpath(root)
     for rel, st in _walk(str(root)):
         if stat.S_ISLNK(st.st_mode):
-            target = os.readlink(os.path.join(root, rel))
             real = os.path.realpath(os.path.join(root, rel))
             if real == real_root or not real.startswith(real_root + "/"):
                 continue  # leaves the project: dropped
             top = real[len(real_root) + 1 :].split("/", 1)[0]
             if top in NEVER_SEARCHED:
                 continue
-            found[rel] = (LINK, target, 0)
+            # Relative to where the link is, whatever it said: an absolute target would
+            # name a path of the worker's machine.
+            here = os.path.join(real_root, os.path.dirname(rel))
+            found[rel] = (LINK, os.path.relpath(real, here), 0)
         elif stat.S_ISREG(st.st_mode):
             try:
                 sha = hash_file(rel)
@@ -131,14 +134,11 @@ class Snapshots:
 
     def wrote(self, task: str, rel: str, data: bytes | None, mode: int = 0) -> None:
         """A job of `task` changed `rel` in the real project (None: deleted it): the views
-        of the tasks after it show it. Its content is put now, once."""
+        of the tasks after it show it. Its content is put when a view first needs it (read
+        back then from the project): most outputs no later task reads."""
         entry: Entry | None = None
         if data is not None:
-            sha = hashlib.sha256(data).hexdigest()
-            with self._lock:
-                if sha not in self._blobs:
-                    self._blobs[sha] = self.put(data)
-            entry = (FILE, sha, mode & MODE_BITS)
+            entry = (FILE, hashlib.sha256(data).hexdigest(), mode & MODE_BITS)
         with self._lock:
             self._written.setdefault(task, {})[rel] = entry
 

@@ -162,9 +162,10 @@ def test_a_fan_out_on_the_cluster_gives_what_a_local_run_gives(
     assert {r.node for r in local.results} == {None}
     assert len(cluster.shared) == 1
     # the project's contents went once each: a view per task, and a blob per content
+    # (the summary's own output is put by no one: no task reads it)
     views = 2
-    contents = len({*INBOX.values(), *(f.decode() for f in files(here).values())})
-    assert cluster.puts <= views + contents
+    read = [f for rel, f in files(here).items() if rel != "summary.md"]
+    assert cluster.puts == views + len(set(read))
     assert leftovers(node) == []
     # and again: everything is up to date, nothing is shipped
     again = FakeCluster()
@@ -235,12 +236,20 @@ def test_the_snapshot_leaves_out_claw_git_and_links_that_leave_the_project(
     (root / "inside").symlink_to("inbox/m0.txt")
     (root / "outside").symlink_to("/etc/passwd")
     (root / "to-claw").symlink_to(".claw/state.db")
+    (root / "inbox/absolute").symlink_to(root / "inbox/m1.txt")
     os.chmod(root / "inbox/m1.txt", 0o4755)
     entries = scan(root, lambda rel: sha256_file(root / rel))
     assert sorted(entries) == sorted(
-        ["clawfile.yaml", "inside", *INBOX, *(f"workspace/{n}" for n in WORKSPACE_FILES)]
+        [
+            "clawfile.yaml",
+            "inside",
+            "inbox/absolute",
+            *INBOX,
+            *(f"workspace/{n}" for n in WORKSPACE_FILES),
+        ]
     )
     assert entries["inside"] == ("l", "inbox/m0.txt", 0)
+    assert entries["inbox/absolute"] == ("l", "m1.txt", 0)  # relative: it means the same there
     assert entries["inbox/m1.txt"][2] == 0o755  # no set-id bit travels
 
 
@@ -466,3 +475,60 @@ def test_a_lost_worker_fails_the_job_and_ctrl_c_interrupts_it(
     assert summary.exit_code == 130
     assert [r.status for r in summary.results] == ["interrupted"]
     assert not (root / "out").exists()
+
+
+def test_a_job_whose_prompt_differs_on_the_worker_fails_before_its_model_is_called(
+    tmp_path: Path, server: FakeOpenAI, node: Path
+) -> None:
+    """git is not shipped: a prompt that shows the HEAD commit renders otherwise there."""
+    import subprocess
+
+    root = make_project(
+        tmp_path / "p",
+        """
+        version: 1
+        model: fake-model
+        tasks:
+          head:
+            prompt: "HEAD is {{ git.head }}."
+            output: out/answer.md
+        """,
+    )
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "one"], check=True)
+    server.handler = script(text("never"))
+    summary = run(root, coordinator_env(server), FakeCluster())
+    [result] = summary.results
+    assert (result.status, result.reason) == ("failed", "TaskFailed")
+    assert "its prompt on 127.0.0.1 (fake0001) is not the one claw run prepared" in (
+        result.error or ""
+    )
+    assert server.requests == []
+    assert not (root / "out").exists()
+
+
+def test_a_task_with_mcp_tools_is_refused_on_a_cluster(
+    tmp_path: Path, server: FakeOpenAI, node: Path
+) -> None:
+    root = make_project(
+        tmp_path / "p",
+        """
+        version: 1
+        model: fake-model
+        mcp_servers:
+          glossary:
+            command: [python3, -c, "import sys; sys.exit(1)"]
+        tasks:
+          look:
+            prompt: "Look it up."
+            output: out/answer.md
+            tools: [read, mcp.glossary.lookup]
+        """,
+    )
+    cluster = FakeCluster()
+    summary = run(root, coordinator_env(server), cluster)
+    [result] = summary.results
+    assert result.status == "failed"
+    assert "MCP servers are not supported with --executor ray" in (result.error or "")
+    assert cluster.started == []
