@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from claw_batch.config import Clawfile, Project
-from claw_batch.errors import ClawfileError
+from claw_batch.errors import ClawfileError, TaskFailed
 from claw_batch.llm.endpoints import Mode, api_keys
 from claw_batch.llm.messages import Usage
 from claw_batch.plan.fingerprint import digest
@@ -98,11 +98,18 @@ class Buffered(Tally):
 
 def work(worker: Worker, ship: Shipment) -> Shipped:
     """Run the job on this worker (see the module's doc)."""
-    from claw_batch.run.job import _attempt, _taint
-
     worker.started(ship.job.name)
     snapshot = worker.get(ship.snapshot)
     assert isinstance(snapshot, Snapshot)
+    try:
+        return _run(worker, ship, snapshot)
+    except TaskFailed as e:  # the copy could not be made here: the job, not the run
+        return Shipped("failed", worker.node, "TaskFailed", str(e))
+
+
+def _run(worker: Worker, ship: Shipment, snapshot: Snapshot) -> Shipped:
+    from claw_batch.run.job import _attempt, _taint
+
     with scratch(snapshot, worker.get) as root:
         before = keys(root)
         project = _project(root, ship.clawfile, snapshot.digest)

@@ -532,3 +532,49 @@ def test_a_task_with_mcp_tools_is_refused_on_a_cluster(
     assert result.status == "failed"
     assert "MCP servers are not supported with --executor ray" in (result.error or "")
     assert cluster.started == []
+
+
+def test_a_worker_without_the_key_fails_the_job_naming_the_variable(
+    tmp_path: Path, server: FakeOpenAI, node: Path
+) -> None:
+    root = make_project(
+        tmp_path / "p",
+        f"""
+        version: 1
+        model: team/fake-model
+        providers:
+          team:
+            base_url: {server.base_url}
+            api_key_env: TEAM_KEY
+        tasks:
+          ask:
+            prompt: "Ask."
+            output: out/answer.md
+        """,
+    )
+    server.handler = script(text("answer"))
+    env = {**coordinator_env(server), "TEAM_KEY": "sk-team-coordinator-only-0123"}
+    cluster = FakeCluster()
+    summary = run(root, env, cluster)
+    [result] = summary.results
+    assert result.status == "failed"
+    assert "environment variable TEAM_KEY is not set" in (result.error or "")
+    assert server.requests == []
+    assert not cluster.grep("sk-team-coordinator-only-0123")
+
+
+def test_a_node_cache_that_others_can_open_is_refused(
+    tmp_path: Path, server: FakeOpenAI, node: Path
+) -> None:
+    root = make_project(tmp_path / "p", PROBE)
+    base = scratch_base()
+    base.mkdir(mode=0o755)
+    os.chmod(base, 0o755)
+    server.handler = script(text("never"))
+    summary = run(root, coordinator_env(server), FakeCluster())
+    [result] = summary.results
+    assert result.status == "failed"
+    assert (result.error or "").startswith(
+        f"{base} is not a folder of this user's that only they can open"
+    )
+    assert server.requests == []
