@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import subprocess
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -50,6 +51,47 @@ class FakeWorker:
         return self.cluster.spend
 
 
+class SubWorker(FakeWorker):
+    """A worker in another process: the objects it may get came with the call; no spend is
+    shared across the process boundary (the real one is a Ray actor)."""
+
+    def __init__(self, objects: dict[int, bytes], node: str) -> None:
+        self.objects, self.node = objects, node
+
+    def get(self, handle: object) -> Any:
+        assert isinstance(handle, Handle)
+        return pickle.loads(self.objects[handle.id])
+
+    def started(self, job: str) -> None:
+        pass
+
+    def spend(self) -> Spend | None:
+        return None
+
+
+# What a worker process runs: the work and its args, pickled, on stdin; its value on stdout.
+SUB = """
+import pickle, sys
+from fakecluster import SubWorker
+fn, args, objects, node = pickle.load(sys.stdin.buffer)
+try:
+    out = ("value", fn(SubWorker(objects, node), *args))
+except BaseException as e:
+    out = ("error", e)
+sys.stdout.buffer.write(pickle.dumps(out))
+"""
+
+
+@dataclass(frozen=True)
+class Process:
+    """How to start a worker process: a prefix (another user: AS_RUNNER), the interpreter,
+    its environment (its own keys, its own TMPDIR)."""
+
+    prefix: tuple[str, ...]
+    python: str
+    env: dict[str, str]
+
+
 class FakeCall:
     def __init__(self, thread: threading.Thread, box: dict[str, Any]) -> None:
         self.thread, self.box = thread, box
@@ -62,8 +104,9 @@ class FakeCall:
 
 
 class FakeCluster:
-    def __init__(self, node: str = "127.0.0.1 (fake0001)") -> None:
+    def __init__(self, node: str = "127.0.0.1 (fake0001)", process: Process | None = None) -> None:
         self.node = node
+        self.process = process  # None: the work runs on a thread of this process
         self.objects: dict[int, bytes] = {}
         self.sent: list[bytes] = []  # every put and call, as pickled
         self.started: list[str] = []
@@ -103,6 +146,9 @@ class FakeCluster:
             if failure is not None:
                 box["error"] = failure
                 return
+            if self.process is not None:
+                self._in_process(fn, shipped, box)
+                return
             try:
                 box["value"] = pickle.dumps(fn(FakeWorker(self), *shipped))
             except BaseException as e:
@@ -111,6 +157,30 @@ class FakeCluster:
         thread = threading.Thread(target=run, daemon=True)
         thread.start()
         return FakeCall(thread, box)
+
+    def _in_process(self, fn: Callable[..., Any], args: Any, box: dict[str, Any]) -> None:
+        assert self.process is not None
+        with self._lock:
+            objects = dict(self.objects)
+        here = str(Path(__file__).parent)
+        env = {**self.process.env}
+        env["PYTHONPATH"] = ":".join(p for p in (here, env.get("PYTHONPATH", "")) if p)
+        ran = subprocess.run(
+            [*self.process.prefix, self.process.python, "-c", SUB],
+            input=pickle.dumps((fn, args, objects, self.node)),
+            env=env,
+            capture_output=True,
+            timeout=120,
+            check=False,
+        )
+        if ran.returncode != 0:
+            box["error"] = RuntimeError(ran.stderr.decode(errors="replace"))
+            return
+        kind, value = pickle.loads(ran.stdout)
+        if kind == "error":
+            box["error"] = value
+        else:
+            box["value"] = pickle.dumps(value)
 
     def nodes_of(self) -> Mapping[str, str]:
         return {}

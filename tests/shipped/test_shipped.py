@@ -11,6 +11,8 @@ import os
 import pickle
 import shutil
 import sqlite3
+import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -578,3 +580,43 @@ def test_a_node_cache_that_others_can_open_is_refused(
         f"{base} is not a folder of this user's that only they can open"
     )
     assert server.requests == []
+
+
+@pytest.mark.parametrize("user", ["root", "runner"])
+def test_a_worker_in_another_process_and_as_another_user_cleans_up_what_its_job_locked(
+    tmp_path: Path, server: FakeOpenAI, user: str, request: pytest.FixtureRequest
+) -> None:
+    """The work crosses a process boundary (pickled both ways); on a worker that is not
+    root, a job that took the permissions of the folders and files it made still has them
+    brought back, and its copy removed."""
+    from fakecluster import Process
+    from helpers import AS_RUNNER, RUNNER, runner_env, runner_python
+
+    if user == "runner" and os.geteuid() != 0:
+        pytest.skip("starts the worker as another user: needs root")
+    root = make_project(tmp_path / "p", PROBE)
+    tmp = Path(tempfile.mkdtemp(prefix="claw-shipped-"))  # where another user may go
+    request.addfinalizer(lambda: shutil.rmtree(tmp, ignore_errors=True))
+    tmp.chmod(0o755)
+    prefix: tuple[str, ...] = ()
+    python = sys.executable
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp)}
+    if user == "runner":
+        os.chown(tmp, RUNNER, RUNNER)
+        env = {**runner_env(), "HOME": str(tmp)}
+        found = runner_python(env)
+        if found is None:
+            pytest.skip("no interpreter another user may start imports this claw")
+        prefix, python = AS_RUNNER, found
+    env.update(TMPDIR=str(tmp), OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY=KEY)
+    command = "mkdir -p out/locked && echo x > out/locked/f && chmod 000 out/locked/f out/locked"
+    server.handler = script(tool_calls(call("bash", {"command": command})), text("done"))
+    cluster = FakeCluster(process=Process(prefix, python, env))
+    summary = run(root, coordinator_env(server), cluster)
+    assert summary.exit_code == 0, summary.error
+    [result] = summary.results
+    assert result.node == cluster.node
+    assert (root / "out/locked/f").read_bytes() == b"x\n"
+    assert (root / "out/answer.md").read_text() == "done\n"
+    base = tmp / f"claw-ray-{RUNNER if user == 'runner' else os.getuid()}"
+    assert [p.name for p in base.iterdir() if p.name.startswith("job-")] == []
