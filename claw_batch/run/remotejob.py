@@ -20,7 +20,7 @@ from claw_batch.plan.jobs import Job
 from claw_batch.plan.uptodate import Decision
 from claw_batch.run.apply import Taint, apply
 from claw_batch.run.context import RunCache, RunContext
-from claw_batch.run.executor import MCP_REFUSED, Cluster
+from claw_batch.run.executor import Cluster, refused_on_cluster
 from claw_batch.run.job import Attempt, Outcome, _abort, _sampled, conclude
 from claw_batch.run.jobsink import JobSink
 from claw_batch.run.prepare import Prepared
@@ -61,8 +61,9 @@ def run_remote(
     started = time.monotonic()
     back: Shipped | None = None
     try:
-        if p.mcp or any(n.startswith("mcp.") for n in p.task.tool_names):
-            attempt: Attempt = (None, "failed", "TaskFailed", MCP_REFUSED)
+        refused = refused_on_cluster(p.task)
+        if refused is not None:
+            attempt: Attempt = (None, "failed", "TaskFailed", refused)
         else:
             ship = _shipment(run, cache, p, records, snapshots, upstream_names)
             back, attempt = _called(cluster, ship)

@@ -338,11 +338,11 @@ class RunSession:
         if output is not False:  # the quick check: nothing made for the job but its result
             return not_run(job, "up-to-date", (), output)
         if self.setup.cluster is not None and not self.setup.dry_run:
-            from claw_batch.run.executor import MCP_REFUSED
+            from claw_batch.run.executor import refused_on_cluster
 
-            tools = self.setup.project.config.tasks[job.task].tool_names
-            if any(name.startswith("mcp.") for name in tools):  # before its servers start
-                return JobResult(job, "failed", "TaskFailed", 0.0, NO_USAGE, None, MCP_REFUSED, "")
+            refused = refused_on_cluster(self.setup.project.config.tasks[job.task])
+            if refused is not None:  # before its MCP servers start
+                return JobResult(job, "failed", "TaskFailed", 0.0, NO_USAGE, None, refused, "")
         preparation = Preparation(self.ctx, self.cache, job, upstream, self.hashes.hash)
         try:
             return self._checked(job, preparation)

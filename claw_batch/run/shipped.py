@@ -26,7 +26,7 @@ from claw_batch.plan.fingerprint import digest
 from claw_batch.plan.jobs import Job
 from claw_batch.plan.render import Upstream
 from claw_batch.run.context import RunCache, RunContext
-from claw_batch.run.executor import MCP_REFUSED, Worker
+from claw_batch.run.executor import Worker, refused_on_cluster
 from claw_batch.run.jobsink import Tally
 from claw_batch.run.prepare import prepare
 from claw_batch.run.scratch import Change, changes, keys, scratch
@@ -135,8 +135,9 @@ def _run(worker: Worker, ship: Shipment, snapshot: Snapshot) -> Shipped:
         cache = RunCache(readers=lambda _: ())
         cache.upstream.update(ship.upstream)
         task = config.tasks[ship.job.task]
-        if any(name.startswith("mcp.") for name in task.tool_names):
-            return Shipped("failed", worker.node, "TaskFailed", MCP_REFUSED)
+        refused = refused_on_cluster(task)
+        if refused is not None:  # never a server started here
+            return Shipped("failed", worker.node, "TaskFailed", refused)
         p = prepare(ctx, cache, ship.job, ship.upstream_names)
         if digest(p.prompt) != ship.prompt_digest:
             return Shipped(

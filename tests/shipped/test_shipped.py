@@ -510,7 +510,7 @@ def test_a_job_whose_prompt_differs_on_the_worker_fails_before_its_model_is_call
     assert not (root / "out").exists()
 
 
-def test_a_task_with_mcp_tools_is_refused_on_a_cluster(
+def test_a_task_with_mcp_tools_is_refused_on_a_cluster_before_its_server_starts(
     tmp_path: Path, server: FakeOpenAI, node: Path
 ) -> None:
     root = make_project(
@@ -534,6 +534,29 @@ def test_a_task_with_mcp_tools_is_refused_on_a_cluster(
     assert result.status == "failed"
     assert "MCP servers are not supported with --executor ray" in (result.error or "")
     assert cluster.started == []
+    assert not (root / ".claw/mcp/glossary.log").exists()
+
+
+def test_a_task_that_may_remember_is_refused_on_a_cluster(
+    tmp_path: Path, server: FakeOpenAI, node: Path
+) -> None:
+    root = make_project(
+        tmp_path / "p",
+        """
+        version: 1
+        model: fake-model
+        tasks:
+          note:
+            prompt: "Remember it."
+            tools: [read, remember]
+        """,
+    )
+    cluster = FakeCluster()
+    summary = run(root, coordinator_env(server), cluster)
+    [result] = summary.results
+    assert (result.status, summary.exit_code) == ("failed", 1)
+    assert (result.error or "").startswith("the remember tool is not supported with --executor ray")
+    assert cluster.started == [] and server.requests == []
 
 
 def test_a_worker_without_the_key_fails_the_job_naming_the_variable(
