@@ -67,10 +67,11 @@ def apply(
                 "regular files from a cluster's job, so nothing it wrote was applied"
             )
     checked = [(c, _checked(policy, c)) for c in changes]
+    dirs: dict[Path, int] = {}  # each target folder opened once (a job may write thousands)
     staged: list[_Staged] = []
     try:
         for c, real in checked:
-            staged.append(_stage(policy.root, c, real))
+            staged.append(_stage(policy.root, c, real, dirs))
         _mark(taint, changes)
         for s in staged:
             _land(s, synced)
@@ -81,8 +82,8 @@ def apply(
                     os.unlink(s.temp, dir_fd=s.directory)
         raise
     finally:
-        for s in staged:
-            os.close(s.directory)
+        for fd in dirs.values():
+            os.close(fd)
     _clear(taint, changes)
     for c in changes:
         wrote(c.rel, c.data if c.kind == "file" else None, c.mode)
@@ -95,11 +96,15 @@ def _checked(policy: Policy, c: Change) -> Path:
         raise TaskFailed(f"{e}; so nothing the job wrote was applied") from None
 
 
-def _stage(root: Path, c: Change, real: Path) -> _Staged:
-    try:
-        directory = writable_dir(root, real.parent, c.rel)
-    except ToolError as e:
-        raise TaskFailed(f"{e}; nothing the job wrote was applied") from None
+def _stage(root: Path, c: Change, real: Path, dirs: dict[Path, int]) -> _Staged:
+    """The change ready to land: its folder open (and checked), its bytes in a temp file
+    beside its target, fsynced."""
+    directory = dirs.get(real.parent)
+    if directory is None:
+        try:
+            directory = dirs[real.parent] = writable_dir(root, real.parent, c.rel)
+        except ToolError as e:
+            raise TaskFailed(f"{e}; nothing the job wrote was applied") from None
     staged = _Staged(c, directory, real.name, None)
     try:
         try:
@@ -122,7 +127,6 @@ def _stage(root: Path, c: Change, real: Path) -> _Staged:
         if staged.temp is not None:
             with contextlib.suppress(OSError):
                 os.unlink(staged.temp, dir_fd=directory)
-        os.close(directory)
         if isinstance(e, OSError):
             shown = e.strerror or str(e)
             raise TaskFailed(f"{c.rel}: {shown}; nothing the job wrote was applied") from e

@@ -643,3 +643,20 @@ def test_a_worker_in_another_process_and_as_another_user_cleans_up_what_its_job_
     assert (root / "out/answer.md").read_text() == "done\n"
     base = tmp / f"claw-ray-{RUNNER if user == 'runner' else os.getuid()}"
     assert [p.name for p in base.iterdir() if p.name.startswith("job-")] == []
+
+
+def test_a_change_that_cannot_be_staged_leaves_no_temp_and_applies_nothing(
+    tmp_path: Path, server: FakeOpenAI, node: Path
+) -> None:
+    """out/dir is a folder here; the job made it a file: refused when staged, after out/a.md
+    was staged, whose temp goes."""
+    root = make_project(tmp_path / "p", PROBE, {"out/dir/x.md": "x\n"})
+    before = files(root)
+    command = "echo a > out/a.md; rm -r out/dir; echo f > out/dir"
+    server.handler = script(tool_calls(call("bash", {"command": command})), text("done"))
+    summary = run(root, coordinator_env(server), FakeCluster())
+    [result] = summary.results
+    assert result.status == "failed"
+    assert "out/dir is a directory here; nothing the job wrote was applied" in (result.error or "")
+    assert files(root) == before
+    assert sorted(p.name for p in (root / "out").iterdir()) == ["dir"]  # no temp left
