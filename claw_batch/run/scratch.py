@@ -7,7 +7,7 @@ together build it once) into a temp folder renamed into place (a worker killed h
 no half snapshot under the real name). A job gets a copy of it — copies, not hardlinks: a
 job's command could write through a link into the cache — in `job-<pid>-<random>/`, removed
 when the job ends whatever happened; a later job on the node removes what a killed worker
-left (its pid is gone)."""
+left (its pid is gone), and a snapshot no job has used for a day."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ import os
 import secrets
 import shutil
 import stat
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,7 @@ from claw_batch.errors import TaskFailed
 from claw_batch.run.snapshot import FILE, LINK, MODE_BITS, Snapshot
 
 Key = tuple[int, int, int, int, int]  # ino, ctime_ns, mtime_ns, size, mode
+KEEP_S = 24 * 3600.0  # a snapshot no job of the node has used for this long is removed
 
 
 @dataclass(frozen=True)
@@ -98,18 +100,31 @@ def scratch(snapshot: Snapshot, get: Callable[[object], object]) -> Iterator[Pat
     sweep(base)
     root = base / f"job-{os.getpid()}-{secrets.token_hex(6)}"
     try:
-        shutil.copytree(source, root, symlinks=True, copy_function=shutil.copy2)
+        with open(f"{source}.lock", "a") as lock:  # no sweep removes it while it is copied
+            fcntl.flock(lock, fcntl.LOCK_SH)
+            if not source.is_dir():  # swept between its check and this lock: built again
+                fcntl.flock(lock, fcntl.LOCK_UN)
+                source = materialize(snapshot, get)
+                fcntl.flock(lock, fcntl.LOCK_SH)
+            os.utime(source)  # used now: kept for KEEP_S more
+            shutil.copytree(source, root, symlinks=True, copy_function=shutil.copy2)
         os.chmod(root, 0o700)
         yield root
     finally:
         _remove(root)
 
 
-def sweep(base: Path) -> list[str]:
-    """Remove the job copies and half-built snapshots of worker processes that are gone."""
+def sweep(base: Path, *, now: float | None = None) -> list[str]:
+    """Remove the job copies and half-built snapshots of worker processes that are gone,
+    and the snapshots no job of this node has used for KEEP_S (none being copied)."""
     removed = []
+    now = time.time() if now is None else now
     for entry in os.scandir(base):
         name = entry.name
+        if name.startswith("snap-") and "." not in name:
+            if entry.stat(follow_symlinks=False).st_mtime < now - KEEP_S and _unused(entry):
+                removed.append(name)
+            continue
         if name.startswith("job-"):
             pid = name.split("-")[1]
         elif ".tmp-" in name:
@@ -120,6 +135,18 @@ def sweep(base: Path) -> list[str]:
             _remove(Path(entry.path))
             removed.append(name)
     return removed
+
+
+def _unused(entry: os.DirEntry[str]) -> bool:
+    """Removes the snapshot if no job is copying it now; whether it did."""
+    with open(f"{entry.path}.lock", "a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        _remove(Path(entry.path))
+        os.unlink(f"{entry.path}.lock")
+    return True
 
 
 def _alive(pid: int) -> bool:

@@ -13,6 +13,7 @@ import shutil
 import sqlite3
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -440,7 +441,7 @@ def test_a_tainted_jobs_writes_are_tainted_in_the_real_ledger_and_taint_their_re
 # --- the scratch copies ----------------------------------------------------------------------
 
 
-def test_scratch_copies_are_removed_after_an_error_and_a_killed_workers_are_swept(
+def test_scratch_copies_are_removed_after_an_error_and_a_killed_workers_and_old_ones_swept(
     tmp_path: Path, server: FakeOpenAI, node: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     root = make_project(tmp_path / "p", PROBE)
@@ -448,6 +449,11 @@ def test_scratch_copies_are_removed_after_an_error_and_a_killed_workers_are_swep
     base.mkdir(mode=0o700)
     dead = base / "job-999999999-0123456789ab"  # a pid no process has
     (dead / "sub").mkdir(parents=True)
+    old = base / ("snap-" + "0" * 64)  # a snapshot no job used for two days
+    (old / "sub").mkdir(parents=True)
+    os.utime(old, (0, time.time() - 2 * 24 * 3600))
+    recent = base / ("snap-" + "1" * 64)
+    recent.mkdir()
     import claw_batch.run.shipped as shipped
 
     def broken(*args: Any, **kwargs: Any) -> Any:
@@ -457,7 +463,9 @@ def test_scratch_copies_are_removed_after_an_error_and_a_killed_workers_are_swep
     with pytest.raises(RuntimeError, match="a bug on the worker"):  # as a bug does locally
         run(root, coordinator_env(server), FakeCluster())
     assert leftovers(node) == []  # its own copy, and the dead worker's
-    assert [p.name for p in base.iterdir() if p.name.startswith("snap-") and p.is_dir()]
+    assert not old.exists()
+    assert recent.is_dir()  # and the run's own snapshot
+    assert len([p for p in base.iterdir() if p.name.startswith("snap-") and p.is_dir()]) == 2
 
 
 def test_a_lost_worker_fails_the_job_and_ctrl_c_interrupts_it(
