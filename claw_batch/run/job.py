@@ -68,7 +68,7 @@ def run_job(
     """Run the job, record what became of it, and return that; `read_outside` is told
     of it when it read outside content."""
     job = p.job
-    taint = _taint(run, p, records.run_id)
+    taint = job_taint(run, p, records.run_id)
     called: list[str] = []  # the MCP tools it calls (`always:` reads them next time)
     started_wall = records.start(job)
     transcript = records.transcript(job)
@@ -80,10 +80,10 @@ def run_job(
     progress.job_started(job)
     started = time.monotonic()
     try:
-        sample = records.sample(job, fresh=run.force) if _sampled(run, p) else 0
-        attempt = _attempt(run, p, sink, taint, records.synced, sample, called)
+        sample = records.sample(job, fresh=run.force) if sampled(run, p) else 0
+        attempt = attempt_job(run, p, sink, taint, records.synced, sample, called)
     except Exception as e:  # it stops the run: close the job's records first
-        _abort(run, job, records, transcript, sink, started, started_wall, e)
+        abort(run, job, records, transcript, sink, started, started_wall, e)
         raise
     finally:
         if taint.source is not None:  # its daily-note quote stays out of system prompts
@@ -150,7 +150,7 @@ def conclude(
     return result
 
 
-def _taint(run: RunContext, p: Prepared, run_id: str) -> JobTaint:
+def job_taint(run: RunContext, p: Prepared, run_id: str) -> JobTaint:
     """What the job has read from outside: what it reads before its model is called, and
     then what its tools read (claw_batch.taint.jobtaint)."""
     task, policy = p.task, p.policy
@@ -186,14 +186,14 @@ def _all_replayed(sink: EventSink) -> bool:
     return bool(sink.saved_tokens) and not (sink.usage.prompt_tokens + sink.usage.completion_tokens)
 
 
-def _sampled(run: RunContext, p: Prepared) -> bool:
+def sampled(run: RunContext, p: Prepared) -> bool:
     """Whether the job's requests carry its sample index (-B moves it): when a stored reply
     could answer them — the call cache's, or a batch's journalled one."""
     mode = run.models.mode
     return run.models.caching or (not mode.replay and (p.task.batch or mode.batch))
 
 
-def _attempt(
+def attempt_job(
     run: RunContext,
     p: Prepared,
     sink: EventSink,
@@ -235,7 +235,7 @@ def _ended(
     return attempt
 
 
-def _abort(
+def abort(
     run: RunContext,
     job: Job,
     records: Recorder,

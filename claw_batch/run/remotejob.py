@@ -21,7 +21,7 @@ from claw_batch.plan.uptodate import Decision
 from claw_batch.run.apply import Taint, apply
 from claw_batch.run.context import RunCache, RunContext
 from claw_batch.run.executor import Cluster, refused_on_cluster
-from claw_batch.run.job import Attempt, Outcome, _abort, _sampled, conclude
+from claw_batch.run.job import Attempt, Outcome, abort, conclude, sampled
 from claw_batch.run.jobsink import JobSink
 from claw_batch.run.prepare import Prepared
 from claw_batch.run.record import Recorder
@@ -71,7 +71,7 @@ def run_remote(
             _replay(back, sink)
             attempt = _applied(run, p, back, attempt, records, snapshots)
     except Exception as e:  # it stops the run: close the job's records first
-        _abort(run, job, records, transcript, sink, started, started_wall, e)
+        abort(run, job, records, transcript, sink, started, started_wall, e)
         raise
     finally:
         if back is not None and back.source is not None:
@@ -104,7 +104,7 @@ def _shipment(
 ) -> Shipment:
     job, task = p.job, p.task
     names = upstream_names or tuple(task.needs)  # what `prepare` shows as needs.X
-    sample = records.sample(job, fresh=run.force) if _sampled(run, p) else 0
+    sample = records.sample(job, fresh=run.force) if sampled(run, p) else 0
     root = run.project.root
     return Shipment(
         snapshot=snapshots.view(job.task),

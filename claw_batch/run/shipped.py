@@ -108,7 +108,7 @@ def work(worker: Worker, ship: Shipment) -> Shipped:
 
 
 def _run(worker: Worker, ship: Shipment, snapshot: Snapshot) -> Shipped:
-    from claw_batch.run.job import _attempt, _taint
+    from claw_batch.run.job import attempt_job, job_taint
 
     with scratch(snapshot, worker.get) as root:
         before = keys(root)
@@ -148,10 +148,10 @@ def _run(worker: Worker, ship: Shipment, snapshot: Snapshot) -> Shipped:
                 "changed meanwhile, or the prompt reads what a worker cannot see: git); "
                 "nothing was sent to the model",
             )
-        taint = _taint(ctx, p, ship.run_id)
+        taint = job_taint(ctx, p, ship.run_id)
         sink = Buffered()
         called: list[str] = []
-        outcome, status, reason, error = _attempt(
+        outcome, status, reason, error = attempt_job(
             ctx, p, sink, taint, DirSyncs(), ship.sample, called
         )
         view = ctx.tainted
