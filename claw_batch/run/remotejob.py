@@ -133,7 +133,7 @@ def _called(cluster: Cluster, ship: Shipment) -> tuple[Shipped | None, Attempt]:
         return None, (None, "interrupted", "interrupted", "interrupted (Ctrl-C or SIGTERM)")
     except TaskFailed as e:  # the worker or node was lost, and Ray gave up retrying it
         return None, (None, "failed", "TaskFailed", f"the cluster could not run it: {e}")
-    return back, (None, back.status, back.reason, back.error)  # type: ignore[return-value]
+    return back, (None, back.status, back.reason, back.error)
 
 
 def _replay(back: Shipped, sink: JobSink) -> None:

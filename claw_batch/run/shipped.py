@@ -29,6 +29,7 @@ from claw_batch.run.context import RunCache, RunContext
 from claw_batch.run.executor import Worker, refused_on_cluster
 from claw_batch.run.jobsink import Tally
 from claw_batch.run.prepare import prepare
+from claw_batch.run.results import Status
 from claw_batch.run.scratch import Change, changes, keys, scratch
 from claw_batch.run.snapshot import Snapshot
 from claw_batch.safety.atomic import DirSyncs
@@ -64,7 +65,7 @@ class Shipment:
 class Shipped:
     """What a job did on its worker."""
 
-    status: str  # ok | failed | limit | interrupted
+    status: Status  # ok | failed | limit | interrupted
     node: str
     reason: str | None = None
     error: str | None = None
