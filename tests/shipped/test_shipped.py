@@ -668,3 +668,31 @@ def test_a_change_that_cannot_be_staged_leaves_no_temp_and_applies_nothing(
     assert "out/dir is a directory here; nothing the job wrote was applied" in (result.error or "")
     assert files(root) == before
     assert sorted(p.name for p in (root / "out").iterdir()) == ["dir"]  # no temp left
+
+
+def test_bash_runs_in_the_sandbox_on_the_worker_and_what_it_wrote_comes_back(
+    tmp_path: Path, server: FakeOpenAI, node: Path
+) -> None:
+    root = make_project(
+        tmp_path / "p",
+        """
+        version: 1
+        model: fake-model
+        tasks:
+          boxed:
+            prompt: Do it.
+            output: out/answer.md
+            permissions: {bash: true, write: ["out/**"]}
+        """,
+    )
+    command = "mkdir -p out && echo hi > out/x.md && cat /proc/self/status | grep -c NoNewPrivs"
+    server.handler = script(tool_calls(call("bash", {"command": command})), text("done"))
+    summary = run(root, coordinator_env(server), FakeCluster())
+    [result] = summary.results
+    transcript = (root / result.transcript).read_text()
+    if "bash is refused" in transcript:  # no sandbox here: refused there as here
+        assert not (root / "out/x.md").exists()
+        return
+    assert summary.exit_code == 0, summary.error
+    assert '"unsandboxed"' not in transcript
+    assert (root / "out/x.md").read_text() == "hi\n"
