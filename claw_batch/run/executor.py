@@ -16,8 +16,29 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from claw_batch.agent.budget import Spend
-    from claw_batch.config import Clawfile
+    from claw_batch.config import Clawfile, Task
     from claw_batch.llm.endpoints import Mode, Models
+
+# Why a task with MCP tools does not run on a cluster (its servers would run where?): yet.
+MCP_REFUSED = (
+    "MCP servers are not supported with --executor ray yet: run this task with --executor local"
+)
+# Nor one that may remember: MEMORY.md and the daily notes are claw's to write, and the
+# facts would come back as a file no job may write.
+REMEMBER_REFUSED = (
+    "the remember tool is not supported with --executor ray yet: run this task with "
+    "--executor local"
+)
+
+
+def refused_on_cluster(task: Task) -> str | None:
+    """Why the task's jobs cannot run on a cluster (None: they can)."""
+    if any(name.startswith("mcp.") for name in task.tool_names):
+        return MCP_REFUSED
+    if "remember" in task.offered_tools:
+        return REMEMBER_REFUSED
+    return None
+
 
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)

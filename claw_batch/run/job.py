@@ -26,7 +26,7 @@ from claw_batch.plan.fingerprint import CALLED, Fingerprint
 from claw_batch.plan.jobs import Job
 from claw_batch.plan.uptodate import Decision
 from claw_batch.run.context import RunContext
-from claw_batch.run.jobsink import JobSink
+from claw_batch.run.jobsink import EventSink
 from claw_batch.run.prepare import Prepared, key_prompt, system_prompt
 from claw_batch.run.record import Recorder
 from claw_batch.run.results import JobResult, Status
@@ -68,7 +68,7 @@ def run_job(
     """Run the job, record what became of it, and return that; `read_outside` is told
     of it when it read outside content."""
     job = p.job
-    taint = _taint(run, p, records.run_id)
+    taint = job_taint(run, p, records.run_id)
     called: list[str] = []  # the MCP tools it calls (`always:` reads them next time)
     started_wall = records.start(job)
     transcript = records.transcript(job)
@@ -80,15 +80,50 @@ def run_job(
     progress.job_started(job)
     started = time.monotonic()
     try:
-        sample = records.sample(job, fresh=run.force) if _sampled(run, p) else 0
-        attempt = _attempt(run, p, sink, taint, records.synced, sample, called)
+        sample = records.sample(job, fresh=run.force) if sampled(run, p) else 0
+        attempt = attempt_job(run, p, sink, taint, records.synced, sample, called)
     except Exception as e:  # it stops the run: close the job's records first
-        _abort(run, job, records, transcript, sink, started, started_wall, e)
+        abort(run, job, records, transcript, sink, started, started_wall, e)
         raise
     finally:
         if taint.source is not None:  # its daily-note quote stays out of system prompts
             read_outside(job)
     duration = round(time.monotonic() - started, 3)
+    return conclude(
+        run,
+        p,
+        fp,
+        decision,
+        records=records,
+        transcript=transcript,
+        sink=sink,
+        attempt=attempt,
+        duration=duration,
+        started_wall=started_wall,
+        called=called,
+        tainted=taint.source,
+    )
+
+
+def conclude(
+    run: RunContext,
+    p: Prepared,
+    fp: Fingerprint,
+    decision: Decision,
+    *,
+    records: Recorder,
+    transcript: Transcript,
+    sink: EventSink,
+    attempt: Attempt,
+    duration: float,
+    started_wall: dt.datetime,
+    called: list[str],
+    tainted: str | None,
+    node: str | None = None,
+) -> JobResult:
+    """What became of a job that ran (here, or on a cluster's `node`): its transcript
+    closed, its result made and recorded."""
+    job = p.job
     outcome, status, reason, error = _ended(transcript, attempt, duration, run.redact)
     if status == "failed" and error and _all_replayed(sink):
         error += REPLAYED_FAILURE
@@ -107,14 +142,15 @@ def run_job(
         cost_usd=sink.cost_usd,
         saved_tokens=sink.saved_tokens,
         saved_usd=sink.saved_usd,
+        node=node,
     )
     if called:  # kept beside the fingerprint, not in its value
         fp = Fingerprint({**fp.parts, CALLED: sorted(set(called))})
-    records.record(result, started_wall, p, fp, taint.source)
+    records.record(result, started_wall, p, fp, tainted)
     return result
 
 
-def _taint(run: RunContext, p: Prepared, run_id: str) -> JobTaint:
+def job_taint(run: RunContext, p: Prepared, run_id: str) -> JobTaint:
     """What the job has read from outside: what it reads before its model is called, and
     then what its tools read (claw_batch.taint.jobtaint)."""
     task, policy = p.task, p.policy
@@ -146,21 +182,21 @@ REPLAYED_FAILURE = (
 )
 
 
-def _all_replayed(sink: JobSink) -> bool:
+def _all_replayed(sink: EventSink) -> bool:
     return bool(sink.saved_tokens) and not (sink.usage.prompt_tokens + sink.usage.completion_tokens)
 
 
-def _sampled(run: RunContext, p: Prepared) -> bool:
+def sampled(run: RunContext, p: Prepared) -> bool:
     """Whether the job's requests carry its sample index (-B moves it): when a stored reply
     could answer them — the call cache's, or a batch's journalled one."""
     mode = run.models.mode
     return run.models.caching or (not mode.replay and (p.task.batch or mode.batch))
 
 
-def _attempt(
+def attempt_job(
     run: RunContext,
     p: Prepared,
-    sink: JobSink,
+    sink: EventSink,
     taint: JobTaint,
     synced: DirSyncs,
     sample: int,
@@ -199,12 +235,12 @@ def _ended(
     return attempt
 
 
-def _abort(
+def abort(
     run: RunContext,
     job: Job,
     records: Recorder,
     transcript: Transcript,
-    sink: JobSink,
+    sink: EventSink,
     started: float,
     started_wall: dt.datetime,
     error: Exception,
@@ -244,7 +280,7 @@ class _Execution:
         self,
         run: RunContext,
         prepared: Prepared,
-        sink: JobSink,
+        sink: EventSink,
         taint: JobTaint,
         synced: DirSyncs,
         sample: int = 0,

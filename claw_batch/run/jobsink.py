@@ -4,7 +4,7 @@ display), and its transcript's name."""
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import Any, Protocol
 
 from claw_batch.llm.messages import Usage
 from claw_batch.plan.jobs import Job
@@ -13,18 +13,11 @@ from claw_batch.store.transcript import Transcript
 from claw_batch.terminal.progress import Progress
 
 
-class JobSink:
-    """Where one job's events go: its transcript, the ledger's calls, the progress display.
-    It sums the usage as calls happen, so that a failed job still counts its tokens."""
+class Tally:
+    """What a job's events add up to: its usage and cost as calls happen (so that a failed
+    job still counts its tokens), and what the call cache saved it."""
 
-    def __init__(
-        self, job: Job, transcript: Transcript, state: State, run_id: str, progress: Progress
-    ) -> None:
-        self.job = job
-        self.transcript = transcript
-        self.state = state
-        self.run_id = run_id
-        self.progress = progress
+    def __init__(self) -> None:
         self.usage = Usage()
         self.cost_usd: float | None = None  # None: no call, or the model's price is unknown
         # What the turns the call cache answered would have cost: tokens, USD (None: none,
@@ -32,20 +25,56 @@ class JobSink:
         self.saved_tokens = 0
         self.saved_usd: float | None = None
 
-    def __call__(self, kind: str, **fields: Any) -> None:
-        self.transcript.event(kind, **fields)
+    def count(self, kind: str, fields: dict[str, Any]) -> bool:
+        """Add an event; True when it is a model call that was paid (the ledger's `calls`)."""
         if kind == "assistant" and fields.get("replayed"):  # nothing paid: not in `calls`
             u = fields["usage"]
             self.saved_tokens += u["prompt"] + u["completion"]
             cost = fields.get("cost_usd")
             if cost is not None:
                 self.saved_usd = (self.saved_usd or 0.0) + cost
-        elif kind == "assistant":
+            return False
+        if kind == "assistant":
             u = fields["usage"]
             self.usage += Usage(u["prompt"], u["completion"], u["cached"])
             cost = fields.get("cost_usd")
             if cost is not None:
                 self.cost_usd = (self.cost_usd or 0.0) + cost
+            return True
+        return False
+
+
+class EventSink(Protocol):
+    """Where a running job's events go (a JobSink here; shipped.Buffered on a worker)."""
+
+    usage: Usage
+    cost_usd: float | None
+    saved_tokens: int
+    saved_usd: float | None
+
+    def __call__(self, kind: str, **fields: Any) -> None: ...
+
+    def flush(self) -> None: ...
+
+
+class JobSink(Tally):
+    """Where one job's events go: its transcript, the ledger's calls, the progress display.
+    It sums the usage as calls happen, so that a failed job still counts its tokens."""
+
+    def __init__(
+        self, job: Job, transcript: Transcript, state: State, run_id: str, progress: Progress
+    ) -> None:
+        super().__init__()
+        self.job = job
+        self.transcript = transcript
+        self.state = state
+        self.run_id = run_id
+        self.progress = progress
+
+    def __call__(self, kind: str, **fields: Any) -> None:
+        self.transcript.event(kind, **fields)
+        if self.count(kind, fields):
+            u = fields["usage"]
             self.state.record_call(
                 self.run_id,
                 self.job.task,
@@ -54,7 +83,7 @@ class JobSink:
                 fields["model"],
                 u,
                 fields["seconds"],
-                cost,
+                fields.get("cost_usd"),
             )
         if self.progress.shows(kind):  # most events, and every one in a log, show nothing
             # -v prints the start of tool calls and errors: redacted before anything cuts them

@@ -131,8 +131,10 @@ class Runner:
         *,
         progress: Progress,
         environ: Mapping[str, str] | None = None,
+        cluster: Cluster | None = None,
     ) -> None:
         self.project = project
+        self.cluster = cluster  # --executor ray: where jobs' tool loops run (None: here)
         self.options = options
         self.progress = progress
         self.environ = dict(os.environ if environ is None else environ)
@@ -446,6 +448,7 @@ class Runner:
             trigger=o.started_by,
             handed=bool(o.only),
             servers=self.servers,
+            cluster=self.cluster,
         )
 
     def _exit_code(self, results: Results) -> int:

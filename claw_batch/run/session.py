@@ -44,7 +44,9 @@ from claw_batch.taint.ledger import TaintedFiles
 from claw_batch.terminal.progress import Progress
 
 if TYPE_CHECKING:
+    from claw_batch.run.executor import Cluster
     from claw_batch.run.servers import RunServers
+    from claw_batch.run.snapshot import Snapshots
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,8 @@ class RunSetup:
     trigger: str = "hand"  # what started the run (RunOptions.started_by)
     handed: bool = False  # claw watch: the jobs are the files handed over, not every match
     servers: RunServers | None = None  # the run's MCP servers (claw_batch.run.servers)
+    # --executor ray: the cluster its jobs' tool loops run on (claw_batch.run.remotejob)
+    cluster: Cluster | None = None
 
 
 class Preparation:
@@ -147,6 +151,9 @@ class RunSession:
         self.ctx = self._context(state, now, tainted, offered)
         run_dir = root / ".claw" / "runs" / run_id
         self.records = self._recorder(state, run_id, run_dir)
+        self.snapshots: Snapshots | None = None
+        if setup.cluster is not None and not setup.dry_run:
+            self.snapshots = self._shared(setup.cluster)
         self.closing = self._closeout(state, run_dir, now)
 
     def _begin(self, state: State, run_id: str, now: dt.datetime) -> None:
@@ -155,6 +162,26 @@ class RunSession:
         # Temp files a killed run left; the real clock's start, as `now` can be pinned
         project = self.setup.project
         sweep_run_folders(project.root, project.config, before_ns=time.time_ns())
+
+    def _shared(self, cluster: Cluster) -> Snapshots:
+        """What the cluster's workers share for this run, and the project as they see it."""
+        from claw_batch.run.snapshot import Snapshots
+
+        models = self.setup.models
+        config = self.setup.project.config
+        cluster.share(config, spend=self.ctx.spend, cache_dir=models.cache_dir, day=models.day)
+        return Snapshots(self.setup.project.root, self.hashes, cluster.put, self._upstream_all)
+
+    def _upstream_all(self, task: str) -> tuple[str, ...]:
+        """The tasks `task` depends on, directly or through others."""
+        found: dict[str, None] = {}
+        todo = list(self.setup.graph.upstream(task))
+        while todo:
+            name = todo.pop()
+            if name not in found:
+                found[name] = None
+                todo.extend(self.setup.graph.upstream(name))
+        return tuple(found)
 
     def _skills(self) -> list[skills.Skill]:
         root, workspace = self.setup.project.root, self.setup.project.config.workspace
@@ -310,6 +337,12 @@ class RunSession:
         output = self.decider.sealed_output(job)
         if output is not False:  # the quick check: nothing made for the job but its result
             return not_run(job, "up-to-date", (), output)
+        if self.setup.cluster is not None and not self.setup.dry_run:
+            from claw_batch.run.executor import refused_on_cluster
+
+            refused = refused_on_cluster(self.setup.project.config.tasks[job.task])
+            if refused is not None:  # before its MCP servers start
+                return JobResult(job, "failed", "TaskFailed", 0.0, NO_USAGE, None, refused, "")
         preparation = Preparation(self.ctx, self.cache, job, upstream, self.hashes.hash)
         try:
             return self._checked(job, preparation)
@@ -342,6 +375,23 @@ class RunSession:
         return not_run(job, decision.status, decision.reasons, decision.output)
 
     def _execute(self, p: Prepared, fp: Fingerprint, decision: Decision) -> JobResult:
+        cluster = self.setup.cluster
+        if cluster is not None and self.snapshots is not None:
+            from claw_batch.run.remotejob import run_remote
+
+            return run_remote(
+                self.ctx,
+                self.cache,
+                p,
+                fp,
+                decision,
+                cluster=cluster,
+                snapshots=self.snapshots,
+                records=self.records,
+                progress=self.setup.progress,
+                read_outside=self.closing.read_outside,
+                upstream_names=self.setup.graph.upstream(p.job.task),
+            )
         # The tool loop, its tools and the sandbox: imported when a job runs, which a no-op's
         # never does.
         from claw_batch.run.job import run_job

@@ -127,6 +127,12 @@ def write_file(
         os.close(directory)
 
 
+def writable_dir(root: Path, parent: Path, shown: str) -> int:
+    """An fd of `parent` (below `root`, where a checked path's file goes), checked to be
+    that very folder, made one checked step at a time if missing; ToolError if it moved."""
+    return _writable_dir(root, parent, shown)
+
+
 def kind(mode: int) -> str:
     if stat.S_ISDIR(mode):
         return "a directory"
