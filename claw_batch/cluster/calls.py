@@ -4,7 +4,7 @@ coordinator's handle on it (`RayCall`, the seam's RemoteCall)."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar
 
 from claw_batch import cancel
@@ -37,20 +37,33 @@ def run_on_worker(
 
 
 class RayCall(Generic[T]):
-    def __init__(self, ray: Any, ref: Any, job: str, retries: int, shared: Any) -> None:
+    def __init__(
+        self,
+        ray: Any,
+        ref: Any,
+        job: str,
+        retries: int,
+        shared: Any,
+        nodes: Callable[[], Mapping[str, str]] = dict,
+    ) -> None:
         self._ray = ray
         self.ref = ref
         self.job = job
         self.retries = retries
         self.shared = shared
+        self.nodes = nodes  # the running jobs' nodes, as the cluster last read them
         self.done = False
 
-    def result(self) -> T:
+    def result(self, started: Callable[[str], None] | None = None) -> T:
         ray = self._ray
         while not ray.wait([self.ref], timeout=cancel.POLL)[0]:
             if cancel.cancelled():
                 self.cancel()
                 raise KeyboardInterrupt
+            node = self.nodes().get(self.job) if started is not None else None
+            if node is not None and started is not None:
+                started(node)
+                started = None  # said once (a retry elsewhere is the log's to tell)
         self.done = True
         try:
             value: T = ray.get(self.ref)

@@ -137,7 +137,9 @@ class RayCluster:
             name=f"claw:{job}",
         )
         ref = task.remote(work, self.shared, self._cache_dir, self._day, self._spend, job, *args)
-        call: RayCall[T] = RayCall(ray, ref, job, self.executor.max_retries, self.shared)
+        call: RayCall[T] = RayCall(
+            ray, ref, job, self.executor.max_retries, self.shared, self.nodes_of
+        )
         with self._lock:
             self._calls = [c for c in self._calls if not c.done]
             self._calls.append(call)

@@ -47,8 +47,9 @@ T_co = TypeVar("T_co", covariant=True)
 class RemoteCall(Protocol[T_co]):
     """One job's work submitted to the cluster."""
 
-    def result(self) -> T_co:
-        """Its value, once it has one. Waits in steps of `cancel.POLL`: a Ctrl-C or SIGTERM
+    def result(self, started: Callable[[str], None] | None = None) -> T_co:
+        """Its value, once it has one; `started` is told the node once its worker says it
+        began there (`Worker.started`). Waits in steps of `cancel.POLL`: a Ctrl-C or SIGTERM
         of `claw run` (claw_batch.cancel) cancels the task and raises KeyboardInterrupt. A
         worker or node that dies is Ray's to retry (Executor.max_retries); once it gives
         up, TaskFailed says so. An exception the work raised is raised here."""

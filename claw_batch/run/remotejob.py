@@ -66,7 +66,7 @@ def run_remote(
             attempt: Attempt = (None, "failed", "TaskFailed", refused)
         else:
             ship = _shipment(run, cache, p, records, snapshots, upstream_names)
-            back, attempt = _called(cluster, ship)
+            back, attempt = _called(cluster, ship, progress)
         if back is not None:
             _replay(back, sink)
             attempt = _applied(run, p, back, attempt, records, snapshots)
@@ -124,11 +124,12 @@ def _shipment(
     )
 
 
-def _called(cluster: Cluster, ship: Shipment) -> tuple[Shipped | None, Attempt]:
-    """The job's work on the cluster, and what ended it when it came back with nothing."""
+def _called(cluster: Cluster, ship: Shipment, progress: Progress) -> tuple[Shipped | None, Attempt]:
+    """The job's work on the cluster, and what ended it when it came back with nothing;
+    the progress display learns the node it runs on."""
     call = cluster.call(work, ship, job=ship.job.name)
     try:
-        back = call.result()
+        back = call.result(started=lambda node: progress.job_node(ship.job, node))
     except KeyboardInterrupt:
         return None, (None, "interrupted", "interrupted", "interrupted (Ctrl-C or SIGTERM)")
     except TaskFailed as e:  # the worker or node was lost, and Ray gave up retrying it

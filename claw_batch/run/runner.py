@@ -134,15 +134,20 @@ class Runner:
         cluster: Cluster | None = None,
     ) -> None:
         self.project = project
-        self.cluster = cluster  # --executor ray: where jobs' tool loops run (None: here)
         self.options = options
+        self.executor = executorcheck.effective(project.config, options.executor, hook=options.hook)
+        # Where jobs' tool loops run: the cluster connected per run (_connect) for
+        # --executor ray, or one given (a test's); None: here.
+        self._given = cluster
+        self.cluster: Cluster | None = cluster
         self.progress = progress
         self.environ = dict(os.environ if environ is None else environ)
         secrets = [*api_keys(project.config, self.environ), *secrets_from_env(self.environ)]
         secrets += header_secrets(project.config.mcp_servers, self.environ)
         self.redact = Redactor(secrets)
         self.workers = None  # worker processes for model calls, when they pay
-        if not (options.dry_run or options.mode.replay):  # no live call, no module to load
+        # No live call here (a dry run, a replay, a cluster's workers call): no module to load
+        if not (options.dry_run or options.mode.replay or self._remote):
             from claw_batch.llm.workers import pool_for_run
 
             self.workers = pool_for_run(options.jobs, self.environ)
@@ -156,8 +161,6 @@ class Runner:
         )
         self.graph: Graph = build(project.config)
         self.servers: RunServers | None = None  # made per run (_run), when a task uses one
-        self.executor = executorcheck.effective(project.config, options.executor, hook=options.hook)
-        self.cluster: Cluster | None = None  # --executor ray: connected per run (_connect)
 
     def tasks(self) -> list[str]:
         """The selected tasks and everything they depend on, each after its upstream. With
@@ -253,7 +256,10 @@ class Runner:
         finally:
             try:  # a Ctrl-C while batch endpoints close still ends the run in the ledger
                 try:
-                    self._close_servers()
+                    try:
+                        self._close_servers()
+                    finally:
+                        self._close_cluster()
                 finally:
                     self.models.close(settled=_settled(run.results))
             except KeyboardInterrupt:
@@ -294,12 +300,23 @@ class Runner:
         git hook's run). Called once the checks passed (_refused), before the run's first
         write: a UsageError here (a cluster that cannot be reached) ends the run with exit 2
         and nothing written."""
-        if not self.executor.remote or self.options.dry_run:
-            return None
-        # Issue 20: claw_batch.cluster.connect(self.executor, ...) is called here; the run's
-        # session takes the cluster (RunSetup) and closes it with the run.
-        cluster = executorcheck.where(self.executor)
-        raise UsageError(f"--executor ray: this claw cannot yet send jobs to {cluster}")
+        if self._given is not None or not self._remote:
+            return self._given
+        from claw_batch.cluster.connect import connect
+
+        return connect(self.executor, say=self.progress.message)
+
+    @property
+    def _remote(self) -> bool:
+        """Whether the run's jobs go to a cluster it connects to."""
+        return self.executor.remote and not self.options.dry_run and self._given is None
+
+    def _close_cluster(self) -> None:
+        """The cluster's tasks of this run cancelled, its shared state closed (the call
+        cache's replies folded into .claw/cache/), the connection let go."""
+        cluster, self.cluster = self.cluster, self._given
+        if cluster is not None and cluster is not self._given:
+            cluster.close()
 
     def _servers(self) -> RunServers | None:
         """The run's MCP servers, when a task uses one: none is started before its first use."""
@@ -396,9 +413,10 @@ class Runner:
     def _unset_keys(self, names: list[str]) -> UsageError | None:
         """A provider the run's tasks call whose key variable is unset: the first job would
         fail on it and stop the others, so the run does not start. Recorded replies need no
-        key; a dry run calls nothing, and says it."""
+        key; a dry run calls nothing, and says it; a cluster's workers read their own (a job
+        whose worker lacks one fails, naming the variable)."""
         o = self.options
-        if o.mode.replay:
+        if o.mode.replay or (self.executor.remote and not o.dry_run):  # the workers' keys
             return None
         unset = missing_keys(self.project.config, self.environ, names, model=o.model)
         if o.dry_run:

@@ -96,7 +96,7 @@ class FakeCall:
     def __init__(self, thread: threading.Thread, box: dict[str, Any]) -> None:
         self.thread, self.box = thread, box
 
-    def result(self) -> Any:
+    def result(self, started: Callable[[str], None] | None = None) -> Any:
         self.thread.join()
         if "error" in self.box:
             raise self.box["error"]
