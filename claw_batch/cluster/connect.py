@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from claw_batch.cluster.calls import RayCall, run_on_worker
 from claw_batch.cluster.shared import Shared, Stored
 from claw_batch.errors import UsageError
+from claw_batch.safety.untrusted import printable
 
 if TYPE_CHECKING:
     from claw_batch.agent.budget import Spend
@@ -33,6 +35,7 @@ NAMESPACE = "claw"
 # per CPU it offers (`ray start --num-cpus`); -j bounds the jobs in flight across the cluster.
 JOB_CPUS = 0.25
 NODES_EVERY = 0.3  # seconds: how stale `nodes_of` may be
+CONNECT_TIMEOUT = 10.0  # seconds for the head to answer at all
 LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 
 
@@ -47,6 +50,7 @@ def connect(executor: Executor, *, say: Callable[[str], None]) -> RayCluster:
         ) from None
     address = executor.address
     try:
+        _listening(address)
         with _loopback_kept(address):
             ray.init(
                 address=address,
@@ -65,9 +69,38 @@ def connect(executor: Executor, *, say: Callable[[str], None]) -> RayCluster:
             "others), or give its head's address with --address HOST:PORT "
             "(executor.address in the clawfile)"
         ) from None
+    _said_on_stderr(say)
     nodes = [n for n in ray.nodes() if n.get("Alive")]
     say(f"claw: on the Ray cluster at {address} ({len(nodes)} nodes)")
     return RayCluster(ray, executor)
+
+
+def _listening(address: str) -> None:
+    """Raises ConnectionError at once when nothing listens at HOST:PORT: Ray itself would
+    keep trying for a minute before it says so."""
+    if address == "auto":
+        return
+    host, _, port = address.rpartition(":")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT).close()
+    except OSError as e:
+        raise ConnectionError(e.strerror or str(e)) from None
+
+
+def _said_on_stderr(say: Callable[[str], None]) -> None:
+    """What the cluster tells the driver (a node that died, a worker killed for memory) is
+    said on stderr, its first line, as claw says everything: Ray prints it on stdout, where
+    `claw run --json` writes its one document. Ray has no setting for this; its printer
+    (`ray._private.worker.print_to_stdstream`, looked up at each message) is replaced."""
+    worker: Any = importlib.import_module("ray._private.worker")
+
+    def said(data: Mapping[str, Any], ignore_prefix: bool = False) -> None:
+        for line in data.get("lines", ())[:1]:
+            first = str(line).strip().splitlines()
+            if first:
+                say(f"claw: the Ray cluster says: {printable(first[0])}")
+
+    worker.print_to_stdstream = said
 
 
 @contextlib.contextmanager

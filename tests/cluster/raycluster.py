@@ -1,7 +1,7 @@
-"""A real Ray cluster of two nodes on this machine, on 127.0.0.1 only.
+"""A real Ray cluster of two nodes on this machine, on 127.0.0.1 only (the fixtures are in
+tests/cluster/conftest.py; bench/ray.py starts one too).
 
-    ray_cluster          session fixture: a RayTestCluster (head + a second node), shared
-    fresh_cluster        its own cluster, for a test that kills a node
+    start_cluster()      a RayTestCluster (head + a second node)
     cluster.executor()   the Executor that points `claw_batch.cluster.connect` at it
     cluster.kill_node(2) SIGKILL the second node's raylet (its workers die with it)
     loopback_only(c)     every TCP socket of the cluster's processes (and the given pids) is
@@ -25,18 +25,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import pytest
 
 from claw_batch.config import Executor
 
 HERE = Path(__file__).parent
 WORKER_ENV = {"CLAW_TEST_WORKER_KEY": "sk-only-on-the-workers"}
-
-pytestmark = pytest.mark.slow
 
 
 def _free_port() -> int:
@@ -193,26 +188,6 @@ def start_cluster() -> RayTestCluster:
         cluster.close()
         raise
     return cluster
-
-
-@pytest.fixture(scope="session")
-def ray_cluster() -> Iterator[RayTestCluster]:
-    if shutil.which("ss") is None:
-        pytest.fail("the cluster tests check sockets with `ss` (iproute2): install it")
-    cluster = start_cluster()
-    try:
-        yield cluster
-    finally:
-        cluster.close()
-
-
-@pytest.fixture
-def fresh_cluster() -> Iterator[RayTestCluster]:
-    cluster = start_cluster()
-    try:
-        yield cluster
-    finally:
-        cluster.close()
 
 
 LOOPBACK = ("127.0.0.1:", "[::ffff:127.0.0.1]:")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from conftest import RayTestCluster, loopback_only
+from raycluster import RayTestCluster, loopback_only
 
 from claw_batch.cluster.connect import connect
 

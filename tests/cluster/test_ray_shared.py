@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 import raywork
-from conftest import RayTestCluster
 from fake_openai import FakeOpenAI, Reply, error, text
+from raycluster import RayTestCluster
 
 from claw_batch import cancel
 from claw_batch.agent.budget import Spend
