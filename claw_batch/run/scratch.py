@@ -93,8 +93,14 @@ def _build(where: Path, snapshot: Snapshot, get: Callable[[object], object]) -> 
 
 
 @contextlib.contextmanager
-def scratch(snapshot: Snapshot, get: Callable[[object], object]) -> Iterator[Path]:
-    """A private copy of the snapshot for one job, removed when it ends."""
+def scratch(
+    snapshot: Snapshot, get: Callable[[object], object], *, linked: bool = False
+) -> Iterator[Path]:
+    """A private copy of the snapshot for one job, removed when it ends. `linked`: its files
+    are hard links to the node's snapshot, not copies — for a job that runs no command
+    (no bash): claw's tools never write a file in place (they write a new one and rename it
+    over: safety.atomic), so nothing the job does can reach the snapshot through a link, and
+    a copy of the project per job (what dominates a fan-out's time on a worker) is saved."""
     source = materialize(snapshot, get)
     base = source.parent
     sweep(base)
@@ -107,7 +113,8 @@ def scratch(snapshot: Snapshot, get: Callable[[object], object]) -> Iterator[Pat
                 source = materialize(snapshot, get)
                 fcntl.flock(lock, fcntl.LOCK_SH)
             os.utime(source)  # used now: kept for KEEP_S more
-            shutil.copytree(source, root, symlinks=True, copy_function=shutil.copy2)
+            copy = os.link if linked else shutil.copy2
+            shutil.copytree(source, root, symlinks=True, copy_function=copy)
         os.chmod(root, 0o700)
         yield root
     finally:
@@ -172,22 +179,28 @@ def _remove(root: Path) -> None:
     shutil.rmtree(root, onerror=again)
 
 
-def keys(root: Path) -> dict[str, Key]:
+def keys(root: Path, *, linked: bool = False) -> dict[str, Key]:
     """What each entry of the copy is now (taken right after the copy is made)."""
-    found: dict[str, Key] = {}
-    for rel, st in _entries(root):
-        found[rel] = (st.st_ino, st.st_ctime_ns, st.st_mtime_ns, st.st_size, st.st_mode)
-    return found
+    return {rel: _key(st, linked) for rel, st in _entries(root)}
 
 
-def changes(root: Path, snapshot: Snapshot, before: Mapping[str, Key]) -> list[Change]:
+def _key(st: os.stat_result, linked: bool) -> Key:
+    """What says an entry changed. A linked file's ctime moves whenever another job of the
+    node links or unlinks it, and it cannot be written in place (`scratch`): a new inode
+    (a rename over it) says it changed, its ctime is left out."""
+    return (st.st_ino, 0 if linked else st.st_ctime_ns, st.st_mtime_ns, st.st_size, st.st_mode)
+
+
+def changes(
+    root: Path, snapshot: Snapshot, before: Mapping[str, Key], *, linked: bool = False
+) -> list[Change]:
     """What the job changed in its copy: each entry whose inode, ctime, mtime, size or mode
     moved is looked at (a file rewritten with the same bytes and mode is no change)."""
     found: list[Change] = []
     seen: set[str] = set()
     for rel, st in _entries(root):
         seen.add(rel)
-        key = (st.st_ino, st.st_ctime_ns, st.st_mtime_ns, st.st_size, st.st_mode)
+        key = _key(st, linked)
         was = snapshot.entries.get(rel)
         if before.get(rel) == key and was is not None:
             continue

@@ -30,7 +30,7 @@ from claw_batch.run.executor import Worker, refused_on_cluster
 from claw_batch.run.jobsink import Tally
 from claw_batch.run.prepare import prepare
 from claw_batch.run.results import Status
-from claw_batch.run.scratch import Change, changes, keys, scratch
+from claw_batch.run.scratch import Change, changes, keys, materialize, scratch
 from claw_batch.run.snapshot import Snapshot
 from claw_batch.safety.atomic import DirSyncs
 from claw_batch.safety.childenv import scrubbed_env
@@ -111,8 +111,11 @@ def work(worker: Worker, ship: Shipment) -> Shipped:
 def _run(worker: Worker, ship: Shipment, snapshot: Snapshot) -> Shipped:
     from claw_batch.run.job import attempt_job, job_taint
 
-    with scratch(snapshot, worker.get) as root:
-        before = keys(root)
+    source = materialize(snapshot, worker.get)
+    config = _project(source, ship.clawfile, snapshot.digest).config
+    linked = "bash" not in config.tasks[ship.job.task].offered_tools  # scratch.scratch
+    with scratch(snapshot, worker.get, linked=linked) as root:
+        before = keys(root, linked=linked)
         project = _project(root, ship.clawfile, snapshot.digest)
         config = project.config
         environ = os.environ
@@ -168,7 +171,7 @@ def _run(worker: Worker, ship: Shipment, snapshot: Snapshot) -> Shipped:
             steps=outcome.loop.steps if outcome else 0,
             usage=outcome.loop.usage if outcome else Usage(),
             events=tuple(sink.events),
-            changes=tuple(changes(root, snapshot, before)) if status == "ok" else (),
+            changes=tuple(changes(root, snapshot, before, linked=linked)) if status == "ok" else (),
             marks=tuple(view.marks.values()),
             cleared=tuple(sorted(view.cleared)),
             source=taint.source,

@@ -696,3 +696,45 @@ def test_bash_runs_in_the_sandbox_on_the_worker_and_what_it_wrote_comes_back(
     assert summary.exit_code == 0, summary.error
     assert '"unsandboxed"' not in transcript
     assert (root / "out/x.md").read_text() == "hi\n"
+
+
+def test_a_job_without_bash_writes_over_a_linked_file_and_the_nodes_snapshot_keeps_the_original(
+    tmp_path: Path, server: FakeOpenAI, node: Path
+) -> None:
+    """A job with no command gets hard links to the node's snapshot (run.scratch): what its
+    tools write replaces the link, and the next job of the node still reads the original."""
+    seen: list[str] = []
+
+    def handle(body: dict[str, Any]) -> Reply:
+        item = body["messages"][1]["content"].split("Rewrite ")[1].rstrip(".")
+        last = body["messages"][-1]
+        if last["role"] == "user":
+            return tool_calls(call("read", {"path": "inbox/m0.txt"}, id="r"))
+        if last.get("tool_call_id") == "r":
+            seen.append(last["content"])
+            return tool_calls(call("write", {"path": item, "content": "REWRITTEN\n"}, id="w"))
+        return text("done")
+
+    server.handler = handle
+    root = make_project(
+        tmp_path / "p",
+        """
+        version: 1
+        model: fake-model
+        tasks:
+          rewrite:
+            foreach: "inbox/*.txt"
+            prompt: "Rewrite {{ item }}."
+            output: "out/{{ item.stem }}.md"
+            tools: [read, write]
+            permissions: {write: ["inbox/**"]}
+        """,
+        INBOX,
+    )
+    summary = run(root, coordinator_env(server), FakeCluster(), jobs=1)
+    assert summary.exit_code == 0, summary.error
+    assert {(root / rel).read_text() for rel in INBOX} == {"REWRITTEN\n"}
+    # every job, m0's own and those after it on this node, read m0 as the run began
+    assert len(seen) == len(INBOX) and all("message 0" in s for s in seen)
+    snapshots = [p for p in scratch_base().iterdir() if p.name.startswith("snap-") and p.is_dir()]
+    assert snapshots and all((s / "inbox/m0.txt").read_text() == "message 0\n" for s in snapshots)
