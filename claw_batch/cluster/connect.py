@@ -31,9 +31,13 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 NAMESPACE = "claw"
-# Ray CPUs a job takes: its tool loop mostly waits on the model, so a node runs four jobs
-# per CPU it offers (`ray start --num-cpus`); -j bounds the jobs in flight across the cluster.
-JOB_CPUS = 0.25
+# Ray CPUs a job takes: one, so that a node runs as many jobs at once as the CPUs it offers
+# (`ray start --num-cpus N`: jobs mostly wait on the model, so N may well exceed its cores).
+# Not a fraction: Ray keeps as many idle worker processes as a node's CPUs and ends the rest
+# after a second idle, and a new one pays claw's imports again (~0.7 s; with a quarter CPU a
+# job, 200 jobs on two nodes started 24 worker processes and ran at 4.8 jobs/s: bench/ray.py).
+# -j bounds the jobs in flight across the cluster.
+JOB_CPUS = 1.0
 NODES_EVERY = 0.3  # seconds: how stale `nodes_of` may be
 CONNECT_TIMEOUT = 10.0  # seconds for the head to answer at all
 LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")

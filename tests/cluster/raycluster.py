@@ -8,7 +8,7 @@ tests/cluster/conftest.py; bench/ray.py starts one too).
                          on 127.0.0.1: listeners and connections (`ss -tanp`)
 
 Each node has its own explicit ports and its own short --temp-dir (unix socket paths stay
-under 108 characters), one CPU, no dashboard. Both nodes get WORKER_ENV in their environment
+under 108 characters), four CPUs (four jobs at once), no dashboard. Both nodes get WORKER_ENV in their environment
 (the test's provider key lives only there) and this folder on PYTHONPATH (raywork). Teardown
 kills every process of both nodes by pid — Ray workers take process groups of their own — and
 checks that none is left. Nothing here sets RAY_ADDRESS in the tests' own environment."""
@@ -142,7 +142,7 @@ def _start_node(cluster: RayTestCluster, head: bool) -> None:
     args = [
         sys.executable, str(HERE / "raynode.py"), "start",
         "--node-ip-address", "127.0.0.1",
-        "--num-cpus", "1",
+        "--num-cpus", "4",
         "--temp-dir", str(temp),
         "--node-manager-port", str(nm),
         "--object-manager-port", str(om),

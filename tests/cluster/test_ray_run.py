@@ -137,7 +137,7 @@ def start_run(root: Path, cluster: RayTestCluster, *args: str) -> subprocess.Pop
 def test_a_node_killed_mid_run_every_job_finishes_once_and_nothing_is_paid_twice(
     fresh_cluster: RayTestCluster, tmp_path: Path
 ) -> None:
-    items = 8  # what the two nodes hold at once (a CPU each, a quarter of one a job)
+    items = 8  # what the two nodes hold at once (four Ray CPUs each, one a job)
     with FakeOpenAI() as server:
         server.handler = slow_jobs
         inbox = {f"inbox/m{n}.txt": f"message {n}\n" for n in range(items)}
