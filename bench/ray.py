@@ -4,7 +4,8 @@ each as a real `claw` child process timed from spawn to exit, and what Ray adds 
 
 The endpoint is bench/leanfake.py in a process of its own (one final answer a request, after
 --latency seconds). The cluster is the tests' (tests/cluster/raycluster.py): a head and a
-second node on 127.0.0.1, four Ray CPUs each, so eight jobs in flight (a job takes one Ray CPU); the provider's key is in the nodes' environment only. Both runs get the same project: a
+second node on 127.0.0.1, four Ray CPUs each, so eight jobs in flight (a job takes one Ray
+CPU); the provider's key is in the nodes' environment only. Both runs get the same project: a
 fan-out over --jobs inbox files, each job answering in one turn.
 
 Per job, Ray adds (the table's last rows):
@@ -122,9 +123,8 @@ def main() -> None:
                 f"{m.cpu:.1f} s",
             )
         )
-    print(
-        f"{args.jobs:,} one-turn jobs, -j {args.j}, {args.latency * 1000:.0f} ms a turn; {machine()}"
-    )
+    turn = f"{args.latency * 1000:.0f} ms a turn"
+    print(f"{args.jobs:,} one-turn jobs, -j {args.j}, {turn}; {machine()}")
     print()
     print(table(("where", "jobs", "whole run", "jobs/s", "a job's mean time", "claw's CPU"), rows))
     print()

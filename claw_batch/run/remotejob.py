@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from claw_batch import baton
 from claw_batch.agent.loop import LoopResult
 from claw_batch.errors import TaskFailed
 from claw_batch.plan.fingerprint import Fingerprint, digest
@@ -129,7 +130,8 @@ def _called(cluster: Cluster, ship: Shipment, progress: Progress) -> tuple[Shipp
     the progress display learns the node it runs on."""
     call = cluster.call(work, ship, job=ship.job.name)
     try:
-        back = call.result(started=lambda node: progress.job_node(ship.job, node))
+        with baton.released():  # the other jobs and the scheduler go on meanwhile
+            back = call.result(started=lambda node: progress.job_node(ship.job, node))
     except KeyboardInterrupt:
         return None, (None, "interrupted", "interrupted", "interrupted (Ctrl-C or SIGTERM)")
     except TaskFailed as e:  # the worker or node was lost, and Ray gave up retrying it
