@@ -39,6 +39,9 @@ from fullrun import CLAW, fan_out_project  # noqa: E402
 from leanfake import LeanServer  # noqa: E402
 from raycluster import WORKER_ENV, start_cluster  # noqa: E402
 
+# This file is bench/ray.py: with its folder on the path, `import ray` would find it.
+sys.path.remove(str(Path(__file__).resolve().parent))
+
 KEY_ENV, KEY = next(iter(WORKER_ENV.items()))
 CLAWFILE = """\
 version: 1
