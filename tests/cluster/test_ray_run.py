@@ -116,6 +116,13 @@ def turns(server: FakeOpenAI) -> Counter[tuple[str, str]]:
     )
 
 
+def journalled(root: Path) -> int:
+    """The replies the run's call cache has in its journal on this machine (llm.callstore):
+    what a run after a kill replays instead of paying again."""
+    journals = (root / ".claw/cache").glob("journal-*.jsonl")
+    return sum(len(j.read_bytes().splitlines()) for j in journals)
+
+
 def wait_for(condition: Any, seconds: float) -> None:
     end = time.monotonic() + seconds
     while not condition():
@@ -145,9 +152,9 @@ def test_a_node_killed_mid_run_every_job_finishes_once_and_nothing_is_paid_twice
         root = make_project(tmp_path / "p", clawfile, inbox)
         run = start_run(root, fresh_cluster, "-j", str(items), "--json")
         try:
-            # every job asked its first turn: all eight run, four of them on the second node
-            wait_for(lambda: sum(turns(server).values()) >= items, 120)
-            time.sleep(2)  # their first replies are in the call cache; their commands run
+            # every job's first turn paid and journalled: all eight run, four on the second
+            # node, in their commands now
+            wait_for(lambda: journalled(root) >= items, 120)
             fresh_cluster.kill_node(2)
             out, err = run.communicate(timeout=240)
         finally:
@@ -231,3 +238,33 @@ def test_an_address_where_no_cluster_listens_is_a_usage_error(tmp_path: Path) ->
     assert "cannot connect to the Ray cluster at '127.0.0.1:9'" in done.stderr
     with sqlite3.connect(root / ".claw/state.db") as db:  # nothing ran: no run recorded
         assert db.execute("SELECT count(*) FROM runs").fetchone() == (0,)
+
+
+def test_the_coordinator_killed_leaves_what_a_local_kill_leaves_and_the_next_run_finishes(
+    ray_cluster: RayTestCluster, tmp_path: Path
+) -> None:
+    items = 8
+    with FakeOpenAI() as server:
+        server.handler = slow_jobs
+        inbox = {f"inbox/m{n}.txt": f"message {n}\n" for n in range(items)}
+        root = make_project(tmp_path / "p", FANOUT.format(url=server.base_url, key=KEY_ENV), inbox)
+        run = start_run(root, ray_cluster, "-j", str(items))
+        try:
+            wait_for(lambda: journalled(root) >= items, 120)  # the first turns paid
+        finally:
+            run.kill()  # kill -9 of `claw run`: its cluster tasks end with it
+            run.communicate()
+        time.sleep(8)  # what a task still running would have asked by now
+        assert sum(turns(server).values()) == items
+        assert not (root / "out").exists() or not list((root / "out").iterdir())
+        args = on_cluster(ray_cluster, "run", "-j", str(items))
+        again = claw_process(root, *args, env={"CLAW_NOW": NOW}, timeout=180)  # the same day
+        assert again.returncode == 0, again.stderr
+        for n in range(items):
+            assert (root / f"out/m{n}.md").read_text() == f"done inbox/m{n}.txt\n"
+        # the first turns the killed run paid for were replayed from the call cache's journal
+        assert set(turns(server).values()) == {1} and len(turns(server)) == 2 * items
+        with sqlite3.connect(root / ".claw/state.db") as db:
+            assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+            ok = db.execute("SELECT count(*) FROM jobs WHERE status = 'ok'").fetchone()
+        assert ok == (items,)
