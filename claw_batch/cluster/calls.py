@@ -32,8 +32,7 @@ def run_on_worker(
     try:
         return work(worker, *args)
     finally:
-        if worker.job:
-            shared.finished.remote(job)
+        shared.finished.remote(job)
 
 
 class RayCall(Generic[T]):
@@ -53,8 +52,19 @@ class RayCall(Generic[T]):
         self.shared = shared
         self.nodes = nodes  # the running jobs' nodes, as the cluster last read them
         self.done = False
+        self.given_back = False
 
     def result(self, started: Callable[[str], None] | None = None) -> T:
+        """The job's value; when it ends without one (Ray gave up on it, its work raised, it
+        was cancelled), what it held in the shared actor is given back here: a worker that
+        died never said `finished`, and no later attempt will say `started`."""
+        try:
+            return self._result(started)
+        except BaseException:
+            self._give_back()
+            raise
+
+    def _result(self, started: Callable[[str], None] | None) -> T:
         ray = self._ray
         while not ray.wait([self.ref], timeout=cancel.POLL)[0]:
             if cancel.cancelled():
@@ -82,11 +92,18 @@ class RayCall(Generic[T]):
             ) from None
         return value
 
+    def _give_back(self) -> None:
+        """Its slots, breaker probe and budget reservation, once."""
+        if self.given_back or self.shared is None:
+            return
+        self.given_back = True
+        with contextlib.suppress(Exception):  # the cluster is gone: so is what it held
+            self.shared.forget.remote(self.job)
+
     def cancel(self) -> None:
         if self.done:
             return
         self.done = True
         with contextlib.suppress(Exception):  # finished already, or the cluster is gone
             self._ray.cancel(self.ref, force=True)
-        if self.shared is not None:
-            self.shared.forget.remote(self.job)
+        self._give_back()

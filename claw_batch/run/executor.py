@@ -31,12 +31,35 @@ REMEMBER_REFUSED = (
 )
 
 
+# Nor one whose commands reach the network: they would share the node's, where Ray's own
+# services (GCS, the dashboard's job API, the client server, the raylet) listen without
+# authentication and run whatever code is sent to them, outside any sandbox, as the user
+# that started Ray, on any node: the coordinator's too, where the project is.
+NETWORK_REFUSED = (
+    "permissions.network: true is not supported with --executor ray: a command with the "
+    "network reaches Ray's services on its node, which run any code sent to them without "
+    "authentication; run this task with --executor local"
+)
+# Nor bash without a sandbox: its commands would run as the user that started Ray, on a
+# worker shared with other jobs (their scratch copies, the node's snapshot cache that every
+# later job there reads, the worker's keys in its environment).
+UNSANDBOXED_REFUSED = (
+    "bash with sandbox: none is not supported with --executor ray: its commands would run "
+    "unconfined as the cluster's user, beside other jobs' copies and the node's snapshot "
+    "cache; run this task with --executor local"
+)
+
+
 def refused_on_cluster(task: Task) -> str | None:
     """Why the task's jobs cannot run on a cluster (None: they can)."""
     if any(name.startswith("mcp.") for name in task.tool_names):
         return MCP_REFUSED
     if "remember" in task.offered_tools:
         return REMEMBER_REFUSED
+    if task.permissions.network:
+        return NETWORK_REFUSED
+    if task.sandbox == "none" and "bash" in task.offered_tools:
+        return UNSANDBOXED_REFUSED
     return None
 
 

@@ -8,7 +8,11 @@ back what it wrote. What cannot travel that way is refused, with the way to run 
   sent and collected from this machine;
 - `--record`: the cassettes are written from the calls this machine makes (`--replay` is
   fine: cassettes/ ships with the project);
-- tasks that use MCP servers: the run's hub holds their connections in this process.
+- tasks that use MCP servers: the run's hub holds their connections in this process;
+- tasks with `permissions.network: true`: a command with the node's network reaches Ray's
+  own services there, which take code from anyone who can connect (no authentication);
+- tasks that run bash with `sandbox: none`: their commands would run as the cluster's user
+  on a worker shared with other jobs and the node's snapshot cache.
 A git hook's run (`claw hook`) always runs here: a commit does not wait on a cluster, and
 the clawfile's `executor: {kind: ray}` is for `claw run` (the hook says so once).
 A dry run (`-n`, `claw plan`) never connects: it says where the jobs would run, and warns of
@@ -105,6 +109,18 @@ def refusals(
             found.append(
                 f"task '{name}' uses MCP servers ({', '.join(mcp)}), whose connections live "
                 f"in this process, which {told} does not do: {LOCALLY}"
+            )
+        if task.permissions.network:
+            found.append(
+                f"task '{name}' has permissions.network: true (its commands would reach Ray's "
+                "services on their node, which run any code sent to them without "
+                f"authentication), which {told} does not do: {LOCALLY}"
+            )
+        if task.sandbox == "none" and "bash" in task.offered_tools:
+            found.append(
+                f"task '{name}' runs bash with sandbox: none (its commands would run unconfined "
+                "as the cluster's user, beside other jobs' copies and the node's snapshot "
+                f"cache), which {told} does not do: {LOCALLY}"
             )
     return found
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from claw_batch import baton
 from claw_batch.agent.loop import LoopResult
-from claw_batch.errors import TaskFailed
+from claw_batch.errors import ClawError, LimitExceeded, TaskFailed
 from claw_batch.plan.fingerprint import Fingerprint, digest
 from claw_batch.plan.jobs import Job
 from claw_batch.plan.uptodate import Decision
@@ -136,6 +136,10 @@ def _called(cluster: Cluster, ship: Shipment, progress: Progress) -> tuple[Shipp
         return None, (None, "interrupted", "interrupted", "interrupted (Ctrl-C or SIGTERM)")
     except TaskFailed as e:  # the worker or node was lost, and Ray gave up retrying it
         return None, (None, "failed", "TaskFailed", f"the cluster could not run it: {e}")
+    except LimitExceeded as e:  # a limit met on the worker outside its tool loop
+        return None, (None, "limit", str(e).split(":")[0], str(e))
+    except ClawError as e:  # what its worker met (its clawfile there, a skill, a tool): this
+        return None, (None, "failed", type(e).__name__, str(e))  # job's, never the run's
     return back, (None, back.status, back.reason, back.error)
 
 
