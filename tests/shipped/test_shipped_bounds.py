@@ -214,3 +214,26 @@ def test_a_key_in_a_project_file_never_reaches_the_object_store(
     assert f"OPENAI_API_KEY={MASK}" in seen[0]
     assert "OTHER=1" in seen[0]
     assert (root / ".env").read_text() == f"OPENAI_API_KEY={KEY}\nOTHER=1\n"  # untouched
+
+
+def test_a_tainted_file_shipped_redacted_is_still_tainted_on_the_worker(tmp_path: Path) -> None:
+    """The ledger's row holds the file's real sha256; the worker has the redacted bytes:
+    while they are unchanged, they stand for the real file."""
+    import hashlib
+
+    from claw_batch.run.shipped import _real
+    from claw_batch.run.snapshot import Snapshot
+    from claw_batch.store.filehash import FileHashes
+    from claw_batch.taint.view import TaintView
+
+    real = f"KEY={KEY}\n".encode()
+    shown = f"KEY={MASK}\n".encode()
+    (tmp_path / ".env").write_bytes(shown)
+    sha, real_sha = hashlib.sha256(shown).hexdigest(), hashlib.sha256(real).hexdigest()
+    snapshot = Snapshot("d", {".env": ("f", sha, 0o644)}, redacted={".env": (sha, real_sha)})
+    view = TaintView({".env": (real_sha, "web")}, (), _real(FileHashes(None, tmp_path), snapshot))
+    assert view.outside(".env")
+    (tmp_path / ".env").write_bytes(b"KEY=mine\n")  # rewritten: no longer that content
+    assert not TaintView(
+        {".env": (real_sha, "web")}, (), _real(FileHashes(None, tmp_path), snapshot)
+    ).outside(".env")
