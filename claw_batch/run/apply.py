@@ -45,9 +45,48 @@ class Taint:
 @dataclass
 class _Staged:
     change: Change
-    directory: int  # an fd of the target's folder
+    folder: Path  # the target's folder (open in `_Folders` while it is worked on)
     name: str
     temp: str | None  # None: a deletion
+
+
+OPEN_FOLDERS = 32  # folder descriptors one apply holds at most (a job may write thousands)
+
+
+class _Folders:
+    """The target folders' descriptors, a few open at a time: each one checked to be that
+    very folder when first opened (safeopen.writable_dir) and, opened again, to be the same
+    one still (device and inode), or TaskFailed."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._open: dict[Path, int] = {}  # in the order last used
+        self._ids: dict[Path, tuple[int, int]] = {}
+
+    def fd(self, folder: Path, shown: str) -> int:
+        fd = self._open.pop(folder, None)
+        if fd is None:
+            fd = self._opened(folder, shown)
+        self._open[folder] = fd
+        while len(self._open) > OPEN_FOLDERS:
+            os.close(self._open.pop(next(iter(self._open))))
+        return fd
+
+    def _opened(self, folder: Path, shown: str) -> int:
+        try:
+            fd = writable_dir(self.root, folder, shown)
+        except ToolError as e:
+            raise TaskFailed(f"{e}; nothing the job wrote was applied") from None
+        st = os.fstat(fd)
+        known = self._ids.setdefault(folder, (st.st_dev, st.st_ino))
+        if known != (st.st_dev, st.st_ino):
+            os.close(fd)
+            raise TaskFailed(f"{shown}: its folder was replaced while claw applied the job's files")
+        return fd
+
+    def close(self) -> None:
+        while self._open:
+            os.close(self._open.popitem()[1])
 
 
 def apply(
@@ -59,31 +98,42 @@ def apply(
     wrote: Callable[[str, bytes | None, int], None] = lambda *_: None,
 ) -> None:
     """Apply the job's changes (see the module's doc); TaskFailed, with nothing applied,
-    when one is refused or cannot be staged. `wrote` is told of each change applied."""
+    when one is refused or cannot be staged. `wrote` is told of each change applied.
+    Folder by folder, so that a few descriptors are open at a time (_Folders)."""
     for c in changes:
         if c.kind in NOT_BROUGHT:
             raise TaskFailed(
                 f"{c.rel}: the job made it {NOT_BROUGHT[c.kind]}; claw brings back only "
                 "regular files from a cluster's job, so nothing it wrote was applied"
             )
-    checked = [(c, _checked(policy, c)) for c in changes]
-    dirs: dict[Path, int] = {}  # each target folder opened once (a job may write thousands)
+    checked = sorted(
+        ((c, _checked(policy, c)) for c in changes), key=lambda cr: (cr[1].parent, cr[1].name)
+    )
+    folders = _Folders(policy.root)
     staged: list[_Staged] = []
     try:
         for c, real in checked:
-            staged.append(_stage(policy.root, c, real, dirs))
+            staged.append(_stage(c, real, folders))
         _mark(taint, changes)
-        for s in staged:
-            _land(s, synced)
+        # Each folder's renames made durable: with the run's other writes (DirSyncs keeps a
+        # descriptor of each), or here and now when the job wrote into many folders.
+        many = len({s.folder for s in staged}) > OPEN_FOLDERS
+        for i, s in enumerate(staged):
+            directory = folders.fd(s.folder, s.change.rel)
+            _land(s, directory)
+            if not many:
+                synced.add(directory)
+            elif i + 1 == len(staged) or staged[i + 1].folder != s.folder:
+                with contextlib.suppress(OSError):  # as write_atomic: some refuse to
+                    os.fsync(directory)
     except BaseException:
         for s in staged:
             if s.temp is not None:
-                with contextlib.suppress(OSError):
-                    os.unlink(s.temp, dir_fd=s.directory)
+                with contextlib.suppress(OSError, TaskFailed):
+                    os.unlink(s.temp, dir_fd=folders.fd(s.folder, s.change.rel))
         raise
     finally:
-        for fd in dirs.values():
-            os.close(fd)
+        folders.close()
     _clear(taint, changes)
     for c in changes:
         wrote(c.rel, c.data if c.kind == "file" else None, c.mode)
@@ -96,16 +146,11 @@ def _checked(policy: Policy, c: Change) -> Path:
         raise TaskFailed(f"{e}; so nothing the job wrote was applied") from None
 
 
-def _stage(root: Path, c: Change, real: Path, dirs: dict[Path, int]) -> _Staged:
+def _stage(c: Change, real: Path, folders: _Folders) -> _Staged:
     """The change ready to land: its folder open (and checked), its bytes in a temp file
     beside its target, fsynced."""
-    directory = dirs.get(real.parent)
-    if directory is None:
-        try:
-            directory = dirs[real.parent] = writable_dir(root, real.parent, c.rel)
-        except ToolError as e:
-            raise TaskFailed(f"{e}; nothing the job wrote was applied") from None
-    staged = _Staged(c, directory, real.name, None)
+    directory = folders.fd(real.parent, c.rel)
+    staged = _Staged(c, real.parent, real.name, None)
     try:
         try:
             mode = os.stat(real.name, dir_fd=directory, follow_symlinks=False).st_mode
@@ -134,14 +179,13 @@ def _stage(root: Path, c: Change, real: Path, dirs: dict[Path, int]) -> _Staged:
     return staged
 
 
-def _land(s: _Staged, synced: DirSyncs) -> None:
+def _land(s: _Staged, directory: int) -> None:
     if s.temp is None:
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(s.name, dir_fd=s.directory)
+            os.unlink(s.name, dir_fd=directory)
     else:
-        os.rename(s.temp, s.name, src_dir_fd=s.directory, dst_dir_fd=s.directory)
+        os.rename(s.temp, s.name, src_dir_fd=directory, dst_dir_fd=directory)
         s.temp = None
-    synced.add(s.directory)
 
 
 def _mark(taint: Taint, changes: Sequence[Change]) -> None:

@@ -15,6 +15,7 @@ import contextlib
 import errno
 import fcntl
 import hashlib
+import heapq
 import os
 import secrets
 import shutil
@@ -29,6 +30,10 @@ from claw_batch.run.snapshot import FILE, LINK, MODE_BITS, Snapshot
 
 Key = tuple[int, int, int, int, int]  # ino, ctime_ns, mtime_ns, size, mode
 KEEP_S = 24 * 3600.0  # a snapshot no job of the node has used for this long is removed
+# What one cluster's job may bring back (`changes`): bytes by the files' sizes (the task's
+# limits.disk, this when none is given: the sandbox's default), and files changed.
+MAX_BYTES = 4 << 30
+MAX_FILES = 100_000
 
 
 @dataclass(frozen=True)
@@ -192,18 +197,29 @@ def _key(st: os.stat_result, linked: bool) -> Key:
 
 
 def changes(
-    root: Path, snapshot: Snapshot, before: Mapping[str, Key], *, linked: bool = False
+    root: Path,
+    snapshot: Snapshot,
+    before: Mapping[str, Key],
+    *,
+    linked: bool = False,
+    max_bytes: int = MAX_BYTES,
+    max_files: int | None = None,
 ) -> list[Change]:
     """What the job changed in its copy: each entry whose inode, ctime, mtime, size or mode
-    moved is looked at (a file rewritten with the same bytes and mode is no change)."""
+    moved is looked at (a file rewritten with the same bytes and mode is no change).
+    Bounded before any file is read: TaskFailed when the changed files hold more than
+    `max_bytes` by their sizes (a sparse file counts its size: it comes back whole) or
+    are more than `max_files` (MAX_FILES by default)."""
     found: list[Change] = []
     seen: set[str] = set()
+    moved: list[tuple[str, os.stat_result]] = []
     for rel, st in _entries(root):
         seen.add(rel)
-        key = _key(st, linked)
+        if before.get(rel) != _key(st, linked) or rel not in snapshot.entries:
+            moved.append((rel, st))
+    _bounded(moved, max_bytes, MAX_FILES if max_files is None else max_files)
+    for rel, st in moved:
         was = snapshot.entries.get(rel)
-        if before.get(rel) == key and was is not None:
-            continue
         if stat.S_ISLNK(st.st_mode):
             target = os.readlink(root / rel)
             if was != (LINK, target, 0):
@@ -219,6 +235,26 @@ def changes(
         if rel not in seen:
             found.append(Change(rel, "delete"))
     return sorted(found, key=lambda c: c.rel)
+
+
+def _bounded(moved: list[tuple[str, os.stat_result]], max_bytes: int, max_files: int) -> None:
+    """TaskFailed when what the job changed is more than a cluster brings back."""
+    files = [(st.st_size, rel) for rel, st in moved if stat.S_ISREG(st.st_mode)]
+    total = sum(size for size, _ in files)
+    if total <= max_bytes and len(moved) <= max_files:
+        return
+    from claw_batch.sandbox.ceilings import shown
+
+    biggest = ", ".join(f"{rel} ({shown(size)})" for size, rel in heapq.nlargest(3, files))
+    if len(moved) > max_files:
+        what = f"{len(moved):,} files changed, more than the {max_files:,} a cluster's job"
+        what += " may bring back"
+    else:
+        what = (
+            f"{shown(total)} of files changed, more than limits.disk ({shown(max_bytes)}) a "
+            "cluster's job may bring back (by their sizes: a sparse file comes back whole)"
+        )
+    raise TaskFailed(f"{what}; the biggest: {biggest or 'none'}; nothing the job wrote was applied")
 
 
 def _read(path: Path) -> bytes:

@@ -170,7 +170,15 @@ class RunSession:
         models = self.setup.models
         config = self.setup.project.config
         cluster.share(config, spend=self.ctx.spend, cache_dir=models.cache_dir, day=models.day)
-        return Snapshots(self.setup.project.root, self.hashes, cluster.put, self._upstream_all)
+        # What the run's Redactor knows never ships: a project file holding it goes redacted
+        from claw_batch.llm.endpoints import api_keys
+        from claw_batch.safety.redact import secrets_from_env
+
+        known = [*api_keys(config, self.setup.environ), *secrets_from_env(self.setup.environ)]
+        root = self.setup.project.root
+        return Snapshots(
+            root, self.hashes, cluster.put, self._upstream_all, self.setup.redact, known
+        )
 
     def _upstream_all(self, task: str) -> tuple[str, ...]:
         """The tasks `task` depends on, directly or through others."""

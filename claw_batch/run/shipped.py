@@ -13,12 +13,12 @@ from __future__ import annotations
 import datetime as dt
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from claw_batch.config import Clawfile, Project
+from claw_batch.config import Clawfile, Project, Task
 from claw_batch.errors import ClawfileError, TaskFailed
 from claw_batch.llm.endpoints import Mode, api_keys
 from claw_batch.llm.messages import Usage
@@ -30,7 +30,7 @@ from claw_batch.run.executor import Worker, refused_on_cluster
 from claw_batch.run.jobsink import Tally
 from claw_batch.run.prepare import prepare
 from claw_batch.run.results import Status
-from claw_batch.run.scratch import Change, changes, keys, materialize, scratch
+from claw_batch.run.scratch import Change, Key, changes, keys, materialize, scratch
 from claw_batch.run.snapshot import Snapshot
 from claw_batch.safety.atomic import DirSyncs
 from claw_batch.safety.childenv import scrubbed_env
@@ -133,7 +133,10 @@ def _run(worker: Worker, ship: Shipment, snapshot: Snapshot) -> Shipped:
             skills=_skills(root, config),
             spend=worker.spend(),
             redact=redact,
-            tainted=TaintView(ship.tainted, config.untrusted, hashes.hash),  # no git here
+            # No git here: the staged copies as the coordinator found them
+            tainted=TaintView(
+                ship.tainted, config.untrusted, _real(hashes, snapshot), staged=snapshot.staged
+            ),
             force=ship.force,
         )
         cache = RunCache(readers=lambda _: ())
@@ -171,12 +174,35 @@ def _run(worker: Worker, ship: Shipment, snapshot: Snapshot) -> Shipped:
             steps=outcome.loop.steps if outcome else 0,
             usage=outcome.loop.usage if outcome else Usage(),
             events=tuple(sink.events),
-            changes=tuple(changes(root, snapshot, before, linked=linked)) if status == "ok" else (),
+            changes=tuple(_changes(root, snapshot, before, linked, task)) if status == "ok" else (),
             marks=tuple(view.marks.values()),
             cleared=tuple(sorted(view.cleared)),
             source=taint.source,
             called=tuple(called),
         )
+
+
+def _real(hashes: FileHashes, snapshot: Snapshot) -> Callable[[str], str | None]:
+    """A file's sha256 as the coordinator's ledger knows it: a file shipped redacted
+    (claw_batch.run.snapshot) is, while unchanged, the file it stands for."""
+    redacted = snapshot.redacted
+
+    def hash_file(rel: str) -> str | None:
+        sha = hashes.hash(rel)
+        shipped = redacted.get(rel)
+        return shipped[1] if shipped is not None and sha == shipped[0] else sha
+
+    return hash_file
+
+
+def _changes(
+    root: Path, snapshot: Snapshot, before: Mapping[str, Key], linked: bool, task: Task
+) -> list[Change]:
+    """What the job changed, bounded by its task's limits.disk (scratch.changes)."""
+    from claw_batch.sandbox.bubblewrap import Limits
+
+    limit = task.limits.disk or Limits().disk
+    return changes(root, snapshot, before, linked=linked, max_bytes=limit)
 
 
 _configs: dict[tuple[str, str], Clawfile] = {}  # (snapshot, clawfile) -> its clawfile, parsed

@@ -14,6 +14,8 @@ but `.claw/` and `.git/`, content-addressed, shipped once per run and task view.
   depends on (graph upstream, transitively) wrote in this run. What independent tasks wrote
   meanwhile is not in it: locally they race anyway, and a view that waits for nobody is one
   that a worker can cache.
+- No secret travels: a file holding a value the coordinator's Redactor knows (a key in a
+  `.env`) is shipped as the read tool shows it, redacted; the job sees the placeholder.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from pathlib import Path
 
 from claw_batch.safety.paths import NEVER_SEARCHED
 from claw_batch.store.filehash import FileHashes
+from claw_batch.taint.staged import StagedFiles
 
 # What a file is in a snapshot: ("f", sha256, mode) or ("l", target, 0).
 Entry = tuple[str, str, int]
@@ -44,6 +47,12 @@ class Snapshot:
     digest: str
     entries: Mapping[str, Entry]
     blobs: Mapping[str, object] = field(default_factory=dict)  # sha256 -> Cluster.put handle
+    # The working-tree copies of staged files (outside content, claw_batch.taint.staged), as
+    # the coordinator found them when the view was made: path -> the file's sha256.
+    staged: Mapping[str, str] = field(default_factory=dict)
+    # Files shipped redacted (they hold a secret the coordinator knows): path -> (the sha256
+    # shipped, the sha256 of the file itself), for the taint ledger's rows.
+    redacted: Mapping[str, tuple[str, str]] = field(default_factory=dict)
 
 
 def digest_of(entries: Mapping[str, Entry]) -> str:
@@ -112,15 +121,21 @@ class Snapshots:
         hashes: FileHashes,
         put: Callable[[object], object],
         upstream: Callable[[str], Sequence[str]],
+        redact: Callable[[str], str] | None = None,
+        secrets: Sequence[str] = (),
     ) -> None:
         self.root = root
         self.hashes = hashes
         self.put = put  # Cluster.put
         self.upstream = upstream  # a task's upstream tasks, transitively
+        self.redact = redact  # the run's Redactor: what it knows never travels
+        self._secrets = tuple({s.encode() for s in secrets if s})  # what `redact` knows
         self._base: dict[str, Entry] | None = None
-        self._blobs: dict[str, object] = {}  # sha256 -> handle
+        self._blobs: dict[str, object] = {}  # sha256 shipped -> handle
+        self._shown: dict[str, str] = {}  # a content's sha256 -> the sha256 shipped for it
         self._written: dict[str, dict[str, Entry | None]] = {}  # task -> what it wrote
         self._views: dict[str, object] = {}  # task -> its Snapshot's handle
+        self._git = StagedFiles()
         self._lock = threading.Lock()
 
     def view(self, task: str) -> object:
@@ -152,15 +167,52 @@ class Snapshots:
                     entries.pop(rel, None)
                 else:
                     entries[rel] = entry
+        real: dict[str, str] = {}  # path -> its content's sha256, where another is shipped
         for rel, (kind, sha, mode) in list(entries.items()):
-            if kind == FILE and sha not in self._blobs:
+            if kind != FILE:
+                continue
+            if sha not in self._shown:
                 data = self._read(rel)
-                real = hashlib.sha256(data).hexdigest()  # changed since it was hashed
-                entries[rel] = (FILE, real, mode)
-                if real not in self._blobs:
-                    self._blobs[real] = self.put(data)
+                sha = hashlib.sha256(data).hexdigest()  # changed since it was hashed
+                if sha not in self._shown:
+                    shown = self._redacted(data)
+                    shown_sha = hashlib.sha256(shown).hexdigest()
+                    if shown_sha not in self._blobs:
+                        self._blobs[shown_sha] = self.put(shown)
+                    self._shown[sha] = shown_sha
+            entries[rel] = (FILE, self._shown[sha], mode)
+            if self._shown[sha] != sha:
+                real[rel] = sha
         blobs = {sha: self._blobs[sha] for kind, sha, _ in entries.values() if kind == FILE}
-        return Snapshot(digest_of(entries), entries, blobs)
+        return Snapshot(
+            digest_of(entries),
+            entries,
+            blobs,
+            staged=self._staged(entries, real),
+            redacted={rel: (entries[rel][1], sha) for rel, sha in real.items()},
+        )
+
+    def _redacted(self, data: bytes) -> bytes:
+        """`data` as the read tool shows it when it holds a secret the Redactor knows;
+        otherwise as it is."""
+        if self.redact is None or not any(s in data for s in self._secrets):
+            return data
+        shown = self.redact(data.decode("utf-8", "surrogateescape"))
+        return shown.encode("utf-8", "surrogateescape")
+
+    def _staged(self, entries: Mapping[str, Entry], real: Mapping[str, str]) -> dict[str, str]:
+        """The staged files' working-tree copies now (git asked once per change of the
+        index): path -> the copy's sha256."""
+        root = str(self.root)
+        found = self._git.now(root)
+        if not found.copies:
+            return {}
+        copies: dict[str, str] = {}
+        for rel, _ in self._git.copies(root, found):
+            entry = entries.get(rel)
+            if entry is not None and entry[0] == FILE:
+                copies[rel] = real.get(rel, entry[1])
+        return copies
 
     def _read(self, rel: str) -> bytes:
         fd = os.open(self.root / rel, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
