@@ -99,6 +99,7 @@ SPARSE = """
 """
 
 
+@pytest.mark.usefixtures("unconfined")
 def test_a_job_bringing_back_more_than_its_disk_limit_fails_before_a_file_is_read(
     tmp_path: Path,
     server: FakeOpenAI,  # noqa: F811
@@ -125,6 +126,7 @@ def test_a_job_bringing_back_more_than_its_disk_limit_fails_before_a_file_is_rea
     assert not (root / "out").exists()
 
 
+@pytest.mark.usefixtures("unconfined")
 def test_a_job_changing_more_files_than_a_cluster_brings_back_fails(
     tmp_path: Path,
     server: FakeOpenAI,  # noqa: F811
@@ -143,6 +145,7 @@ def test_a_job_changing_more_files_than_a_cluster_brings_back_fails(
     assert not (root / "out").exists()
 
 
+@pytest.mark.usefixtures("unconfined")
 def test_a_job_writing_into_2000_folders_applies_under_a_1024_descriptor_limit(
     tmp_path: Path,
     server: FakeOpenAI,  # noqa: F811
