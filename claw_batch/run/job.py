@@ -26,7 +26,7 @@ from claw_batch.plan.fingerprint import CALLED, Fingerprint
 from claw_batch.plan.jobs import Job
 from claw_batch.plan.uptodate import Decision
 from claw_batch.run.context import RunContext
-from claw_batch.run.jobsink import EventSink
+from claw_batch.run.jobsink import EventSink, JobSink
 from claw_batch.run.prepare import Prepared, key_prompt, system_prompt
 from claw_batch.run.record import Recorder
 from claw_batch.run.results import JobResult, Status
@@ -70,14 +70,7 @@ def run_job(
     job = p.job
     taint = job_taint(run, p, records.run_id)
     called: list[str] = []  # the MCP tools it calls (`always:` reads them next time)
-    started_wall = records.start(job)
-    transcript = records.transcript(job)
-    sink = records.sink(job, transcript, progress)
-    sink("start", job=job.name, task=job.task, item=job.item, reasons=decision.reasons)
-    for note in p.cuts:  # the job still runs: the marker in its prompt tells the model
-        sink("warning", message=note)
-        progress.warn_once(f"claw: warning: {job.task}: {note}")
-    progress.job_started(job)
+    started_wall, transcript, sink = opened(p, decision, records, progress)
     started = time.monotonic()
     try:
         sample = records.sample(job, fresh=run.force) if sampled(run, p) else 0
@@ -103,6 +96,23 @@ def run_job(
         called=called,
         tainted=taint.source,
     )
+
+
+def opened(
+    p: Prepared, decision: Decision, records: Recorder, progress: Progress
+) -> tuple[dt.datetime, Transcript, JobSink]:
+    """The job's row, transcript and event sink opened, and its start said: when it
+    started, its transcript, its sink (here, or on a cluster: run.remotejob)."""
+    job = p.job
+    started_wall = records.start(job)
+    transcript = records.transcript(job)
+    sink = records.sink(job, transcript, progress)
+    sink("start", job=job.name, task=job.task, item=job.item, reasons=decision.reasons)
+    for note in p.cuts:  # the job still runs: the marker in its prompt tells the model
+        sink("warning", message=note)
+        progress.warn_once(f"claw: warning: {job.task}: {note}")
+    progress.job_started(job)
+    return started_wall, transcript, sink
 
 
 def conclude(

@@ -22,7 +22,7 @@ from claw_batch.plan.uptodate import Decision
 from claw_batch.run.apply import Taint, apply
 from claw_batch.run.context import RunCache, RunContext
 from claw_batch.run.executor import Cluster, refused_on_cluster
-from claw_batch.run.job import Attempt, Outcome, abort, conclude, sampled
+from claw_batch.run.job import Attempt, Outcome, abort, conclude, opened, sampled
 from claw_batch.run.jobsink import JobSink
 from claw_batch.run.prepare import Prepared
 from claw_batch.run.record import Recorder
@@ -51,14 +51,7 @@ def run_remote(
 ) -> JobResult:
     """Run the job on the cluster, record what became of it, and return that."""
     job = p.job
-    started_wall = records.start(job)
-    transcript = records.transcript(job)
-    sink = records.sink(job, transcript, progress)
-    sink("start", job=job.name, task=job.task, item=job.item, reasons=decision.reasons)
-    for note in p.cuts:
-        sink("warning", message=note)
-        progress.warn_once(f"claw: warning: {job.task}: {note}")
-    progress.job_started(job)
+    started_wall, transcript, sink = opened(p, decision, records, progress)
     started = time.monotonic()
     back: Shipped | None = None
     try:
