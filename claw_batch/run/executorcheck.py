@@ -110,6 +110,11 @@ def refusals(
                 f"task '{name}' uses MCP servers ({', '.join(mcp)}), whose connections live "
                 f"in this process, which {told} does not do: {LOCALLY}"
             )
+        if "remember" in task.offered_tools:
+            found.append(
+                f"task '{name}' may remember (MEMORY.md and the daily notes are written here, "
+                f"by claw), which {told} does not do yet: {LOCALLY}"
+            )
         if task.permissions.network:
             found.append(
                 f"task '{name}' has permissions.network: true (its commands would reach Ray's "

@@ -172,6 +172,17 @@ def test_a_task_with_mcp_servers_is_refused_by_name(tmp_path: Path, env: dict[st
     assert untouched(root)
 
 
+def test_a_task_that_may_remember_is_refused_by_name(tmp_path: Path, env: dict[str, str]) -> None:
+    root = project(tmp_path, "", "      r: {prompt: hi, tools: [read, remember]}\n")
+    r = claw(root, "run", "r", "--executor", "ray", env=env)
+    assert r.exit_code == 2
+    assert r.stderr == (
+        "claw: task 'r' may remember (MEMORY.md and the daily notes are written here, by "
+        "claw), which --executor ray does not do yet: run it with --executor local\n"
+    )
+    assert untouched(root)
+
+
 def test_every_refusal_is_said_at_once(tmp_path: Path, env: dict[str, str]) -> None:
     root = project(tmp_path, "", "      b: {prompt: hi, batch: true}\n")
     r = claw(root, "run", "a", "b", "--executor", "ray", "--record", env=env)
