@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import signal
 import socket
 import threading
 import time
@@ -53,6 +54,9 @@ def connect(executor: Executor, *, say: Callable[[str], None]) -> RayCluster:
             f"--executor ray needs Ray, which is not installed ({e}): pip install 'claw-batch[ray]'"
         ) from None
     address = executor.address
+    # claw's SIGTERM handler (commands.common): Ray's driver installs its own failure-signal
+    # handler, which prints a C++ stack and ends the process with 15, not claw's 130.
+    sigterm = signal.getsignal(signal.SIGTERM)
     try:
         _listening(address)
         with _loopback_kept(address):
@@ -73,6 +77,8 @@ def connect(executor: Executor, *, say: Callable[[str], None]) -> RayCluster:
             "others), or give its head's address with --address HOST:PORT "
             "(executor.address in the clawfile)"
         ) from None
+    if callable(sigterm) and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, sigterm)  # a SIGTERM ends the run as Ctrl-C does
     _said_on_stderr(say)
     nodes = [n for n in ray.nodes() if n.get("Alive")]
     say(f"claw: on the Ray cluster at {address} ({len(nodes)} nodes)")

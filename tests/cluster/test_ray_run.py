@@ -176,8 +176,9 @@ def test_a_node_killed_mid_run_every_job_finishes_once_and_nothing_is_paid_twice
         assert not list(root.rglob("*.claw-tmp*")) and not list((root / "out").glob(".*"))
 
 
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_ctrl_c_cancels_the_cluster_jobs_keeps_what_finished_and_exits_130(
-    ray_cluster: RayTestCluster, tmp_path: Path
+    ray_cluster: RayTestCluster, tmp_path: Path, stop: signal.Signals
 ) -> None:
     with FakeOpenAI() as server:
         handled: list[str] = []
@@ -197,7 +198,7 @@ def test_ctrl_c_cancels_the_cluster_jobs_keeps_what_finished_and_exits_130(
         run = start_run(root, ray_cluster, "-j", "4")
         try:
             wait_for(lambda: (root / "out/m0.md").exists() and len(handled) >= 3, 120)
-            run.send_signal(signal.SIGINT)
+            run.send_signal(stop)
             _, err = run.communicate(timeout=60)
         finally:
             if run.poll() is None:
