@@ -10,9 +10,9 @@ tests/cluster/conftest.py; bench/ray.py starts one too).
 Each node has its own explicit ports and its own short --temp-dir (unix socket paths stay
 under 108 characters), four CPUs (four jobs at once), no dashboard. Both nodes get WORKER_ENV
 in their environment (the test's provider key lives only there) and this folder on PYTHONPATH
-(raywork). Teardown
-kills every process of both nodes by pid — Ray workers take process groups of their own — and
-checks that none is left. Nothing here sets RAY_ADDRESS in the tests' own environment."""
+(raywork). Teardown kills every process of both nodes by pid — Ray workers take process groups
+of their own — and checks that none is left. Nothing here sets RAY_ADDRESS in the tests' own
+environment."""
 
 from __future__ import annotations
 
