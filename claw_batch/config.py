@@ -112,6 +112,100 @@ class Price:
         )
 
 
+NOTIFY_EVENTS = ("failed", "limit", "ok", "changed", "always")
+WEBHOOK_FORMATS = ("json", "slack", "discord", "teams")
+
+
+@dataclass(frozen=True)
+class Smtp:
+    """`email.smtp:`: the server a delivery by e-mail goes through (standard library SMTP).
+    The login comes from environment variables, by name: never a secret in the clawfile."""
+
+    host: str
+    port: int = 587
+    starttls: bool = False  # STARTTLS after connecting (port 587)
+    ssl: bool = False  # TLS from the start (port 465)
+    user_env: str | None = None
+    password_env: str | None = None
+
+    @classmethod
+    def of(cls, data: JsonDict) -> Smtp:
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """An entry of `notify:`: when (`on`) a task's result is sent, and where: one target of
+    `kind` webhook (`url` or `url_env`, in `format`), email (`to`, `sender` (`from:`),
+    `smtp`) or command (`command`, the payload as JSON on stdin). claw_batch.notify sends
+    it; claw_batch.run.notices decides when."""
+
+    on: tuple[str, ...]  # NOTIFY_EVENTS
+    kind: str  # webhook | email | command
+    url: str | None = None
+    url_env: str | None = None  # the variable that holds the URL (a secret: Slack's is)
+    format: str = "json"  # WEBHOOK_FORMATS
+    to: tuple[str, ...] = ()
+    sender: str | None = None  # `from:`
+    smtp: Smtp | None = None
+    attach: bool = False  # email: the output as an attachment, not the body
+    command: tuple[str, ...] = ()
+    timeout: float = 10.0  # seconds for one attempt
+    retries: int = 2  # attempts after the first, with backoff, within the run
+
+    @property
+    def target(self) -> str:
+        """What it is in messages and the ledger, with nothing secret: a webhook by its
+        host (its path is often the secret), an e-mail by its first recipient, a command
+        by its program."""
+        if self.kind == "webhook":
+            if self.url_env:
+                return f"webhook ${self.url_env}"
+            import urllib.parse
+
+            return f"webhook {urllib.parse.urlsplit(self.url or '').hostname or '?'}"
+        if self.kind == "email":
+            more = f" (+{len(self.to) - 1})" if len(self.to) > 1 else ""
+            return f"email {self.to[0] if self.to else '?'}{more}"
+        return f"command {self.command[0] if self.command else '?'}"
+
+    @classmethod
+    def of(cls, data: JsonDict) -> Delivery:
+        """From a validated `notify:` entry (clawfile.validate.NotifyModel)."""
+        email, command = data.get("email"), data.get("command")
+        kind = "email" if email else "command" if command else "webhook"
+        email = email or {}
+        smtp = email.get("smtp")
+        return cls(
+            on=_strs(data["on"]),
+            kind=kind,
+            url=data.get("webhook"),
+            url_env=data.get("url_env"),
+            format=data.get("format", "json"),
+            to=_strs(email.get("to")),
+            sender=email.get("sender"),
+            smtp=None if smtp is None else Smtp.of(smtp),
+            attach=email.get("attach", False),
+            command=_strs(command),
+            timeout=data.get("timeout", 10.0),
+            retries=data.get("retries", 2),
+        )
+
+
+@dataclass(frozen=True)
+class Delegation:
+    """`delegate:`: the tasks a job of the task may start as sub-jobs with the `delegate`
+    tool (listed in `tools:`), and how deep sub-jobs may nest (a sub-job's own sub-jobs are
+    depth 2). An ad-hoc sub-job (`delegate(prompt=...)`) needs no task listed."""
+
+    tasks: tuple[str, ...] = ()
+    max_depth: int = 2
+
+    @classmethod
+    def of(cls, data: JsonDict | None) -> Delegation:
+        return cls() if not data else cls(_strs(data.get("tasks")), data.get("max_depth", 2))
+
+
 @dataclass(frozen=True)
 class Task:
     """A task with `defaults:` applied. (`defaults:` itself is a Task with an empty prompt.)"""
@@ -149,6 +243,8 @@ class Task:
     # What a job keeps beyond the read-only tools once it has read outside content
     # (`untrusted: {allow: [...]}`; claw_batch.taint.jobtaint).
     untrusted_allow: tuple[str, ...] = ()
+    notify: tuple[Delivery, ...] = ()  # `notify:` (the clawfile's when the task sets none)
+    delegate: Delegation = Delegation()
     # What the definition is as a document (for the fingerprint), and the template variables
     # its prompt and output paths read (None: not known); neither is a setting.
     definition: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
@@ -209,6 +305,8 @@ class Task:
             sandbox=data["sandbox"],
             limits=CallLimits.of(data["limits"]),
             untrusted_allow=_strs((data.get("untrusted") or {}).get("allow")),
+            notify=tuple(Delivery.of(d) for d in data.get("notify") or ()),
+            delegate=Delegation.of(data.get("delegate")),
             definition=data,
             variables=variables,
         )

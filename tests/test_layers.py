@@ -21,6 +21,7 @@ LAYERS = (
     "safety",
     "llm",
     "store",
+    "notify",
     "terminal",
     "memory",
     "skills",

@@ -24,6 +24,7 @@ from pydantic import (
     PositiveFloat,
     PositiveInt,
     ValidationError,
+    model_validator,
 )
 from pydantic_core import ErrorDetails
 
@@ -209,6 +210,86 @@ class PriceModel(_Strict):
     batch: BatchPriceModel | None = None  # through the Batch API; default: the prices above
 
 
+def _one_or_many_str(value: object) -> object:
+    return [value] if isinstance(value, str) else value  # `on: failed` is one event
+
+
+class SmtpModel(_Strict):
+    """`email.smtp:`: the server; its login by the names of the variables that hold it."""
+
+    host: str
+    port: Annotated[int, Field(strict=True, ge=1, le=65535)] = 587
+    starttls: bool = False
+    ssl: bool = False
+    user_env: EnvName | None = None
+    password_env: EnvName | None = None
+
+    refused_keys: ClassVar[dict[str, str]] = {
+        "user": "name the environment variable that holds the login with user_env: SMTP_USER",
+        "password": "literal passwords are refused: name the environment variable that "
+        "holds it with password_env: SMTP_PASSWORD",
+    }
+
+
+class EmailModel(_Strict):
+    to: Annotated[list[str], BeforeValidator(_one_or_many_str), Field(min_length=1)]
+    sender: str = Field(alias="from")
+    smtp: SmtpModel
+    attach: bool = False  # the output as an attachment (else the body)
+
+
+NotifyEvent = Literal["failed", "limit", "ok", "changed", "always"]
+
+
+class NotifyModel(_Strict):
+    """An entry of `notify:` (config.Delivery): when, and one target."""
+
+    on: Annotated[list[NotifyEvent], BeforeValidator(_one_or_many_str), Field(min_length=1)]
+    webhook: HttpUrl | None = None
+    url_env: EnvName | None = None
+    format: Literal["json", "slack", "discord", "teams"] = "json"
+    email: EmailModel | None = None
+    command: McpCommand | None = None
+    timeout: Annotated[float, Field(gt=0, le=600)] = 10.0
+    retries: Annotated[int, Field(strict=True, ge=0, le=10)] = 2
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unquoted_on(cls, data: object) -> object:
+        """YAML 1.1 reads an unquoted `on:` key as true (as GitHub Actions users write it)."""
+        if isinstance(data, dict) and True in data and "on" not in data:
+            data = {("on" if key is True else key): value for key, value in data.items()}
+        return data
+
+    @model_validator(mode="after")
+    def _one_target(self) -> NotifyModel:
+        targets = [
+            name
+            for name, set_ in (
+                ("webhook", self.webhook is not None or self.url_env is not None),
+                ("email", self.email is not None),
+                ("command", self.command is not None),
+            )
+            if set_
+        ]
+        if len(targets) != 1:
+            found = f"got {' and '.join(targets)}" if targets else "got none"
+            raise refuse(
+                "expected one target: webhook: URL (or url_env: VAR), email: {...} or "
+                f"command: [...]; {found}"
+            )
+        if self.webhook is not None and self.url_env is not None:
+            raise refuse("webhook: and url_env: both name the URL; keep one")
+        return self
+
+
+class DelegateModel(_Strict):
+    """`delegate:`: the tasks the `delegate` tool may start, and how deep sub-jobs nest."""
+
+    tasks: Annotated[list[Name], BeforeValidator(_one_or_many_str)] = []
+    max_depth: Annotated[int, Field(strict=True, ge=1, le=5)] = 2
+
+
 def _always(value: object) -> object:
     """`always:` true or false, or the MCP tools whose answers change (mcp.SERVER.TOOL)."""
     from claw_batch.clawfile.fields import refuse
@@ -261,6 +342,8 @@ class TaskSettingsModel(_Strict):
     skills: list[str] | None = None
     sandbox: Literal["bubblewrap", "none"] = "bubblewrap"
     limits: LimitsModel | None = None
+    notify: list[NotifyModel] | None = None  # None: the clawfile's; []: none
+    delegate: DelegateModel | None = None
 
     refused_keys: ClassVar[dict[str, str]] = {
         "prompt": "'prompt' cannot have a default: each task sets its own",
@@ -287,6 +370,7 @@ class ClawfileModel(_Strict):
     cache: Annotated[bool | CacheModel, BeforeValidator(_cache)] = True
     mcp_servers: Annotated[dict[ServerName, McpServerModel], OrEmpty] = {}
     executor: Annotated[ExecutorModel, BeforeValidator(_executor)] = ExecutorModel()
+    notify: list[NotifyModel] | None = None  # as `defaults: {notify: ...}`
 
 
 @dataclass(frozen=True)
@@ -375,6 +459,9 @@ def _drop(data: dict[str, Any], error: ErrorDetails) -> bool:
 
 
 def _apply_defaults(config: ClawfileModel) -> ClawfileModel:
+    if config.notify is not None:  # the clawfile-wide notify: is a default (checks refuses both)
+        defaults = config.defaults.model_copy(update={"notify": config.notify})
+        config = config.model_copy(update={"defaults": defaults})
     return config.model_copy(
         update={
             "tasks": {
@@ -388,8 +475,9 @@ def _without_unset_grants(document: dict[str, Any]) -> dict[str, Any]:
     """A task without `untrusted:` is written as before that key existed: its definition, and
     so every job's fingerprint, stays what it was (an upgrade reruns nothing)."""
     for task in document["tasks"].values():
-        if task.get("untrusted") is None:
-            task.pop("untrusted", None)
+        for key in ("untrusted", "notify", "delegate"):
+            if task.get(key) is None:
+                task.pop(key, None)
     return document
 
 

@@ -22,6 +22,7 @@ from typing import Any
 NOT_FINGERPRINTED = frozenset(
     {
         "description",
+        "notify",  # where a result is sent: never what it is
         "timeout",
         "budget",
         "schedule",

@@ -11,13 +11,30 @@ import datetime as dt
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from claw_batch.safety.paths import Policy
 from claw_batch.taint.jobtaint import JobTaint
 
 if TYPE_CHECKING:
     from claw_batch.sandbox.command import Sandbox
+
+
+class Delegate(Protocol):
+    """What the `delegate` tool calls to run a sub-job (claw_batch.run.delegation): a task
+    of the clawfile with `input` as its template variable, or with `prompt` an ad-hoc one
+    with the parent's model and `tools` (a subset of the parent's; None: all of them). It
+    returns the sub-job's final answer; a refusal or a sub-job that did not end ok is a
+    ToolError, which the model gets as an error result."""
+
+    def __call__(
+        self,
+        *,
+        task: str | None,
+        input: Mapping[str, Any],
+        prompt: str | None,
+        tools: tuple[str, ...] | None,
+    ) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -38,6 +55,8 @@ class ToolContext:
     job: str = ""  # the job's name (a recorded MCP reply is the job's)
     # The MCP tools (mcp.SERVER.TOOL) the job called, in order: what `always:` reads next time
     called: list[str] = field(default_factory=list)
+    # Runs the job's sub-jobs (`delegate`); None: its task does not list the tool
+    delegate: Delegate | None = None
 
 
 ToolFn = Callable[..., str]

@@ -100,6 +100,7 @@ BUILT_IN: dict[str, str] = {
     "find": "files",
     "remember": "memory",
     "memory_search": "memory",
+    "delegate": "delegate",
 }
 TOOLS: dict[str, Tool] = {
     name: Tool(name, *SPECS[name], functools.partial(_code, module, name))

@@ -111,4 +111,31 @@ SPECS: dict[str, tuple[str, dict[str, Any]]] = {
             "type": "object",
         },
     ),
+    "delegate": (
+        "Run a sub-job and return its final answer; calls in one turn run in parallel.",
+        {
+            "properties": {
+                "task": {
+                    "description": "a task this one may delegate to (its `delegate.tasks`)",
+                    "type": "string",
+                },
+                "input": {
+                    "description": "the task's `input` template variable",
+                    "additionalProperties": True,
+                    "type": "object",
+                },
+                "prompt": {
+                    "description": "instead of a task: what an ad-hoc sub-job is to do",
+                    "type": "string",
+                },
+                "tools": {
+                    "description": "an ad-hoc sub-job's tools, among yours (default: yours)",
+                    "items": {"type": "string"},
+                    "type": "array",
+                },
+            },
+            "type": "object",
+            "required": [],
+        },
+    ),
 }

@@ -13,7 +13,7 @@ from claw_batch.clawfile.load import load_project
 from claw_batch.config import Project, find_clawfile, resolve_model
 from claw_batch.errors import ClawfileError
 
-TOOLS = "read, write, edit, bash, grep, ls, find, remember, memory_search"
+TOOLS = "read, write, edit, bash, grep, ls, find, remember, memory_search, delegate"
 VARIABLES = "files, git, glob, inputs, item, needs, now, read, task, today"
 
 
@@ -202,7 +202,7 @@ def test_unknown_key_without_a_close_one_lists_the_valid_keys(tmp_path: Path) ->
     """
     assert error(tmp_path, clawfile) == (
         "clawfile.yaml:1: unknown key 'colour' (valid keys: version, model, workspace, "
-        "providers, defaults, default, tasks, prices, budget, cache, mcp_servers, executor)"
+        "providers, defaults, default, tasks, prices, budget, cache, mcp_servers, executor, notify)"
     )
 
 

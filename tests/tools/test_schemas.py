@@ -27,9 +27,15 @@ def test_the_stored_schemas_are_what_the_signatures_derive() -> None:
 
 
 def test_the_specs_sent_are_unchanged_byte_for_byte() -> None:
-    sent = [[t.spec().name, t.spec().description, t.spec().parameters] for t in TOOLS.values()]
+    # A job is sent (and fingerprinted with) the specs of its own tools only: a tool added
+    # since (delegate) leaves the others' as they were.
+    older = [t for name, t in TOOLS.items() if name not in ADDED]
+    sent = [[t.spec().name, t.spec().description, t.spec().parameters] for t in older]
     text = json.dumps(sent, ensure_ascii=False)
     assert hashlib.sha256(text.encode()).hexdigest() == SPECS_SHA256
+
+
+ADDED = ("delegate",)  # after 0.1.0
 
 
 PROBE = """
