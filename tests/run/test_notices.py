@@ -47,7 +47,7 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> FakeSend:
     return found
 
 
-def project(tmp_path: Path, on: str, *, command: list[str] | None = None, extra: str = "") -> Path:
+def project(tmp_path: Path, on: str, *, command: list[str] | None = None) -> Path:
     got = tmp_path / "got.jsonl"
     target = json.dumps(command or receiver(got))
     return make_project(
@@ -62,7 +62,6 @@ def project(tmp_path: Path, on: str, *, command: list[str] | None = None, extra:
             notify:
               - on: {on}
                 command: {target}
-        {extra}
         """,
     )
 
@@ -207,7 +206,7 @@ def test_a_dry_run_says_what_would_be_sent_to_whom(
 def test_a_scheduled_run_sends_as_any_run_does(
     tmp_path: Path, server: FakeOpenAI, env: dict[str, str], fake: FakeSend
 ) -> None:
-    root = project(tmp_path, "[ok]", extra="")
+    root = project(tmp_path, "[ok]")
     clawfile = root / "clawfile.yaml"
     clawfile.write_text(
         clawfile.read_text().replace("    prompt:", '    schedule: "* * * * *"\n    prompt:')
