@@ -308,3 +308,31 @@ def test_the_notify_secrets_join_the_redactor(
     assert secret not in written and "l1t3r4l-t0k3n" not in written
     assert all(secret not in n.excerpt for _, n in fake.sent)
     assert len(fake.sent) == 2
+
+
+def test_a_notice_quoting_an_output_made_from_outside_content_says_it_is_tainted(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str], fake: FakeSend
+) -> None:
+    got = tmp_path / "got.jsonl"
+    root = make_project(
+        tmp_path / "p",
+        f"""
+        version: 1
+        model: fake-model
+        tasks:
+          triage:
+            prompt: "Triage this file:\\n{{{{ read(item.path) }}}}"
+            watch: ["inbox/*.txt"]
+            output: "out/{{{{ item.stem }}}}.md"
+            notify:
+              - on: [ok]
+                command: {json.dumps(receiver(got))}
+        """,
+        {"inbox/a.txt": "A stranger's mail.\n"},
+    )
+    server.enqueue(text("Spam."))
+    r = claw(root, "run", "triage", env=env)
+    assert r.exit_code == 0, r.stderr
+    [notice] = received(got)
+    assert notice["tainted"] is True and notice["item"] == "inbox/a.txt"
+    assert notice["show"] == "claw show 'triage[inbox/a.txt]'"
