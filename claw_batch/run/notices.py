@@ -201,10 +201,16 @@ class Notices:
 
     def task_done(self, task: str) -> None:
         """The task's last job of the run ended: its notice made, and sent (or, in a dry
-        run, said)."""
+        run, said). Nothing here stops the run: a ledger that cannot be read is said."""
         tally = self._tallies.pop(task, None)
         if tally is None or not tally.jobs:  # all up to date, skipped, or not ours
             return
+        try:
+            self._task_done(task, tally)
+        except Exception as e:  # the run's jobs go on whatever the sending does
+            self.warn(f"claw: warning: {task}: notify: {self.redact(str(e))}")
+
+    def _task_done(self, task: str, tally: Tally) -> None:
         deliveries = self.project.config.tasks[task].notify
         if self.dry_run:
             self._preview(task, tally.jobs, deliveries)
