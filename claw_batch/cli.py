@@ -46,6 +46,10 @@ SECTIONS: dict[str, dict[str, tuple[str, str]]] = {
         "graph": ("claw_batch.commands.graph:graph", "Print the task graph"),
         "skills": ("claw_batch.commands.skills:skills", "List or check the skills"),
         "mcp": ("claw_batch.commands.mcp:mcp", "List MCP servers' tools, or say why not"),
+        "notify": (
+            "claw_batch.commands.notify:notify",
+            "Send a task's notices now, to test them",
+        ),
     },
 }
 COMMANDS = {name: row[0] for section in SECTIONS.values() for name, row in section.items()}

@@ -91,8 +91,9 @@ LEAVES = [
     ("cache", "prune"),
     ("cache", "clear"),
     ("mcp", "list"),
+    ("notify", "test"),
 ]
-GROUPS = [("cron",), ("hook",), ("memory",), ("skills",), ("cache",), ("mcp",)]
+GROUPS = [("cron",), ("hook",), ("memory",), ("skills",), ("cache",), ("mcp",), ("notify",)]
 RUN_JOBS = [("run",), ("hook", "run"), ("watch",), ("schedule",)]  # report jobs as they go
 QUIET_ONLY = [("list",), ("validate",), ("hook", "install"), ("hook", "uninstall")]
 QUIET_ONLY += [("skills", "list"), ("skills", "check")]
@@ -101,6 +102,7 @@ EXAMPLES += [("watch",), ("log",), ("show",), ("report",), ("memory", "search"),
 EXAMPLES += [("graph",), ("schedule",), ("list",), ("validate",), ("skills", "list")]
 EXAMPLES += [("skills", "check"), ("hook", "uninstall"), ("hook", "run")]
 EXAMPLES += [("cache", "stats"), ("cache", "prune"), ("cache", "clear"), ("mcp", "list")]
+EXAMPLES += [("notify", "test")]
 
 
 def help_of(*words: str) -> str:

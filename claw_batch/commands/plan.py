@@ -29,7 +29,14 @@ def dry_run(
     from claw_batch.run.runner import Runner, RunOptions
     from claw_batch.terminal.progress import Progress
 
-    options = RunOptions(targets=targets, dry_run=True, detail=detail, force=force, keep_going=True)
+    options = RunOptions(
+        targets=targets,
+        dry_run=True,
+        detail=detail,
+        force=force,
+        keep_going=True,
+        notify=False,  # its progress is quiet: `claw run -n` says what would be sent
+    )
     return Runner(project, options, progress=Progress(quiet=True)).run()
 
 

@@ -83,6 +83,9 @@ if TYPE_CHECKING:
     help="The Ray cluster for --executor ray: auto (the one this machine is a node of) or "
     "its head's HOST:PORT.",
 )
+@click.option(
+    "--no-notify", is_flag=True, help="Send no notice (notify:) and record none for this run."
+)
 @project_options
 @output_options
 @handle_errors
@@ -105,6 +108,7 @@ def run(
     due: bool,
     executor: str | None,
     address: str | None,
+    no_notify: bool,
     directory: Path | None,
     file: Path | None,
     verbose: bool,
@@ -128,6 +132,7 @@ def run(
       claw run --due              the scheduled tasks whose slot is due (for cron)
       claw run --batch            through the provider's Batch API, at its price
       claw run --executor ray     the jobs' tool loops on a Ray cluster
+      claw run --no-notify        send none of the tasks' notices (notify:)
     """
     from claw_batch.llm.endpoints import Mode
     from claw_batch.run.executorcheck import from_command_line
@@ -166,6 +171,7 @@ def run(
         select=select,
         trigger="cron" if due else "hand",
         executor=chosen,
+        notify=not no_notify,
     )
     summary = _run(project, options, Progress(quiet=quiet, verbose=verbose), due=due)
     if not dry_run:  # a project's first run: .claw/ is there now for its validated clawfile

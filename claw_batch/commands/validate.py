@@ -46,7 +46,9 @@ def validate(directory: Path | None, file: Path | None, quiet: bool, check_mcp: 
       claw validate -q -f nightly.yaml
       claw validate --mcp
     """
+    from claw_batch.clawfile import notifychecks
     from claw_batch.clawfile.validate import validate as validated
+    from claw_batch.clawfile.yamlsource import load_yaml
     from claw_batch.config import Project, clawfile_path
     from claw_batch.llm.endpoints import missing_keys
     from claw_batch.plan import graph, taintflow
@@ -68,6 +70,8 @@ def validate(directory: Path | None, file: Path | None, quiet: bool, check_mcp: 
     found = skills.discover(dirs)
     for warning in checked.warnings:
         click.echo(said(warning), err=True)
+    for warning in notifychecks.unset_variables(load_yaml(path, path.name), os.environ):
+        click.echo(said(str(warning)), err=True)  # as an unset key: cron's may set it
     for missing in missing_keys(project.config, os.environ, project.config.tasks):
         # The environment, not the clawfile: a warning, as cron or CI may set it later.
         where = f"{project.clawfile.name}: providers.{missing.provider}.api_key_env"

@@ -36,6 +36,9 @@ from claw_batch.commands.common import (
     help="How often to look for files the OS did not report.",
 )
 @click.option("--model", help="Use this model for every task.")
+@click.option(
+    "--no-notify", is_flag=True, help="Send no notice (notify:) and record none for its runs."
+)
 @project_options
 @output_options
 @handle_errors
@@ -45,6 +48,7 @@ def watch(
     settle: float,
     rescan: float,
     model: str | None,
+    no_notify: bool,
     directory: Path | None,
     file: Path | None,
     verbose: bool,
@@ -68,7 +72,14 @@ def watch(
     from claw_batch.triggers.watch import Watcher, WatchOptions
 
     project = load(directory, file, cache="write")
-    options = RunOptions(targets=targets, jobs=jobs, keep_going=True, model=model, argv=typed())
+    options = RunOptions(
+        targets=targets,
+        jobs=jobs,
+        keep_going=True,
+        model=model,
+        argv=typed(),
+        notify=not no_notify,
+    )
     stop_on_sigterm()
     with Progress(quiet=quiet, verbose=verbose) as progress:  # a clean terminal at the end
         watcher = Watcher(

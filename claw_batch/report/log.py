@@ -10,6 +10,7 @@ from claw_batch.clock import shown_iso
 from claw_batch.figures import count
 from claw_batch.llm import prices
 from claw_batch.safety.onscreen import visible
+from claw_batch.store.deliveries import DeliveryRow
 from claw_batch.store.history import JobRow, RunRow
 
 
@@ -45,7 +46,14 @@ def render(rows: list[RunRow]) -> str:
             lines.append((line + _saved_of(job) + _detail(job)).rstrip())
         if not run.jobs:
             lines.append("  (no job ran: everything was up to date)")
+        lines += [_undelivered(d) for d in run.deliveries if not d.ok]
     return visible("\n".join(lines) + ("\n" if lines else ""))  # items, errors, commands
+
+
+def _undelivered(d: DeliveryRow) -> str:
+    """A notice that did not arrive (`claw log --json` lists those that did too)."""
+    tries = f"{d.attempts} attempt{'s' * (d.attempts != 1)}"
+    return f"  notify failed {d.task}: {d.target} ({d.event}) after {tries}: {d.error or '?'}"
 
 
 def _nodes(jobs: tuple[JobRow, ...]) -> int:

@@ -30,6 +30,7 @@ from claw_batch.plan.graph import Graph, build
 from claw_batch.plan.jobs import Job, expand, select_tasks
 from claw_batch.run import executorcheck
 from claw_batch.run.lock import ADVICE, ProjectLock
+from claw_batch.run.notices import Send, notify_secrets
 from claw_batch.run.results import JobResult, Results, RunSummary
 from claw_batch.run.session import RunSession, RunSetup
 from claw_batch.safety.redact import Redactor, secrets_from_env
@@ -93,6 +94,7 @@ class RunOptions:
     trigger: str = "hand"
     # --executor/--address (run.executorcheck.from_command_line); None: the clawfile's
     executor: Executor | None = None
+    notify: bool = True  # --no-notify: no notice sent, none recorded
 
     @property
     def command(self) -> str:
@@ -132,6 +134,7 @@ class Runner:
         progress: Progress,
         environ: Mapping[str, str] | None = None,
         cluster: Cluster | None = None,
+        send: Send | None = None,
     ) -> None:
         self.project = project
         self.options = options
@@ -141,9 +144,11 @@ class Runner:
         self._given = cluster
         self.cluster: Cluster | None = cluster
         self.progress = progress
+        self.send = send  # how notices are sent (a test's); None: claw_batch.notify.send
         self.environ = dict(os.environ if environ is None else environ)
         secrets = [*api_keys(project.config, self.environ), *secrets_from_env(self.environ)]
         secrets += header_secrets(project.config.mcp_servers, self.environ)
+        secrets += notify_secrets(project.config, self.environ)
         self.redact = Redactor(secrets)
         self.workers = None  # worker processes for model calls, when they pay
         # No live call here (a dry run, a replay, a cluster's workers call): no module to load
@@ -262,6 +267,7 @@ class Runner:
                         self._close_cluster()
                 finally:
                     self.models.close(settled=_settled(run.results))
+                run.notices.end(interrupted=code == Interrupted.exit_code)
             except KeyboardInterrupt:
                 code, error = Interrupted.exit_code, "interrupted"
             finally:
@@ -432,7 +438,7 @@ class Runner:
     def _would_run(self, names: list[str]) -> list[str]:
         """The tasks of `names` with a job that would run: what `claw run -n` finds, said
         nowhere. Only asked when a key is missing, so a run pays for it only then."""
-        dry = dataclasses.replace(self.options, dry_run=True, select=None)
+        dry = dataclasses.replace(self.options, dry_run=True, select=None, notify=False)
         quiet = Progress(io.StringIO(), quiet=True, tty=False, ticker=False)
         summary = Runner(self.project, dry, progress=quiet, environ=self.environ)._run(names)
         if summary.error:  # e.g. a template error: the run itself will say it
@@ -467,6 +473,8 @@ class Runner:
             handed=bool(o.only),
             servers=self.servers,
             cluster=self.cluster,
+            notify=o.notify,
+            send=self.send,
         )
 
     def _exit_code(self, results: Results) -> int:

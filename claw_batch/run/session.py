@@ -26,6 +26,7 @@ from claw_batch.plan.quickcheck import TaskKey
 from claw_batch.plan.uptodate import Decider, Decision
 from claw_batch.run.closeout import CloseOut
 from claw_batch.run.context import RunCache, RunContext
+from claw_batch.run.notices import Notices, Send
 from claw_batch.run.pool import BATCH_JOBS, Scheduler
 from claw_batch.run.prepare import Prepared, estimate, fingerprint_of, prepare, task_parts
 from claw_batch.run.record import NOT_UTF8, Recorder, unrecordable
@@ -75,6 +76,8 @@ class RunSetup:
     servers: RunServers | None = None  # the run's MCP servers (claw_batch.run.servers)
     # --executor ray: the cluster its jobs' tool loops run on (claw_batch.run.remotejob)
     cluster: Cluster | None = None
+    notify: bool = True  # --no-notify: nothing sent, nothing recorded (claw_batch.run.notices)
+    send: Send | None = None  # how a notice is sent (tests); None: claw_batch.notify.send
 
 
 class Preparation:
@@ -155,6 +158,7 @@ class RunSession:
         if setup.cluster is not None and not setup.dry_run:
             self.snapshots = self._shared(setup.cluster)
         self.closing = self._closeout(state, run_dir, now)
+        self.notices = self._notices(state, run_id)
 
     def _begin(self, state: State, run_id: str, now: dt.datetime) -> None:
         command = self.setup.redact(self.setup.command)  # a key given on the command line
@@ -251,6 +255,30 @@ class RunSession:
             notes=self.setup.hook is None,
         )
 
+    def _notices(self, state: State | None, run_id: str) -> Notices:
+        setup = self.setup
+        return Notices(
+            setup.project,
+            state,
+            run_id,
+            redact=setup.redact,
+            environ=setup.environ,
+            warn=setup.progress.warn_once,
+            say=setup.progress.message,
+            enabled=setup.notify,
+            dry_run=setup.dry_run,
+            send=setup.send,
+        )
+
+    def _task_done(self, task: str) -> None:
+        """The task's last job of the run ended: its daily-note entry, then its notice."""
+        self.closing.note(task)
+        self.notices.task_done(task)
+
+    def _read_outside(self, job: Job) -> None:
+        self.closing.read_outside(job)
+        self.notices.read_outside(job)
+
     def tasks(self, names: list[str]) -> None:
         self._say_unavailable(names)
         scheduler = Scheduler(
@@ -260,7 +288,7 @@ class RunSession:
             check=self.check,
             settle_all=self.settle_all,
             on_result=self.finished,
-            on_task_done=self.closing.note,
+            on_task_done=self._task_done,
             flush=self.records.flush,
             batched=self._batched,
             batch_jobs=BATCH_JOBS if any(map(self._batched, names)) else 0,
@@ -305,6 +333,7 @@ class RunSession:
 
     def finished(self, result: JobResult) -> bool:
         """Record a job's result; True when no more jobs should start."""
+        self.notices.took(result)  # what its task's notice needs of the answer
         self.results.append(self.closing.kept(result))  # without its answer
         self.setup.progress.job_finished(result)
         if result.status == "interrupted":
@@ -397,7 +426,7 @@ class RunSession:
                 snapshots=self.snapshots,
                 records=self.records,
                 progress=self.setup.progress,
-                read_outside=self.closing.read_outside,
+                read_outside=self._read_outside,
                 upstream_names=self.setup.graph.upstream(p.job.task),
             )
         # The tool loop, its tools and the sandbox: imported when a job runs, which a no-op's
@@ -411,7 +440,7 @@ class RunSession:
             decision,
             records=self.records,
             progress=self.setup.progress,
-            read_outside=self.closing.read_outside,
+            read_outside=self._read_outside,
         )
 
     def _task_key(self, task: str) -> TaskKey:

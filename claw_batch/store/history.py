@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from claw_batch.errors import UsageError
-from claw_batch.store import database
+from claw_batch.store import database, deliveries
+from claw_batch.store.deliveries import DeliveryRow
 
 HOOKS = ("pre-commit", "commit-msg", "pre-push")  # the git hooks claw serves
 _SPAN = re.compile(r"(\d+)([mhdw])\Z")
@@ -58,6 +59,8 @@ class RunRow:
     jobs: tuple[JobRow, ...]
     # The provider batches the run submitted (claw_batch.store.batches): "id (status, n)".
     batches: tuple[str, ...] = ()
+    # What its notices became (claw_batch.store.deliveries), in the order they were sent.
+    deliveries: tuple[DeliveryRow, ...] = ()
 
     @property
     def command(self) -> str:
@@ -75,7 +78,7 @@ class RunRow:
             "argv": self.argv,
             "jobs": [job.__dict__ | {"name": job.name} for job in self.jobs],
             "batches": list(self.batches),
-        }
+        } | ({"deliveries": [d.as_json() for d in self.deliveries]} if self.deliveries else {})
 
 
 def whose(run_id: str | None) -> str:
@@ -170,6 +173,7 @@ def runs(
         ).fetchall()
         found: list[RunRow] = []
         batched = _batches(db)
+        notices = deliveries.by_run(db)
         for row in rows:
             if after is not None and dt.datetime.fromisoformat(row[1]) < after:
                 continue
@@ -177,7 +181,10 @@ def runs(
             ran = _jobs(db, run_id, task)
             by = trigger_of(argv, trigger)
             sent = tuple(batched.get(run_id, ()))
-            found.append(RunRow(run_id, started, finished, status, exit_code, argv, by, ran, sent))
+            told = tuple(notices.get(run_id, ()))
+            found.append(
+                RunRow(run_id, started, finished, status, exit_code, argv, by, ran, sent, told)
+            )
             if len(found) >= limit:
                 break
         return found
