@@ -141,7 +141,7 @@ class Delegator:
         depth = len(self.chain)
         if depth > self.max_depth:
             raise ToolError(
-                f"refused: a sub-job at depth {depth + 1} is deeper than delegate.max_depth "
+                f"refused: a sub-job at depth {depth} is deeper than delegate.max_depth "
                 f"({self.max_depth}) of task '{self.chain[0]}'; do this part yourself"
             )
         if task is not None:

@@ -141,7 +141,9 @@ def test_an_identical_delegation_is_up_to_date_and_asks_nothing(
     assert [e["status"] for e in said] == ["up-to-date"]
     # Another input is another sub-job.
     server.handler = lead(delegate("review-file", path="b.py"))
-    clawfile.write_text(clawfile.read_text().replace("the project again.", "the project once more."))
+    clawfile.write_text(
+        clawfile.read_text().replace("the project again.", "the project once more.")
+    )
     assert claw(root, "run", "lead", env=env).exit_code == 0
     assert (root / "out/lead.md").read_text() == "lead: ok: Review b.py.\n"
 
