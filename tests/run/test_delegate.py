@@ -212,3 +212,35 @@ def test_an_ad_hoc_sub_job_never_gets_a_tool_its_parent_lacks(
     out = (root / "out/lead.md").read_text()
     assert "error: refused: bash: an ad-hoc sub-job gets only tools this job has" in out
     assert [row[0] for row in rows(root)] == ["lead"]
+
+
+ESCAPE = """
+    version: 1
+    model: fake-model
+    tasks:
+      lead:
+        prompt: "Review the project."
+        tools: [delegate]
+        delegate: {tasks: [note]}
+        output: out/lead.md
+      note:
+        prompt: "Note {{ input.name }}."
+        output: "reports/{{ input.name }}"
+"""
+
+
+@pytest.mark.parametrize("name", ["../clawfile.yaml", "../.claw/state.db", "a/../../prompts/x.md"])
+def test_an_input_cannot_aim_a_sub_jobs_output_outside_its_folder(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str], name: str
+) -> None:
+    """The model chooses `input`; an output path rendered from it is checked as any
+    output is: one that leaves the task's folder, or names a control file, is refused."""
+    root = make_project(tmp_path / "p", ESCAPE)
+    before = (root / "clawfile.yaml").read_bytes()
+    server.handler = lead(call("delegate", {"task": "note", "input": {"name": name}}, id="n"))
+    r = claw(root, "run", "lead", env=env)
+    assert r.exit_code == 0, r.stderr
+    out = (root / "out/lead.md").read_text()
+    assert "error: sub-job note<" in out and " ended failed: " in out
+    assert (root / "clawfile.yaml").read_bytes() == before
+    assert not (root / "reports").exists() or not any((root / "reports").iterdir())
