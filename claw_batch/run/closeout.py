@@ -77,7 +77,9 @@ class CloseOut:
             if entry is None:  # in the order of the results
                 entry = self._entries[task] = TaskEntry()
             if result.status not in NOT_RUN:
-                entry.add(self._note_job(result, entry.quotes(result.status)))
+                # A job without an item after its sub-jobs' lines: named, as they are
+                named = result.job.item is None and bool(entry.jobs)
+                entry.add(self._note_job(result, entry.quotes(result.status), named))
         return result._replace(text="") if result.text else result
 
     def sub_job(self, task: str, result: JobResult, outside: bool) -> None:
@@ -108,13 +110,15 @@ class CloseOut:
             )
         )
 
-    def _note_job(self, r: JobResult, quoted: bool) -> NoteJob:
+    def _note_job(self, r: JobResult, quoted: bool, named: bool = False) -> NoteJob:
         """The job as its task's entry sees it; its text only when the entry quotes it."""
         with self._lock:
             outside = r.job in self.outside
             self.outside.discard(r.job)
         text = self.redact(r.text if r.status == "ok" else r.error or "") if quoted else ""
         item, seconds, cost = r.job.item or "", r.duration_s, r.cost_usd
+        if named:
+            item = r.job.name
         return NoteJob(
             item, r.status, seconds, r.tokens, text, cost, outside, r.saved_tokens, r.saved_usd
         )

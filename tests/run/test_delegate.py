@@ -118,8 +118,9 @@ def test_a_sub_job_answers_its_parent_and_is_recorded_under_it(
     assert (root / said[0]["transcript"]).is_file()
     # The daily note counts it under its parent's task.
     (note,) = (root / "workspace/memory").glob("*.md")
-    entry = note.read_text()
-    assert "lead" in entry and sub[0] in entry
+    entry = note.read_text().splitlines()
+    assert entry[2].startswith("### 23:05 lead · 2 jobs: 2 ok")
+    assert entry[3:5] == [f"> {sub[0]}: ok: Review a.py.", "> lead: lead: ok: Review a.py."]
 
 
 def test_an_identical_delegation_is_up_to_date_and_asks_nothing(
