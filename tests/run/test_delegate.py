@@ -245,3 +245,16 @@ def test_an_input_cannot_aim_a_sub_jobs_output_outside_its_folder(
     assert "error: sub-job note<" in out and " ended failed: " in out
     assert (root / "clawfile.yaml").read_bytes() == before
     assert not (root / "reports").exists() or not any((root / "reports").iterdir())
+
+
+def test_a_task_run_directly_sees_an_empty_input(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    clawfile = CLAWFILE.replace(
+        '"Review {{ input.path }}."', '"Review {{ input }} {{ input.path is defined }}."'
+    )
+    root = make_project(tmp_path / "p", clawfile, FILES)
+    server.handler = lambda body: text(f"ok: {user(body)}")
+    r = claw(root, "run", "review-file", env=env)
+    assert r.exit_code == 0, r.stderr
+    assert [user(b) for b in server.requests] == ["Review {} False."]
