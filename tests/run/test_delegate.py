@@ -258,3 +258,34 @@ def test_a_task_run_directly_sees_an_empty_input(
     r = claw(root, "run", "review-file", env=env)
     assert r.exit_code == 0, r.stderr
     assert [user(b) for b in server.requests] == ["Review {} False."]
+
+
+def test_at_j_1_sub_jobs_called_together_run_one_at_a_time(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    """-j bounds the sub-jobs running across the run: the first child's request waits a
+    while for the second, which never comes while it is in flight."""
+    root = make_project(tmp_path / "p", CLAWFILE, FILES)
+    lock = threading.Lock()
+    inflight, most = 0, 0
+    other = threading.Event()
+
+    def sub(body: dict[str, Any]) -> Reply:
+        nonlocal inflight, most
+        with lock:
+            inflight += 1
+            most = max(most, inflight)
+        if most > 1:
+            other.set()
+        other.wait(0.5)
+        with lock:
+            inflight -= 1
+        return text(f"ok: {user(body)}")
+
+    first = call("delegate", {"task": "review-file", "input": {"path": "a.py"}}, id="d1")
+    second = call("delegate", {"task": "review-file", "input": {"path": "b.py"}}, id="d2")
+    server.handler = lead(first, second, sub=sub)
+    r = claw(root, "run", "-j", "1", "lead", env=env)
+    assert r.exit_code == 0, r.stderr
+    assert most == 1
+    assert (root / "out/lead.md").read_text() == "lead: ok: Review a.py. | ok: Review b.py.\n"
