@@ -77,7 +77,7 @@ class SubJobs:
         self.noted = noted
         self.slots = threading.Semaphore(max(1, jobs))  # sub-jobs running, across the run
         self._lock = threading.Lock()
-        self._same: dict[str, threading.Lock] = {}  # one identical delegation at a time
+        self._same: dict[str, threading.Semaphore] = {}  # one identical delegation at a time
 
     def __call__(
         self,
@@ -93,9 +93,18 @@ class SubJobs:
         chain = (p.job.task,)
         return Delegator(self, p, budget, taint, deadline, sink, chain, p.task.delegate.max_depth)
 
-    def identical(self, key: str) -> threading.Lock:
+    @contextlib.contextmanager
+    def identical(self, name: str, deadline: float) -> Iterator[None]:
+        """While the sub-job `name` runs: an identical delegation (another parent's, in
+        parallel) waits for it, then finds it up to date."""
         with self._lock:
-            return self._same.setdefault(key, threading.Lock())
+            same = self._same.setdefault(name, threading.Semaphore(1))
+        if not cancel.acquire(same, deadline):
+            raise ToolError(f"sub-job {name}: an identical one still ran at this job's deadline")
+        try:
+            yield
+        finally:
+            same.release()
 
 
 class Delegator:
@@ -114,6 +123,7 @@ class Delegator:
         *,
         name: str | None = None,
         slot: Slot | None = None,
+        ancestors: tuple[str, ...] = (),
     ) -> None:
         self.subs = subs
         self.parent = parent
@@ -124,6 +134,7 @@ class Delegator:
         self.chain = chain  # the tasks from the root job down to this one
         self.max_depth = max_depth  # the root task's
         self.name = name or parent.job.name  # as the ledger's `parent` column names it
+        self.names = (*ancestors, self.name)  # the jobs from the root job down to this one
         self.slot = slot  # a sub-job's: the one of the run's slots it holds
         self._lock = threading.Lock()
         self._waiting = 0  # its delegate calls under way (parallel ones: several)
@@ -152,7 +163,10 @@ class Delegator:
             cp, key = self._ad_hoc(prompt, tools)
             chain = (*self.chain, self.parent.job.task)
         name = sub_name(task or self.parent.job.task, key)
-        with self._waiting_for_it(), self.subs.identical(name):
+        if name in self.names:  # an ad-hoc sub-job asking for itself again
+            path = " -> ".join((*self.names, name))
+            raise ToolError(f"refused: this sub-job is one of this job's own ancestors ({path})")
+        with self._waiting_for_it(), self.subs.identical(name, self.deadline):
             return self._run(cp, name, input, chain, prompt if task is None else None)
 
     def _named(self, task: str, input: Mapping[str, Any]) -> tuple[Prepared, str]:
@@ -332,7 +346,7 @@ class Delegator:
                 return None
             return Delegator(
                 subs, p, budget, t, deadline, s, chain, self.max_depth,
-                name=ledger.name, slot=slot,
+                name=ledger.name, slot=slot, ancestors=self.names,
             )  # fmt: skip
 
         try:

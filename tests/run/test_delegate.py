@@ -289,3 +289,23 @@ def test_at_j_1_sub_jobs_called_together_run_one_at_a_time(
     assert r.exit_code == 0, r.stderr
     assert most == 1
     assert (root / "out/lead.md").read_text() == "lead: ok: Review a.py. | ok: Review b.py.\n"
+
+
+def test_an_ad_hoc_sub_job_that_asks_for_itself_again_is_refused(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    """The same prompt and tools from an ad-hoc sub-job is the same sub-job: refused as its
+    own ancestor (waiting for itself, it would never end)."""
+    root = make_project(tmp_path / "p", CLAWFILE, FILES)
+    again = call("delegate", {"prompt": "Split.", "tools": ["delegate"]}, id="again")
+
+    def sub(body: dict[str, Any]) -> Reply:
+        got = tool_results(body)
+        return text("child got: " + got[0]) if got else tool_calls(again)
+
+    server.handler = lead(again, sub=sub)
+    r = claw(root, "run", "lead", env=env)
+    assert r.exit_code == 0, r.stderr
+    out = (root / "out/lead.md").read_text()
+    assert "child got: error: refused: this sub-job is one of this job's own ancestors" in out
+    assert "(lead -> lead<" in out
