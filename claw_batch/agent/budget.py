@@ -143,15 +143,31 @@ class JobBudget:
         self.cost: float | None = None if price is None else 0.0  # None: price unknown
         self._held = 0.0
         self._longest_answer = 0  # completion tokens: the next answer is taken to be as long
+        # A sub-job's (`delegate`): the budget of the job that started it, which what this
+        # one spends is charged to and whose limits it must stay within too (`within`).
+        self.parent: JobBudget | None = None
+        self.tokens = 0  # spent by the job's own calls
+        self.sub_tokens = 0  # by its sub-jobs' calls: counted against its max_tokens
+        self._lock = threading.Lock()  # sub-jobs in parallel charge it from their threads
 
     @classmethod
     def tokens_only(cls, max_tokens: int | None = None) -> JobBudget:
         """A job with no price and no caps in USD (tests; a loop outside a run)."""
         return cls(None, "", None, Budget(max_tokens=max_tokens), [])
 
+    def within(self, parent: JobBudget) -> JobBudget:
+        """This budget as a sub-job's: what it spends is the parent's too, and it stops
+        before a call that would take the parent past its own limits."""
+        self.parent = parent
+        return self
+
     def reserve(self, used: Usage, prompt_tokens: int) -> None:
+        if self.parent is not None:
+            self.parent.room(prompt_tokens, self._estimate(prompt_tokens))
         b = self.budget
-        if b.max_tokens is not None and used.total_tokens + prompt_tokens > b.max_tokens:
+        if b.max_tokens is not None and used.total_tokens + prompt_tokens > b.max_tokens - (
+            self.sub_tokens
+        ):
             raise LimitExceeded(
                 f"budget: the next model call (~{prompt_tokens:,} prompt tokens) would take "
                 f"the job past its budget of {b.max_tokens:,} tokens "
@@ -161,7 +177,8 @@ class JobBudget:
             return
         next_call = Usage(prompt_tokens, self._longest_answer, 0)
         estimate = prices.cost(next_call, self.price) or 0.0
-        spent = self.cost or 0.0
+        with self._lock:
+            spent = self.cost or 0.0
         if b.max_usd is not None and spent + estimate > b.max_usd:
             raise LimitExceeded(
                 f"budget: the next model call (~${estimate:.4f}) would take the job past its "
@@ -171,6 +188,41 @@ class JobBudget:
             self.spend.reserve(self.task, self.caps, estimate)
             self._held = estimate
 
+    def _estimate(self, prompt_tokens: int) -> float:
+        if self.price is None:
+            return 0.0
+        return prices.cost(Usage(prompt_tokens, self._longest_answer, 0), self.price) or 0.0
+
+    def room(self, prompt_tokens: int, estimate: float) -> None:
+        """Raise the limit a sub-job's next call (~`prompt_tokens`, ~`estimate` USD) would
+        take this job past, or its own parent."""
+        b = self.budget
+        with self._lock:
+            tokens, cost = self.tokens + self.sub_tokens, self.cost or 0.0
+        if b.max_tokens is not None and tokens + prompt_tokens > b.max_tokens:
+            raise LimitExceeded(
+                f"budget: the next model call (~{prompt_tokens:,} prompt tokens) would take "
+                f"the parent job past its budget of {b.max_tokens:,} tokens "
+                f"({tokens:,} used by it and its sub-jobs)"
+            )
+        if b.max_usd is not None and cost + estimate > b.max_usd:
+            raise LimitExceeded(
+                f"budget: the next model call (~${estimate:.4f}) would take the parent job "
+                f"past its budget.max_usd of ${b.max_usd:.2f} (${cost:.4f} spent by it and "
+                "its sub-jobs)"
+            )
+        if self.parent is not None:
+            self.parent.room(prompt_tokens, estimate)
+
+    def charge(self, tokens: int, cost: float | None) -> None:
+        """A sub-job's call, charged to this job (and on up its parents)."""
+        with self._lock:
+            self.sub_tokens += tokens
+            if cost is not None:
+                self.cost = (self.cost or 0.0) + cost
+        if self.parent is not None:
+            self.parent.charge(tokens, cost)
+
     def priced(self, usage: Usage) -> float | None:
         """What `usage` would cost the job (None: price unknown); nothing is spent."""
         return prices.cost(usage, self.price)
@@ -179,8 +231,12 @@ class JobBudget:
         """The call's cost (None: price unknown), added to the job's and the run's."""
         cost = prices.cost(usage, self.price)
         self._longest_answer = max(self._longest_answer, usage.completion_tokens)
-        if cost is not None:
-            self.cost = (self.cost or 0.0) + cost
+        with self._lock:
+            self.tokens += usage.total_tokens
+            if cost is not None:
+                self.cost = (self.cost or 0.0) + cost
+        if self.parent is not None:
+            self.parent.charge(usage.total_tokens, cost)
         if self.spend is not None:
             self.spend.settle(self.task, self._held, cost)
         self._held = 0.0

@@ -31,6 +31,9 @@ if TYPE_CHECKING:
     from claw_batch.llm import toolmarkup
 
 REPEAT_LIMIT = 3  # the same tool calls this many turns in a row is a loop
+# Tools whose calls in one turn run at the same time, each on a thread (a sub-job mostly
+# waits for its model); the others run one after another, in the turn's order.
+PARALLEL_TOOLS = frozenset({"delegate"})
 MARKUP_CORRECTION = (
     "Your reply holds tool-call markup that could not be read ({problem}). Call the tool "
     "again with valid JSON arguments, or give your final answer as plain text."
@@ -38,6 +41,8 @@ MARKUP_CORRECTION = (
 UNREADABLE = "the model's reply was tool-call markup claw could not read ({problem})"
 
 EventSink = Callable[..., None]  # on_event(kind, **fields)
+# A call run beside others: its (output, ok) and the events its tool sent meanwhile.
+Ran = tuple[tuple[str, bool], list[tuple[str, dict[str, Any]]]]
 AnswerCheck = Callable[[str], "str | None"]  # returns a correction to send, or None if fine
 
 
@@ -233,10 +238,18 @@ class ToolLoop:
         )
 
     def _run_calls(self, calls: tuple[ToolCall, ...]) -> list[Message]:
+        together = [i for i, c in enumerate(calls) if c.name in PARALLEL_TOOLS]
+        ran = self._together([calls[i] for i in together]) if len(together) > 1 else []
+        done = dict(zip(together, ran, strict=False))
         results = []
-        for call in calls:
-            self._check_deadline()
-            output, ok = self._execute(call)
+        for i, call in enumerate(calls):
+            if i in done:
+                (output, ok), events = done[i]
+                for kind, fields in events:  # in the calls' order, as if one after another
+                    self.on_event(kind, **fields)
+            else:
+                self._check_deadline()
+                output, ok = self._execute(call)
             # Redacted before the model sees it: a key it never got, it cannot pass on in a
             # form redaction would not know (reversed, decoded, split across its answer).
             output = self.ctx.redact(output)
@@ -247,15 +260,52 @@ class ToolLoop:
             results.append(Message("tool", output, tool_call_id=call.id))
         return results
 
+    def _together(self, calls: list[ToolCall]) -> list[Ran]:
+        """Run `calls` at the same time, each on a thread with its own event buffer; their
+        results and events, in their order. What ends the job (a limit, Ctrl-C) in any of them is
+        raised once all have ended: none is left running."""
+        import threading
+
+        from claw_batch import baton
+
+        self._check_deadline()
+        ran: list[Ran] = [(("", False), []) for _ in calls]
+        raised: list[BaseException] = []
+
+        def one(i: int, call: ToolCall) -> None:
+            events: list[tuple[str, dict[str, Any]]] = []
+            ctx = replace(self.ctx, on_event=lambda kind, **f: events.append((kind, f)))
+            try:
+                with baton.held():
+                    ran[i] = (self._execute(call, ctx), events)
+            except BaseException as e:  # handed to the job's thread
+                ran[i] = ((f"error: {type(e).__name__}", False), events)
+                raised.append(e)
+
+        threads = [
+            threading.Thread(target=one, args=(i, c), name=f"claw-call-{c.name}", daemon=True)
+            for i, c in enumerate(calls)
+        ]
+        with baton.released():  # the job waits for its calls
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        if raised:
+            interrupt = [e for e in raised if isinstance(e, KeyboardInterrupt)]
+            raise (interrupt or raised)[0]
+        return ran
+
     def _server(self, name: str) -> dict[str, str]:
         """An MCP tool's server and its name there, for the transcript ({} for a built-in)."""
         tool = self.tools.get(name)
         server = getattr(tool, "server", None)
         return {"server": server, "tool": getattr(tool, "remote", name)} if server else {}
 
-    def _execute(self, call: ToolCall) -> tuple[str, bool]:
+    def _execute(self, call: ToolCall, ctx: ToolContext | None = None) -> tuple[str, bool]:
+        ctx = ctx or self.ctx
         tool = self.tools.get(call.name)
-        taint = self.ctx.taint
+        taint = ctx.taint
         refused = taint.refusal(call.name)  # the job has read outside content, maybe just now
         if refused is not None and (tool is not None or taint.withheld(call.name)):
             return f"error: {refused}", False
@@ -266,8 +316,8 @@ class ToolLoop:
                 False,
             )
         try:
-            invoke = functools.partial(tool.invoke, self.ctx, call.arguments)
-            return taint.run(call.name, str(self.ctx.root), invoke), True
+            invoke = functools.partial(tool.invoke, ctx, call.arguments)
+            return taint.run(call.name, str(ctx.root), invoke), True
         except ToolError as e:
             return f"error: {e}", False
         except (LimitExceeded, ReplayMismatch, KeyboardInterrupt):

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 # Every name a prompt template may use (SPEC §3). `claw validate` refuses any other.
 TEMPLATE_VARIABLES = frozenset(
-    {"task", "today", "now", "item", "inputs", "needs", "files", "git", "read", "glob"}
+    {"task", "today", "now", "item", "inputs", "needs", "files", "git", "read", "glob", "input"}
 )
 
 READ_HELPER_LIMIT = 200_000  # bytes a template may pull in with read()

@@ -77,16 +77,48 @@ class CloseOut:
             if entry is None:  # in the order of the results
                 entry = self._entries[task] = TaskEntry()
             if result.status not in NOT_RUN:
-                entry.add(self._note_job(result, entry.quotes(result.status)))
+                # A job without an item after its sub-jobs' lines: named, as they are
+                named = result.job.item is None and bool(entry.jobs)
+                entry.add(self._note_job(result, entry.quotes(result.status), named))
         return result._replace(text="") if result.text else result
 
-    def _note_job(self, r: JobResult, quoted: bool) -> NoteJob:
+    def sub_job(self, task: str, result: JobResult, outside: bool) -> None:
+        """A sub-job (`delegate`) of a job of `task` ended: its task's entry counts it,
+        named as the ledger names it (`review-file<3f2a9c1d>`)."""
+        if not self.notes or self.dry_run:
+            return
+        with self._lock:
+            if task in self.noted:
+                return
+            entry = self._entries.get(task)
+            if entry is None:
+                entry = self._entries[task] = TaskEntry()
+        quoted = entry.quotes(result.status)
+        text = self.redact(result.text if result.status == "ok" else result.error or "")
+        r = result
+        entry.add(
+            NoteJob(
+                r.job.name,
+                r.status,
+                r.duration_s,
+                r.tokens,
+                text if quoted else "",
+                r.cost_usd,
+                outside,
+                r.saved_tokens,
+                r.saved_usd,
+            )
+        )
+
+    def _note_job(self, r: JobResult, quoted: bool, named: bool = False) -> NoteJob:
         """The job as its task's entry sees it; its text only when the entry quotes it."""
         with self._lock:
             outside = r.job in self.outside
             self.outside.discard(r.job)
         text = self.redact(r.text if r.status == "ok" else r.error or "") if quoted else ""
         item, seconds, cost = r.job.item or "", r.duration_s, r.cost_usd
+        if named:
+            item = r.job.name
         return NoteJob(
             item, r.status, seconds, r.tokens, text, cost, outside, r.saved_tokens, r.saved_usd
         )

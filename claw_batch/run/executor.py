@@ -29,6 +29,10 @@ REMEMBER_REFUSED = (
     "the remember tool is not supported with --executor ray yet: run this task with "
     "--executor local"
 )
+DELEGATE_REFUSED = (
+    "the delegate tool is not supported with --executor ray yet: run this task with "
+    "--executor local"
+)
 
 
 # Nor one whose commands reach the network: they would share the node's, where Ray's own
@@ -56,6 +60,8 @@ def refused_on_cluster(task: Task) -> str | None:
         return MCP_REFUSED
     if "remember" in task.offered_tools:
         return REMEMBER_REFUSED
+    if "delegate" in task.offered_tools:
+        return DELEGATE_REFUSED
     if task.permissions.network:
         return NETWORK_REFUSED
     if task.sandbox == "none" and "bash" in task.offered_tools:

@@ -115,6 +115,11 @@ def refusals(
                 f"task '{name}' may remember (MEMORY.md and the daily notes are written here, "
                 f"by claw), which {told} does not do yet: {LOCALLY}"
             )
+        if "delegate" in task.offered_tools:
+            found.append(
+                f"task '{name}' may delegate (its sub-jobs are run, recorded and budgeted "
+                f"by this process), which {told} does not do yet: {LOCALLY}"
+            )
         if task.permissions.network:
             found.append(
                 f"task '{name}' has permissions.network: true (its commands would reach Ray's "

@@ -38,13 +38,30 @@ from claw_batch.store.transcript import Transcript
 from claw_batch.taint.jobtaint import JobTaint
 from claw_batch.taint.ledger import Writer
 from claw_batch.terminal.progress import Progress
-from claw_batch.tools.base import ToolContext
+from claw_batch.tools.base import Delegate, ToolContext
 
 # Seconds a batch job may take beyond its timeout: the provider's 24 h completion window.
 BATCH_WINDOW = 24 * 3600.0
 
 if TYPE_CHECKING:
     from claw_batch.sandbox.bubblewrap import Bubblewrap
+
+
+# What gives a job its `delegate` tool's Delegate (claw_batch.run.delegation.SubJobs):
+# (its prepared job, its budget, its taint, its deadline, its event sink) -> None when its
+# tools do not include delegate.
+Delegates = Callable[["Prepared", JobBudget, JobTaint, float, EventSink], "Delegate | None"]
+
+
+@dataclass(frozen=True)
+class Nesting:
+    """A sub-job's place under its parent (claw_batch.run.delegation): its name in requests
+    and the ledger, its parent's deadline and budget, the key prompt of an ad-hoc one."""
+
+    name: str
+    deadline: float
+    budget: JobBudget
+    key_prompt: str | None = None  # an ad-hoc sub-job's prompt as replay keys take it
 
 
 @dataclass(frozen=True)
@@ -64,9 +81,10 @@ def run_job(
     records: Recorder,
     progress: Progress,
     read_outside: Callable[[Job], None],
+    delegates: Delegates | None = None,
 ) -> JobResult:
     """Run the job, record what became of it, and return that; `read_outside` is told
-    of it when it read outside content."""
+    of it when it read outside content; `delegates` gives it its sub-jobs' Delegate."""
     job = p.job
     taint = job_taint(run, p, records.run_id)
     called: list[str] = []  # the MCP tools it calls (`always:` reads them next time)
@@ -74,7 +92,9 @@ def run_job(
     started = time.monotonic()
     try:
         sample = records.sample(job, fresh=run.force) if sampled(run, p) else 0
-        attempt = attempt_job(run, p, sink, taint, records.synced, sample, called)
+        attempt = attempt_job(
+            run, p, sink, taint, records.synced, sample, called, delegates=delegates
+        )
     except Exception as e:  # it stops the run: close the job's records first
         abort(run, job, records, transcript, sink, started, started_wall, e)
         raise
@@ -134,7 +154,7 @@ def conclude(
     """What became of a job that ran (here, or on a cluster's `node`): its transcript
     closed, its result made and recorded."""
     job = p.job
-    outcome, status, reason, error = _ended(transcript, attempt, duration, run.redact)
+    outcome, status, reason, error = ended(transcript, attempt, duration, run.redact)
     if status == "failed" and error and _all_replayed(sink):
         error += REPLAYED_FAILURE
     result = JobResult(
@@ -211,13 +231,18 @@ def attempt_job(
     synced: DirSyncs,
     sample: int,
     called: list[str] | None = None,
+    *,
+    delegates: Delegates | None = None,
+    nesting: Nesting | None = None,
 ) -> Attempt:
     """(outcome, status, reason, error). What ends a job is caught here; what ends the run
     propagates. `taint` says at the end what the job read from outside; `synced` makes the
     output's rename durable (before the ledger records the job done: run.record); `sample`:
     the call cache's sample index of its requests."""
     try:
-        outcome = _Execution(run, p, sink, taint, synced, sample, called).run()
+        outcome = _Execution(
+            run, p, sink, taint, synced, sample, called, delegates=delegates, nesting=nesting
+        ).run()
     except KeyboardInterrupt:
         return None, "interrupted", "interrupted", "interrupted (Ctrl-C or SIGTERM)"
     except LimitExceeded as e:
@@ -229,7 +254,7 @@ def attempt_job(
     return outcome, "ok", None, None
 
 
-def _ended(
+def ended(
     transcript: Transcript, attempt: Attempt, duration: float, redact: Callable[[str], str]
 ) -> Attempt:
     """The transcript's last event, and the transcript closed: a job whose transcript
@@ -295,7 +320,12 @@ class _Execution:
         synced: DirSyncs,
         sample: int = 0,
         called: list[str] | None = None,
+        *,
+        delegates: Delegates | None = None,
+        nesting: Nesting | None = None,
     ) -> None:
+        self.delegates = delegates
+        self.nesting = nesting
         self.called = [] if called is None else called
         self.ctx = run
         self.p = prepared
@@ -325,7 +355,7 @@ class _Execution:
         if cassette or self._batch:
             keys = (
                 Message("system", _redacted_key(redact, key_text)),
-                Message("user", redact(key_prompt(self.ctx, p))),
+                Message("user", redact(self._key_prompt())),
             )
         elif models.caching:  # the task prompt as sent: a prompt that shows the time asks anew
             keys = (Message("system", _redacted_key(redact, key_text)),)
@@ -336,12 +366,26 @@ class _Execution:
         result = loop.run([Message("system", shown), Message("user", prompt)])
         return self._finish(result, output_path)
 
+    def _key_prompt(self) -> str:
+        nesting = self.nesting
+        if nesting is not None and nesting.key_prompt is not None:
+            return nesting.key_prompt
+        return key_prompt(self.ctx, self.p)
+
     def _loop(self, started: float, key_messages: tuple[Message, ...]) -> ToolLoop:
-        p, task = self.p, self.p.task
+        p, task, nesting = self.p, self.p.task, self.nesting
         llm, model_name = self.ctx.models.get(p.model, batch=self._batch)
         # A batch job waits for its batches: up to the provider's 24 h window, beyond its
         # timeout (--batch-wait bounds the run's wait).
         deadline = started + task.timeout + (BATCH_WINDOW if self._batch else 0.0)
+        name = p.job.name
+        budget = self._budget()
+        if nesting is not None:  # a sub-job: within its parent's time and budget
+            deadline, name = min(deadline, nesting.deadline), nesting.name
+            budget = budget.within(nesting.budget)
+        delegate = None
+        if self.delegates is not None:
+            delegate = self.delegates(p, budget, self.taint, deadline, self.on_event)
         tools = ToolContext(
             root=self.ctx.project.root,
             policy=p.policy,
@@ -354,8 +398,9 @@ class _Execution:
             taint=self.taint,
             on_event=self.on_event,
             redact=self.ctx.redact,
-            job=p.job.name,
+            job=name,
             called=self.called,
+            delegate=delegate,
         )
         settings = LoopSettings(
             model=model_name,
@@ -363,7 +408,7 @@ class _Execution:
             max_steps=task.max_steps,
             deadline=deadline,
             timeout=task.timeout,
-            job=p.job.name,
+            job=name,
             key_messages=key_messages,
             sample=self.sample,
         )
@@ -379,7 +424,7 @@ class _Execution:
             on_event=self.on_event,
             before_call=self.before_call,
             check_answer=answers.checker(schema) if schema is not None else None,
-            budget=self._budget(),
+            budget=budget,
         )
 
     @property

@@ -65,8 +65,14 @@ class Prepared:
 
 
 def prepare(
-    run: RunContext, cache: RunCache, job: Job, upstream_names: tuple[str, ...] = ()
+    run: RunContext,
+    cache: RunCache,
+    job: Job,
+    upstream_names: tuple[str, ...] = (),
+    input: Mapping[str, Any] | None = None,
 ) -> Prepared:
+    """`input`: a sub-job's (`delegate(task=..., input=...)`), its templates' `input`; a job
+    run directly sees {}."""
     task = run.project.config.tasks[job.task]
     root = run.project.root
     inputs = sorted({p for pattern in task.inputs for p in glob_files(root, pattern)})
@@ -74,6 +80,7 @@ def prepare(
     cuts: list[str] = []
     needs = upstream_names or tuple(task.needs)
     variables = _variables(run, cache, job, inputs, needs, fenced.append, cuts.append)
+    variables["input"] = dict(input or {})
     schema = answers.VERDICT_SCHEMA if task.check else task.json_schema
     output = _render_path(run, job, task.output, variables)
     outputs = tuple(_render_path(run, job, p, variables) or "" for p in task.outputs)

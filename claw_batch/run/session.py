@@ -45,6 +45,7 @@ from claw_batch.taint.ledger import TaintedFiles
 from claw_batch.terminal.progress import Progress
 
 if TYPE_CHECKING:
+    from claw_batch.run.delegation import SubJobs
     from claw_batch.run.executor import Cluster
     from claw_batch.run.servers import RunServers
     from claw_batch.run.snapshot import Snapshots
@@ -159,6 +160,18 @@ class RunSession:
             self.snapshots = self._shared(setup.cluster)
         self.closing = self._closeout(state, run_dir, now)
         self.notices = self._notices(state, run_id)
+        self.subjobs: SubJobs | None = None  # made when a task may delegate
+        if not setup.dry_run and any("delegate" in t.offered_tools for t in config.tasks.values()):
+            from claw_batch.run.delegation import SubJobs
+
+            self.subjobs = SubJobs(
+                self.ctx,
+                self.cache,
+                self.records,
+                setup.progress,
+                jobs=setup.jobs,
+                noted=self.closing,
+            )
 
     def _begin(self, state: State, run_id: str, now: dt.datetime) -> None:
         command = self.setup.redact(self.setup.command)  # a key given on the command line
@@ -441,6 +454,7 @@ class RunSession:
             records=self.records,
             progress=self.setup.progress,
             read_outside=self._read_outside,
+            delegates=self.subjobs,
         )
 
     def _task_key(self, task: str) -> TaskKey:

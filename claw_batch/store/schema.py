@@ -114,6 +114,7 @@ ADDED = (
     ("jobs", "saved_tokens", "INTEGER NOT NULL DEFAULT 0"),  # the call cache's replays
     ("jobs", "saved_usd", "REAL"),
     ("jobs", "node", "TEXT"),  # the cluster node a job ran on (--executor ray); NULL: here
+    ("jobs", "parent", "TEXT"),  # a sub-job's (`delegate`): its parent job's name; NULL: none
 )
 
 # Made after the columns above: an index may name one of them.

@@ -26,11 +26,15 @@ INSERT_CALL = "INSERT INTO calls VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 JOB_COLUMNS = (
     "INSERT INTO jobs (run_id, task, item, status, reason, started, duration_s, prompt_tokens, "
     "completion_tokens, cached_tokens, cost_usd, output, error, transcript, remembered, "
-    "saved_tokens, saved_usd, node)"
+    "saved_tokens, saved_usd, node, parent)"
 )
 START_JOB = (
     "INSERT OR REPLACE INTO jobs (run_id, task, item, status, started) "
     "VALUES (?, ?, ?, 'running', ?)"
+)
+START_SUB_JOB = (  # a sub-job's (`delegate`), with its parent's name from the start
+    "INSERT OR REPLACE INTO jobs (run_id, task, item, status, started, parent) "
+    "VALUES (?, ?, ?, 'running', ?, ?)"
 )
 
 Durable = Callable[[], None]  # makes a job's outputs durable (safety.atomic.DirSyncs.sync)
@@ -83,6 +87,7 @@ class JobRecord:
     saved_tokens: int = 0  # what the turns the call cache replayed would have cost
     saved_usd: float | None = None
     node: str | None = None  # the cluster node it ran on (--executor ray); None: here
+    parent: str | None = None  # a sub-job's parent job (claw_batch.run.delegation)
 
     @classmethod
     def of(cls, run_id: str, task: str, item: str, started: str, end: JobEnd) -> JobRecord:
@@ -209,6 +214,10 @@ class State(Database):
         else:  # one statement, so one transaction
             self._execute(START_JOB, row)
 
+    def start_sub_job(self, run_id: str, task: str, started: str, parent: str) -> None:
+        """Mark a sub-job (`delegate`) running under its parent, its last success forgotten."""
+        self._execute(START_SUB_JOB, (run_id, task, "", started, parent))
+
     def succeed_job(
         self, r: JobRecord, done: Done, durable: Durable | None = None, *, later: bool = False
     ) -> None:
@@ -318,7 +327,8 @@ class State(Database):
             "cached_tokens=excluded.cached_tokens, cost_usd=excluded.cost_usd, "
             "output=excluded.output, error=excluded.error, transcript=excluded.transcript, "
             "remembered=excluded.remembered, saved_tokens=excluded.saved_tokens, "
-            "saved_usd=excluded.saved_usd, node=excluded.node",
+            "saved_usd=excluded.saved_usd, node=excluded.node, "
+            "parent=COALESCE(excluded.parent, jobs.parent)",
         )
         calls = [c for r, _, _ in batch for c in self._calls.pop((r.run_id, r.task, r.item), ())]
         if calls:
@@ -390,6 +400,7 @@ def _job_row(r: JobRecord) -> tuple[object, ...]:
         r.saved_tokens,
         r.saved_usd,
         r.node,
+        r.parent,
     )
 
 
