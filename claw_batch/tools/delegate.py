@@ -15,20 +15,20 @@ def delegate(
     ctx: ToolContext,
     *,
     task: Annotated[
-        str | None, Field(description="a task this one may delegate to (its `delegate.tasks`)")
+        str | None, Field(description="one of your task's delegate.tasks")
     ] = None,
     input: Annotated[
-        dict[str, Any] | None, Field(description="the task's `input` template variable")
+        dict[str, Any] | None, Field(description="that task's input")
     ] = None,
     prompt: Annotated[
-        str | None, Field(description="instead of a task: what an ad-hoc sub-job is to do")
+        str | None, Field(description="or: an ad-hoc sub-job's instructions")
     ] = None,
     tools: Annotated[
         list[str] | None,
-        Field(description="an ad-hoc sub-job's tools, among yours (default: yours)"),
+        Field(description="ad-hoc: some of your tools (default: all)"),
     ] = None,
 ) -> str:
-    """Run a sub-job and return its final answer; calls in one turn run in parallel."""
+    """Run a sub-job; returns its final answer. Calls in one turn run in parallel."""
     if ctx.delegate is None:
         raise ToolError("delegate is not available to this job")
     if (task is None) == (prompt is None):

@@ -112,24 +112,18 @@ SPECS: dict[str, tuple[str, dict[str, Any]]] = {
         },
     ),
     "delegate": (
-        "Run a sub-job and return its final answer; calls in one turn run in parallel.",
+        "Run a sub-job; returns its final answer. Calls in one turn run in parallel.",
         {
             "properties": {
-                "task": {
-                    "description": "a task this one may delegate to (its `delegate.tasks`)",
-                    "type": "string",
-                },
+                "task": {"description": "one of your task's delegate.tasks", "type": "string"},
                 "input": {
-                    "description": "the task's `input` template variable",
+                    "description": "that task's input",
                     "additionalProperties": True,
                     "type": "object",
                 },
-                "prompt": {
-                    "description": "instead of a task: what an ad-hoc sub-job is to do",
-                    "type": "string",
-                },
+                "prompt": {"description": "or: an ad-hoc sub-job's instructions", "type": "string"},
                 "tools": {
-                    "description": "an ad-hoc sub-job's tools, among yours (default: yours)",
+                    "description": "ad-hoc: some of your tools (default: all)",
                     "items": {"type": "string"},
                     "type": "array",
                 },

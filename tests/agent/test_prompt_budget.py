@@ -1,6 +1,7 @@
 """Issue 5's prompt economy: with the example workspace, the system prompt plus the schemas of
-all built-in tools stay at or under 1,000 tokens (characters / 4). bench/prompt.py prints the
-breakdown; this keeps a change from growing it unnoticed."""
+all built-in tools stay at or under 1,000 tokens (characters / 4); `delegate`, offered only to
+a task that lists it and sets `delegate:`, adds at most DELEGATE more. bench/prompt.py prints
+the breakdown; this keeps a change from growing it unnoticed."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from claw_batch.tools.registry import TOOLS
 
 REPO = Path(__file__).resolve().parents[2]
 BUDGET = 1000
+DELEGATE = 140  # tokens: the delegate tool's schema
 TYPICAL_ROOT = "/home/user/project"  # where the example is checked out changes the count
 
 
@@ -26,11 +28,16 @@ def tokens(text: str) -> int:
     return -(-len(text) // 4)
 
 
-def tool_schemas() -> int:
+def tool_schemas(names: tuple[str, ...] | None = None) -> int:
+    names = names or tuple(n for n in TOOLS if n != "delegate")
     return sum(
-        tokens(json.dumps(wire_tool(t.spec())["function"], separators=(",", ":")))
-        for t in TOOLS.values()
+        tokens(json.dumps(wire_tool(TOOLS[n].spec())["function"], separators=(",", ":")))
+        for n in names
     )
+
+
+def test_the_delegate_tool_costs_little() -> None:
+    assert tool_schemas(("delegate",)) <= DELEGATE
 
 
 @pytest.mark.parametrize("task", ["nightly-summary", "triage", "review-staged"])

@@ -1141,12 +1141,13 @@ def test_graph_marks_the_tasks_that_can_be_tainted(tmp_path: Path) -> None:
         (
             "untrusted: {allow: [read]}",
             "clawfile.yaml:5: tasks.t.untrusted.allow[0]: read is read-only: a job that read "
-            "outside content keeps it without a grant (grantable: write, edit, bash, remember)",
+            "outside content keeps it without a grant (grantable: write, edit, bash, remember, "
+            "delegate)",
         ),
         (
             "untrusted: {allow: [bsh]}",
             "clawfile.yaml:5: tasks.t.untrusted.allow[0]: unknown tool 'bsh' (known: read, "
-            "write, edit, bash, grep, ls, find, remember, memory_search)",
+            "write, edit, bash, grep, ls, find, remember, memory_search, delegate)",
         ),
         (
             "untrusted: {deny: [write]}",
