@@ -14,15 +14,9 @@ from claw_batch.tools.base import ToolContext
 def delegate(
     ctx: ToolContext,
     *,
-    task: Annotated[
-        str | None, Field(description="one of your task's delegate.tasks")
-    ] = None,
-    input: Annotated[
-        dict[str, Any] | None, Field(description="that task's input")
-    ] = None,
-    prompt: Annotated[
-        str | None, Field(description="or: an ad-hoc sub-job's instructions")
-    ] = None,
+    task: Annotated[str | None, Field(description="one of your task's delegate.tasks")] = None,
+    input: Annotated[dict[str, Any] | None, Field(description="that task's input")] = None,
+    prompt: Annotated[str | None, Field(description="or: an ad-hoc sub-job's instructions")] = None,
     tools: Annotated[
         list[str] | None,
         Field(description="ad-hoc: some of your tools (default: all)"),
