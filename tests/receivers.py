@@ -157,7 +157,7 @@ class SmtpServer:
         ) -> AuthResult:
             user, password = data.login.decode(), data.password.decode()
             server.logins.append(user)
-            return AuthResult(success=(user, password) == self.login)
+            return AuthResult(success=(user, password) == self.login, handled=False)
 
         options: dict[str, Any] = {}
         if self.login is not None:

@@ -52,6 +52,12 @@ class Deadline:
         self._timer.cancel()
         self._timer.join()  # no shutdown after this: the caller closes the socket next
 
+    @property
+    def passed(self) -> bool:
+        """Whether the attempt's time is up: a socket's own timeout (which smtplib reports as
+        a disconnection) may beat the timer to it."""
+        return self.fired or time.monotonic() >= self._end
+
     def watch(self, sock: socket.socket | None) -> None:
         """The socket to shut down (again after STARTTLS, which wraps it anew)."""
         with self._lock:

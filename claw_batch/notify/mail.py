@@ -89,20 +89,26 @@ def deliver(
     smtp = delivery.smtp
     assert smtp is not None  # config.Delivery.of sets it for every e-mail target
     name = f"smtp {smtp.host}"
-    client = _client(smtp, timeout)
+    client: smtplib.SMTP | None = None
     try:
         with Deadline(timeout) as deadline:
             try:
+                client = _connected(smtp, timeout)
+                deadline.watch(client.sock)
                 return _exchange(client, deadline, smtp, delivery, data, credentials)
             except (OSError, smtplib.SMTPException) as e:
-                return _missed(name, e, timeout, deadline.fired)
+                return _missed(name, e, timeout, deadline.passed)
             finally:
-                _quit(client)
+                if client is not None:
+                    _quit(client)
     finally:
-        client.close()
+        if client is not None:
+            client.close()
 
 
-def _client(smtp: Smtp, timeout: float) -> smtplib.SMTP:
+def _connected(smtp: Smtp, timeout: float) -> smtplib.SMTP:
+    """A client connected to the server, its greeting read. (Given the host at once, as
+    STARTTLS needs: it checks the certificate against the host the client was made with.)"""
     import smtplib
     import socket
     import ssl
@@ -111,8 +117,10 @@ def _client(smtp: Smtp, timeout: float) -> smtplib.SMTP:
     local = socket.gethostname()
     if smtp.ssl:
         context = ssl.create_default_context()
-        return smtplib.SMTP_SSL(local_hostname=local, timeout=timeout, context=context)
-    return smtplib.SMTP(local_hostname=local, timeout=timeout)
+        return smtplib.SMTP_SSL(
+            smtp.host, smtp.port, local_hostname=local, timeout=timeout, context=context
+        )
+    return smtplib.SMTP(smtp.host, smtp.port, local_hostname=local, timeout=timeout)
 
 
 def _exchange(
@@ -125,8 +133,6 @@ def _exchange(
 ) -> Miss | None:
     import ssl
 
-    client.connect(smtp.host, smtp.port)
-    deadline.watch(client.sock)
     client.ehlo_or_helo_if_needed()
     if smtp.starttls:
         if not client.has_extn("starttls"):
@@ -156,11 +162,11 @@ def _quit(client: smtplib.SMTP) -> None:
         client.quit()  # the message was sent, or the error in hand says more
 
 
-def _missed(name: str, error: Exception, timeout: float, fired: bool) -> Miss:
+def _missed(name: str, error: Exception, timeout: float, passed: bool) -> Miss:
     import smtplib
     import ssl
 
-    if fired or isinstance(error, TimeoutError):
+    if passed or isinstance(error, TimeoutError):
         return Miss(f"{name}: timed out after {seconds(timeout)}")
     if isinstance(error, ConnectionRefusedError):
         return Miss(f"{name}: connection refused")

@@ -23,7 +23,9 @@ SLACK_TEXT = 3000  # a section block's text
 SLACK_FAILURES = 20
 DISCORD_CONTENT = 2000
 DISCORD_TITLE = 300
-TEAMS_EXCERPT = 8000  # a card is bounded at 28 KB as a whole
+# A Teams message is bounded at 28 KB as a whole: bytes of UTF-8 for its two long parts.
+TEAMS_FAILURES = 6000
+TEAMS_EXCERPT = 12000
 
 
 def title(notice: Notice) -> str:
@@ -161,13 +163,14 @@ def teams_body(notice: Notice) -> dict[str, Any]:
     if notice.sample:
         items.append(runs(SAMPLE, isSubtle=True))
     if notice.failures:
-        items.append(runs("\n".join(failure_lines(notice, 300)), fontType="Monospace"))
+        failures = "\n".join(failure_lines(notice, 300))
+        items.append(runs(markup.cut_bytes(failures, TEAMS_FAILURES), fontType="Monospace"))
     if notice.tainted:
         items.append(runs(TAINTED, color="Warning", weight="Bolder"))
     if line := output_line(notice):
         items.append(runs(line))
     if notice.excerpt:
-        excerpt = markup.cut(notice.excerpt.rstrip("\n"), TEAMS_EXCERPT)
+        excerpt = markup.cut_bytes(notice.excerpt.rstrip("\n"), TEAMS_EXCERPT)
         items.append(runs(excerpt, fontType="Monospace"))
     items.append(runs(facts(notice) + (f" · {notice.show}" if notice.show else ""), isSubtle=True))
     card = {

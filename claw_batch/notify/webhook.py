@@ -24,16 +24,20 @@ def post(url: str, body: bytes, *, timeout: float) -> Miss | None:
     """POST `body` to `url`; None when it was taken (2xx)."""
     import http.client
 
-    parts = urllib.parse.urlsplit(url)
-    name = f"webhook {parts.hostname or '?'}"
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    try:
+        parts = urllib.parse.urlsplit(url)
+        host = parts.hostname
+    except ValueError:  # a bracket left open
+        host = None
+    if host is None or parts.scheme not in ("http", "https"):
         return Miss("webhook: the URL is not an http(s) URL with a host", final=True)
+    name = f"webhook {host}"
     try:
         port = parts.port
     except ValueError:
         return Miss(f"{name}: the URL's port is not a port number", final=True)
     secret = [s for s in (parts.path, parts.query) if len(s) > 1]
-    conn = _connection(parts.scheme, parts.hostname, port, timeout)
+    conn = _connection(parts.scheme, host, port, timeout)
     try:
         with Deadline(timeout) as deadline:
             try:
@@ -43,7 +47,7 @@ def post(url: str, body: bytes, *, timeout: float) -> Miss | None:
                 response = conn.getresponse()
                 answer = response.read(ANSWER_BYTES)
             except (OSError, http.client.HTTPException) as e:
-                return _missed(name, e, timeout, deadline.fired)
+                return _missed(name, e, timeout, deadline.passed)
     finally:
         conn.close()
     return _answered(name, response.status, response.getheader("Retry-After"), answer, secret)
@@ -76,11 +80,11 @@ def _headers(parts: urllib.parse.SplitResult) -> dict[str, str]:
     return headers
 
 
-def _missed(name: str, error: Exception, timeout: float, fired: bool) -> Miss:
+def _missed(name: str, error: Exception, timeout: float, passed: bool) -> Miss:
     import http.client
     import ssl
 
-    if fired or isinstance(error, TimeoutError):
+    if passed or isinstance(error, TimeoutError):
         return Miss(f"{name}: timed out after {seconds(timeout)}")
     if isinstance(error, ConnectionRefusedError):
         return Miss(f"{name}: connection refused")
