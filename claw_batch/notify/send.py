@@ -21,7 +21,7 @@ from claw_batch.notify.notice import Notice
 class Sent:
     target: str  # Delivery.target: nothing secret
     ok: bool
-    attempts: int  # 0: none could be made (a variable unset, a header refused)
+    attempts: int  # 0: none could be made (a variable unset, a URL unreadable, a header refused)
     error: str | None = None  # the last attempt's, redacted
 
 
@@ -77,6 +77,7 @@ def _redacted(notice: Notice, redact: Callable[[str], str]) -> Notice:
     return dataclasses.replace(
         notice,
         task=redact(notice.task),
+        project=redact(notice.project),
         item=r(notice.item),
         reason=r(notice.reason),
         output=r(notice.output),
@@ -112,8 +113,11 @@ def _attempt(
             return Miss(
                 f"webhook: the environment variable {delivery.url_env} (url_env) is not set"
             )
+    url = url or ""
+    if (wrong := webhook.checked(url)) is not None:
+        return wrong
     body = redact(_json(shapes.BODIES[delivery.format](notice))).encode()
-    return lambda: webhook.post(url or "", body, timeout=delivery.timeout)
+    return lambda: webhook.post(url, body, timeout=delivery.timeout)
 
 
 def _email(

@@ -20,22 +20,25 @@ SHOWN_CHARS = 100  # of that, in the error
 MAX_WAIT = 30.0
 
 
-def post(url: str, body: bytes, *, timeout: float) -> Miss | None:
-    """POST `body` to `url`; None when it was taken (2xx)."""
-    import http.client
-
+def checked(url: str) -> Miss | None:
+    """Why `url` cannot be posted to (before any attempt), or None."""
     try:
         parts = urllib.parse.urlsplit(url)
-        host = parts.hostname
-    except ValueError:  # a bracket left open
-        host = None
+        host, _ = parts.hostname, parts.port
+    except ValueError:  # a bracket left open, a port that is no number
+        return Miss("webhook: the URL cannot be read as a URL", final=True)
     if host is None or parts.scheme not in ("http", "https"):
         return Miss("webhook: the URL is not an http(s) URL with a host", final=True)
+    return None
+
+
+def post(url: str, body: bytes, *, timeout: float) -> Miss | None:
+    """POST `body` to `url` (`checked`); None when it was taken (2xx)."""
+    import http.client
+
+    parts = urllib.parse.urlsplit(url)
+    host, port = parts.hostname or "", parts.port
     name = f"webhook {host}"
-    try:
-        port = parts.port
-    except ValueError:
-        return Miss(f"{name}: the URL's port is not a port number", final=True)
     secret = [s for s in (parts.path, parts.query) if len(s) > 1]
     conn = _connection(parts.scheme, host, port, timeout)
     try:
@@ -44,8 +47,8 @@ def post(url: str, body: bytes, *, timeout: float) -> Miss | None:
                 conn.connect()
                 deadline.watch(conn.sock)
                 conn.request("POST", _target(parts), body=body, headers=_headers(parts))
-                response = conn.getresponse()
-                answer = response.read(ANSWER_BYTES)
+                with conn.getresponse() as response:
+                    answer = response.read(ANSWER_BYTES)
             except (OSError, http.client.HTTPException) as e:
                 return _missed(name, e, timeout, deadline.passed)
     finally:

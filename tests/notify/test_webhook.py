@@ -157,7 +157,7 @@ def test_a_url_that_is_no_http_url() -> None:
     delivery = Delivery(on=("failed",), kind="webhook", url_env="HOOK")
     sent, _ = deliver(delivery, {"HOOK": "file:///etc/passwd"})
     assert sent.error == "webhook: the URL is not an http(s) URL with a host"
-    assert sent.attempts == 1
+    assert sent.attempts == 0
 
 
 def test_a_login_in_the_url_is_sent_as_basic_auth_and_never_shown() -> None:
