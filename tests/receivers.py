@@ -15,7 +15,7 @@ import ssl
 import subprocess
 import threading
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -195,11 +195,3 @@ def self_signed(folder: Path) -> tuple[Path, Path]:
         capture_output=True,
     )  # fmt: skip
     return cert, key
-
-
-@contextlib.contextmanager
-def served(*servers: Any) -> Iterator[None]:
-    with contextlib.ExitStack() as stack:
-        for server in servers:
-            stack.enter_context(server)
-        yield
