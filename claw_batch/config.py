@@ -163,7 +163,11 @@ class Delivery:
                 return f"webhook ${self.url_env}"
             import urllib.parse
 
-            return f"webhook {urllib.parse.urlsplit(self.url or '').hostname or '?'}"
+            try:
+                host = urllib.parse.urlsplit(self.url or "").hostname
+            except ValueError:  # `http://[::1`: send() says what is wrong with it
+                host = None
+            return f"webhook {host or '?'}"
         if self.kind == "email":
             more = f" (+{len(self.to) - 1})" if len(self.to) > 1 else ""
             return f"email {self.to[0] if self.to else '?'}{more}"

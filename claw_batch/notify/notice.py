@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from claw_batch.notify.markup import cut, cut_bytes
+
 
 @dataclass(frozen=True)
 class Failure:
@@ -43,10 +45,41 @@ class Notice:
     sample: bool = False  # `claw notify test`: not a real outcome
 
     def as_json(self) -> dict[str, Any]:
-        """The payload as JSON (a `format: json` webhook's body, a command's stdin)."""
-        raise NotImplementedError  # claw_batch.notify (part A)
+        """The payload as JSON (a `format: json` webhook's body, a command's stdin), every
+        field present (null when unknown), the free texts bounded."""
+        return {
+            "task": self.task,
+            "event": self.event,
+            "status": self.status,
+            "item": self.item,
+            "reason": self.reason,
+            "jobs": self.jobs,
+            "counts": dict(sorted(self.counts.items())),
+            "failures": [
+                {
+                    "item": f.item,
+                    "status": f.status,
+                    "reason": f.reason,
+                    "error": None if f.error is None else cut(f.error, ERROR_CHARS),
+                }
+                for f in self.failures
+            ],
+            "more_failures": self.more_failures,
+            "output": self.output,
+            "excerpt": cut_bytes(self.excerpt, EXCERPT_BYTES),
+            "excerpt_cut": self.excerpt_cut or len(self.excerpt.encode()) > EXCERPT_BYTES,
+            "tokens": self.tokens,
+            "cost_usd": self.cost_usd,
+            "duration_s": self.duration_s,
+            "run_id": self.run_id,
+            "show": self.show,
+            "tainted": self.tainted,
+            "project": self.project,
+            "sample": self.sample,
+        }
 
 
 FAILURES_SHOWN = 20
 EXCERPT_LINES = 20
 EXCERPT_BYTES = 4000
+ERROR_CHARS = 1000  # a failure's error, in every shape

@@ -1,0 +1,74 @@
+"""One attempt at a delivery: how it failed (`Miss`), and the deadline that cuts it whole."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from types import TracebackType
+
+
+@dataclass(frozen=True)
+class Miss:
+    """An attempt that did not deliver. `final`: another attempt cannot help (a 404, a
+    refused login, a program not found); `wait`: what the server asked (Retry-After)."""
+
+    error: str
+    final: bool = False
+    wait: float | None = None
+
+
+def seconds(value: float) -> str:
+    """`10 s`, `0.5 s`."""
+    return f"{value:g} s"
+
+
+class Deadline:
+    """Shuts a connection's socket down when the attempt's time is up. A socket's timeout
+    bounds each read, not the exchange: a server that answers a byte at a time would hold
+    an attempt for as long as it likes."""
+
+    def __init__(self, limit: float) -> None:
+        self.limit = limit
+        self.fired = False
+        self._end = time.monotonic() + limit
+        self._lock = threading.Lock()
+        self._sock: socket.socket | None = None
+        self._timer = threading.Timer(limit, self._fire)
+        self._timer.daemon = True
+
+    def __enter__(self) -> Deadline:
+        self._timer.start()
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._timer.cancel()
+        self._timer.join()  # no shutdown after this: the caller closes the socket next
+
+    @property
+    def passed(self) -> bool:
+        """Whether the attempt's time is up: a socket's own timeout (which smtplib reports as
+        a disconnection) may beat the timer to it."""
+        return self.fired or time.monotonic() >= self._end
+
+    def watch(self, sock: socket.socket | None) -> None:
+        """The socket to shut down (again after STARTTLS, which wraps it anew)."""
+        with self._lock:
+            self._sock = sock
+        if time.monotonic() >= self._end:
+            self._fire()
+
+    def _fire(self) -> None:
+        with self._lock:
+            self.fired = True
+            if self._sock is not None:
+                # socket.socket's own shutdown: an SSLSocket's would unwrap it under a reader
+                with contextlib.suppress(OSError):
+                    socket.socket.shutdown(self._sock, socket.SHUT_RDWR)
