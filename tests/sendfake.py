@@ -39,6 +39,7 @@ class FakeSend:
         environ: Mapping[str, str],
         redact: Callable[[str], str],
         sleep: Callable[[float], None] | None = None,
+        cwd: Path | None = None,
     ) -> Sent:
         if self.before is not None:
             self.before(delivery, notice)
@@ -49,6 +50,7 @@ class FakeSend:
             try:
                 done = subprocess.run(
                     list(delivery.command),
+                    cwd=cwd,
                     input=json.dumps(payload(notice)),
                     text=True,
                     capture_output=True,

@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from claw_batch.clock import now_for_run
@@ -49,6 +50,7 @@ class Send(Protocol):
         environ: Mapping[str, str],
         redact: Callable[[str], str],
         sleep: Callable[[float], None] | None = None,
+        cwd: Path | None = None,
     ) -> Sent: ...
 
 
@@ -280,7 +282,13 @@ class Notices:
         send = self.send or default_send()
         for delivery, ident, notice in todo:
             try:
-                sent = send(delivery, notice, environ=self.environ, redact=self.redact)
+                sent = send(
+                    delivery,
+                    notice,
+                    environ=self.environ,
+                    redact=self.redact,
+                    cwd=self.project.root,  # where a command target runs
+                )
             except Exception as e:  # a bug in a target: the run goes on, the ledger says so
                 from claw_batch.notify.send import Sent
 
