@@ -14,7 +14,7 @@ from claw_batch.config import Project, find_clawfile, resolve_model
 from claw_batch.errors import ClawfileError
 
 TOOLS = "read, write, edit, bash, grep, ls, find, remember, memory_search, delegate"
-VARIABLES = "files, git, glob, inputs, item, needs, now, read, task, today"
+VARIABLES = "files, git, glob, input, inputs, item, needs, now, read, task, today"
 
 
 def make_project(root: Path, clawfile: str, files: dict[str, str] | None = None) -> Path:
