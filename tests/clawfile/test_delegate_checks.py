@@ -178,7 +178,9 @@ def test_a_watch_task_that_delegates_keeps_the_tool_only_when_granted(tmp_path: 
     code, said = validate(tmp_path, clawfile)
     assert code == 0, said
     assert "  inbox: watch 'inbox/*.txt' (withheld: delegate)\n" in said
-    granted = clawfile.replace("delegate: {", "untrusted: {allow: [delegate]}\n            delegate: {")
+    granted = clawfile.replace(
+        "delegate: {", "untrusted: {allow: [delegate]}\n            delegate: {"
+    )
     code, said = validate(tmp_path / "2", granted)
     assert code == 0, said
     assert "  inbox: watch 'inbox/*.txt' (granted: delegate)\n" in said
