@@ -4,6 +4,7 @@ task offers the tool, and no chain of delegations and `needs:` waits on itself."
 from __future__ import annotations
 
 import difflib
+import itertools
 from collections import deque
 from typing import TYPE_CHECKING
 
@@ -116,7 +117,7 @@ def _path(config: Clawfile, graph: Graph, start: str, goal: str) -> list[str] | 
 
 
 def _cycle_message(config: Clawfile, graph: Graph, cycle: list[str]) -> str:
-    steps = list(zip(cycle, cycle[1:], strict=False))
+    steps = list(itertools.pairwise(cycle))
     said = []
     for a, b in steps:
         if b in config.tasks[a].delegate.tasks:
