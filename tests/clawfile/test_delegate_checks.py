@@ -178,12 +178,18 @@ def test_a_watch_task_that_delegates_keeps_the_tool_only_when_granted(tmp_path: 
     code, said = validate(tmp_path, clawfile)
     assert code == 0, said
     assert "  inbox: watch 'inbox/*.txt' (withheld: delegate)\n" in said
+    assert "helper" not in said  # a tainted inbox job cannot start one
     granted = clawfile.replace(
         "delegate: {", "untrusted: {allow: [delegate]}\n            delegate: {"
     )
     code, said = validate(tmp_path / "2", granted)
     assert code == 0, said
-    assert "  inbox: watch 'inbox/*.txt' (granted: delegate)\n" in said
+    assert said.splitlines()[1:] == [  # granted, its sub-jobs are tainted too
+        "outside content can reach 2 tasks; each keeps only read-only tools unless its "
+        "untrusted: {allow: [...]} grants more:",
+        "  inbox: watch 'inbox/*.txt' (granted: delegate)",
+        "  helper: inbox via delegate",
+    ]
 
 
 def test_a_clawfile_that_delegates_well_is_ok(tmp_path: Path) -> None:

@@ -168,6 +168,7 @@ def test_log_and_show_nest_sub_jobs_under_their_parent(
         ("log",),
         ("log", "release-check"),
         ("show", RUN),
+        ("show", RUN, "release-check"),
         ("show", RUN, FIRST),
         ("show", RUN, "note-risks"),
         ("show", RUN, "tidy"),
@@ -178,4 +179,5 @@ def test_log_and_show_nest_sub_jobs_under_their_parent(
     shown = pages[f"show {RUN}"]
     assert shown.count(f"== {FIRST}") == shown.count(f"== {DEEPER}") == 1  # in place, once
     assert pages[f"show {RUN} tidy"].count("== ") == 2  # its own: no sub-job
+    assert pages[f"show {RUN} release-check"] in shown  # with its sub-jobs, not tidy
     assert pages == snapshot
