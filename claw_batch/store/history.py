@@ -157,8 +157,9 @@ def runs(
     try:
         where, args = [], []
         if task is not None:
-            where.append("id IN (SELECT run_id FROM jobs WHERE task = ?)")
-            args.append(task)
+            # its jobs, and its sub-jobs (`TASK<digest>`: claw_batch.run.delegation)
+            where.append("id IN (SELECT run_id FROM jobs WHERE task = ? OR substr(task, 1, ?) = ?)")
+            args += [task, len(task) + 1, task + "<"]
         if run_id is not None:
             where.append("id = ?")
             args.append(run_id)
@@ -218,8 +219,9 @@ def _jobs(db: sqlite3.Connection, run_id: str, task: str | None) -> tuple[JobRow
 
 
 def _of_task(jobs: tuple[JobRow, ...], task: str) -> tuple[JobRow, ...]:
-    """The jobs of `task`, and the sub-jobs they started (and theirs)."""
-    names = {job.name for job in jobs if job.task == task}
+    """The jobs of `task` (its sub-jobs', `TASK<digest>`, too), and the sub-jobs they
+    started (and theirs)."""
+    names = {job.name for job in jobs if job.task == task or job.task.startswith(task + "<")}
     grown = True
     while grown:  # a sub-job's own sub-jobs too, whatever order the rows are in
         more = {job.name for job in jobs if job.parent in names} - names

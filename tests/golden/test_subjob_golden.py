@@ -167,6 +167,7 @@ def test_log_and_show_nest_sub_jobs_under_their_parent(
     for args in (
         ("log",),
         ("log", "release-check"),
+        ("log", "note-risks"),
         ("show", RUN),
         ("show", RUN, "release-check"),
         ("show", RUN, FIRST),
