@@ -428,6 +428,19 @@ class Clawfile:
     executor: Executor = Executor()
 
     @functools.cached_property
+    def delegators(self) -> Mapping[str, tuple[str, ...]]:
+        """Per task that another lists in `delegate.tasks` (and offers the tool), the tasks
+        that do (file order):
+        a task run as a sub-job is not in the default set (claw_batch.plan.jobs)."""
+        found: dict[str, list[str]] = {}
+        for name, task in self.tasks.items():
+            if "delegate" not in task.offered_tools:
+                continue  # a `delegate:` from defaults, in a task that has not the tool
+            for target in dict.fromkeys(task.delegate.tasks):
+                found.setdefault(target, []).append(name)
+        return {target: tuple(names) for target, names in found.items()}
+
+    @functools.cached_property
     def untrusted(self) -> tuple[str, ...]:
         """Globs of the files that come from outside the project, whichever task reads them:
         what the watch tasks watch, everything else in the folders they watch (a dropped

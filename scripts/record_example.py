@@ -67,6 +67,24 @@ SUMMARY = """# Nightly summary — {today}
   and the VAT fix depends on it (2026-11-22-support.md)."""
 
 
+# note-risks' answers, one per note release-check delegates (the notes that name a risk).
+RISKS = {
+    "2026-11-20-standup.md": "- The search index rebuild takes 40 minutes: a risk for "
+    "Thursday's freeze (Priya).\n- Depends on: the rebuild landing before the freeze.",
+    "2026-11-22-support.md": "- The VAT fix depends on the search index rebuild landing "
+    "first; until then invoices are fixed by hand.\n- Depends on: the index rebuild.",
+}
+
+RELEASE_CHECK = """# Release check
+
+- The search index rebuild takes 40 minutes and threatens Thursday's freeze
+  (2026-11-20-standup.md).
+- The VAT fix waits for the same rebuild; invoices are fixed by hand until it ships
+  (2026-11-22-support.md).
+
+NO GO until the index rebuild has landed: both risks depend on it."""
+
+
 def turn(body: dict[str, Any]) -> int:
     return sum(1 for m in body["messages"] if m["role"] == "assistant")
 
@@ -89,7 +107,29 @@ def reply(body: dict[str, Any]) -> Reply:
         if turn(body) == 0:
             return tool_calls(call("read", {"path": path.group(1)}), usage=(700, 20))
         return text(json.dumps(TICKETS[Path(path.group(1)).stem]), usage=(850, 90))
+    if name == "release-check":  # grep, then one sub-job per note found, in one turn
+        if turn(body) == 0:
+            return tool_calls(
+                call("grep", {"pattern": "[Rr]isk", "path": "workspace/notes"}), usage=(800, 30)
+            )
+        if turn(body) == 1:
+            found = re.findall(r"workspace/notes/[\w.-]+\.md", body["messages"][-1]["content"])
+            notes = list(dict.fromkeys(found))
+            delegated = (
+                call("delegate", {"task": "note-risks", "input": {"path": p}}) for p in notes
+            )
+            return tool_calls(*delegated, usage=(950, 70))
+        return text(RELEASE_CHECK, usage=(1200, 110))
+    if name == "note-risks":  # a sub-job: the note it was given is in its prompt
+        path = re.search(r"`(workspace/notes/[^`]+)`", user)
+        assert path, user
+        if turn(body) == 0:
+            return tool_calls(call("read", {"path": path.group(1)}), usage=(500, 20))
+        return text(RISKS.get(Path(path.group(1)).name, "none"), usage=(600, 60))
     raise SystemExit(f"record_example.py has no script for task {name!r}")
+
+
+RECORDED = ("nightly-summary", "triage", "release-check")
 
 
 def main() -> int:
@@ -105,7 +145,9 @@ def main() -> int:
             "CLAW_NOW": "2026-11-22T23:00:00+01:00",
         }
         done = subprocess.run(
-            [sys.executable, "-m", "claw_batch", "run", "--record"],
+            # The default set, and release-check (not in it: a task of its own choosing),
+            # whose note-risks sub-jobs are recorded as they run.
+            [sys.executable, "-m", "claw_batch", "run", "--record", *RECORDED],
             cwd=ROOT,
             env=env,
         )

@@ -8,7 +8,7 @@ import difflib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from claw_batch.clawfile import mcpchecks, notifychecks, templates
+from claw_batch.clawfile import delegatechecks, mcpchecks, notifychecks, templates
 from claw_batch.clawfile.yamlsource import Problem, YamlSource
 from claw_batch.config import KeyPath, Project, provider_keys
 from claw_batch.mcp import names
@@ -36,6 +36,7 @@ def check(config: Clawfile, source: YamlSource, root: Path, *, names: list[str])
     problems += _passed_keys(config, source)
     problems += mcpchecks.check(config, source)
     problems += notifychecks.check(source)
+    problems += delegatechecks.check(config, source, names)
     for name, task in config.tasks.items():
         problems += _bash(name, task, source)
         problems += _grants(name, task, source)

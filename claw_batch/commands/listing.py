@@ -57,6 +57,8 @@ def list_tasks(directory: Path | None, file: Path | None, quiet: bool) -> int:
             triggers.append(f"hook {task.hook}")
         if task.foreach:
             triggers.append(f"foreach {task.foreach}")
+        if name in project.config.delegators:
+            triggers.append("delegated by " + ", ".join(project.config.delegators[name]))
         shown = ", ".join(triggers)
         rows.append((name, state[name], shown, task.description))
     width = max((len(r[0]) for r in rows), default=0)

@@ -9,8 +9,8 @@ automata (`overlap.Nfa`) whose product is searched for a common path. An output 
   is dropped, and `{{-`/`-}}` trim whitespace as Jinja does);
 - `{{ today }}` as a date, `YYYY-MM-DD`; `{{ task }}` as the task's name;
 - an expression that reads a path (`item`, `item.path`, `item.dir`: `item` but for its
-  `stem`, `name` or `suffix`; `needs`, `inputs`, `files`, `git`, `read`, `glob`) as any text,
-  `/` included;
+  `stem`, `name` or `suffix`; `input`, `needs`, `inputs`, `files`, `git`, `read`, `glob`) as
+  any text, `/` included;
 - any other expression (`{{ item.stem }}`, `{{ now }}`, `{{ today | upper }}`) as any text
   within one path segment, like a glob `*`;
 - from the first `{% ... %}` statement to the end of the last tag, as anything at all;

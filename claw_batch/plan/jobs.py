@@ -49,7 +49,12 @@ def select_tasks(config: Clawfile, targets: Sequence[str]) -> list[str]:
     if not targets:
         if config.default is not None:
             return list(config.default)
-        return [n for n, t in config.tasks.items() if not (t.schedule or t.watch or t.hook)]
+        delegated = config.delegators  # run as sub-jobs, by the tasks that delegate to them
+        return [
+            n
+            for n, t in config.tasks.items()
+            if not (t.schedule or t.watch or t.hook or n in delegated)
+        ]
     chosen: list[str] = []
     for target in targets:
         matches = [n for n in config.tasks if fnmatch.fnmatchcase(n, target)]

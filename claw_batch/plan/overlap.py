@@ -40,7 +40,7 @@ _IN_SEGMENT = _Chars(frozenset("/"), negated=True)
 _DIGIT = _Chars(frozenset("0123456789"))
 TEMPLATE_CODE = re.compile(r"\{\{(.*?)\}\}|\{%.*?%\}|\{#.*?#\}", re.DOTALL)
 _READS_A_PATH = re.compile(
-    r"\bitem\b(?!\s*\.\s*(?:stem|name|suffix)\b)|\b(?:needs|inputs|files|git|read|glob)\b"
+    r"\bitem\b(?!\s*\.\s*(?:stem|name|suffix)\b)|\b(?:needs|inputs?|files|git|read|glob)\b"
 )
 _TRIM = (re.compile(r"\s+(?=\{[{%#]-)"), re.compile(r"(?<=-[}%#]\})\s+"))
 

@@ -4,7 +4,8 @@
 A task can be tainted by what it declares it reads: the files it watches; inputs or a
 `foreach:` glob that can match watched files (or what is around them, `Clawfile.untrusted`);
 `git` in its templates (the staged diff); and, through the graph, an upstream task that can
-be tainted — by `needs:` (its result) or by an input glob that matches its output. Any task
+be tainted — by `needs:` (its result) or by an input glob that matches its output — or a
+task that can be tainted and delegates to it (`delegate.tasks`). Any task
 can still be tainted at run time by what its tools read; that is not shown here.
 """
 
@@ -43,7 +44,26 @@ def reach(config: Clawfile, graph: Graph) -> dict[str, tuple[Source, ...]]:
                 sources.append(Source(upstream, f"{upstream} via {how}"))
         if sources:
             found[name] = tuple(sources)
+    _delegated(config, found)
     return {name: found[name] for name in config.tasks if name in found}
+
+
+def _delegated(config: Clawfile, found: dict[str, tuple[Source, ...]]) -> None:
+    """A sub-job of a tainted job is tainted from its start: the tasks that a task which
+    can be tainted delegates to (and theirs) — when it keeps `delegate` once tainted, which
+    only its `untrusted.allow` grants."""
+    grown = True
+    while grown:
+        grown = False
+        for name in list(found):
+            task = config.tasks[name]
+            if "delegate" not in task.offered_tools or "delegate" not in task.untrusted_allow:
+                continue
+            for target in task.delegate.tasks:
+                had = found.get(target, ())
+                if target in config.tasks and all(s.short != name for s in had):
+                    found[target] = (*had, Source(name, f"{name} via delegate"))
+                    grown = True
 
 
 def _own(config: Clawfile, task: Task) -> list[Source]:

@@ -20,6 +20,9 @@ if TYPE_CHECKING:
     from claw_batch.config import Task
 
 ITEM = "template variable 'item' is only defined for tasks with foreach or watch"
+# What a sub-job's parent gave it (`delegate(task=..., input={...})`); {} for a job run
+# directly, so every task may read it.
+INPUT = "input"
 
 
 def template_errors(text: str, *, foreach: bool) -> list[tuple[int, str]]:
@@ -40,16 +43,17 @@ def template_errors(text: str, *, foreach: bool) -> list[tuple[int, str]]:
 def _variables(ast: nodes.Template, *, foreach: bool) -> list[tuple[int, str]]:
     from claw_batch.plan.render import TEMPLATE_VARIABLES  # late: render may import this package
 
+    known_names = TEMPLATE_VARIABLES | {INPUT}
     undeclared = meta.find_undeclared_variables(ast)
     first_use: dict[str, int] = {}
     for node in ast.find_all(nodes.Name):
         if node.name in undeclared and node.ctx == "load":
             first_use.setdefault(node.name, node.lineno)
-    known = ", ".join(sorted(TEMPLATE_VARIABLES))
+    known = ", ".join(sorted(known_names))
     errors = []
     for name in sorted(undeclared, key=lambda name: (first_use.get(name, 1), name)):
         line = first_use.get(name, 1)
-        if name not in TEMPLATE_VARIABLES:
+        if name not in known_names:
             errors.append((line, f"undefined template variable {name!r} (known: {known})"))
         elif name == "item" and not foreach:
             errors.append((line, ITEM))

@@ -1,6 +1,6 @@
 """`claw log`'s page: the runs the ledger holds (claw_batch.store.history), one line per run
 — when, how it ended, what started it, the command as typed — and one per job that ran in
-it."""
+it, a sub-job under its parent."""
 
 from __future__ import annotations
 
@@ -33,11 +33,12 @@ def render(rows: list[RunRow]) -> str:
         lines.append(f"{head}{took}{totals}  [{run.id}]")
         if run.batches:
             lines.append(f"  batches: {', '.join(run.batches)}")
-        width = max((len(job.name) for job in run.jobs), default=0)
+        shown = _nested(run.jobs)
+        width = max((len(name) for _, name in shown), default=0)
         nodes = _nodes(run.jobs)
-        for job in run.jobs:
+        for job, name in shown:
             seconds = f"{job.duration_s:.1f} s" if job.duration_s is not None else "-"
-            name = job.name.ljust(width)
+            name = name.ljust(width)
             if nodes:  # a cluster run: where each job ran ("-": here)
                 name += " " + (job.node or "-").ljust(nodes)
             cost = usd(job.cost_usd if job.tokens else 0.0)  # no model call, nothing spent
@@ -54,6 +55,28 @@ def _undelivered(d: DeliveryRow) -> str:
     """A notice that did not arrive (`claw log --json` lists those that did too)."""
     tries = f"{d.attempts} attempt{'s' * (d.attempts != 1)}"
     return f"  notify failed {d.task}: {d.target} ({d.event}) after {tries}: {d.error or '?'}"
+
+
+def _nested(jobs: tuple[JobRow, ...]) -> list[tuple[JobRow, str]]:
+    """Each job with the name shown for it: a sub-job (`delegate`) right under its parent,
+    indented and marked `↳`, its own sub-jobs under it; the others as they are, in order."""
+    names = {job.name for job in jobs}
+    children: dict[str, list[JobRow]] = {}
+    for job in jobs:
+        if job.parent in names:
+            children.setdefault(job.parent, []).append(job)
+    shown: list[tuple[JobRow, str]] = []
+
+    def add(job: JobRow, depth: int) -> None:
+        mark = "  " * (depth - 1) + "↳ " if depth else ""
+        shown.append((job, mark + job.name))
+        for child in children.pop(job.name, ()):  # popped: a cycle of names ends here
+            add(child, depth + 1)
+
+    for job in jobs:
+        if job.parent not in names:
+            add(job, 1 if job.parent else 0)  # a sub-job whose parent is not listed: marked
+    return shown
 
 
 def _nodes(jobs: tuple[JobRow, ...]) -> int:

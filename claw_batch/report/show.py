@@ -11,9 +11,9 @@ from typing import Any
 from claw_batch.clock import shown_iso
 from claw_batch.errors import UsageError
 from claw_batch.figures import count
+from claw_batch.report.subjobs import DEEPEST, Nest
 from claw_batch.safety.onscreen import visible
 from claw_batch.store import history
-from claw_batch.store.transcript import read_events
 
 RESULT_LINES = 12
 RESULT_CHARS = 1_500
@@ -125,8 +125,8 @@ def _args(raw: str) -> str:
 
 
 def show(root: Path, run_id: str, task: str | None) -> str:
-    """The run's transcripts, and where its remembered verdicts' are; a run the ledger has
-    opens without a folder of its own."""
+    """The run's transcripts, a sub-job's nested under its parent, and where its remembered
+    verdicts' are; a run the ledger has opens without a folder of its own."""
     folders = _folders(root)
     if run_id == "last":
         run_id = _last(root, folders)
@@ -134,8 +134,9 @@ def show(root: Path, run_id: str, task: str | None) -> str:
     if run is None and run_id not in folders:  # a name, never a path: `show ../../x`
         raise UsageError(f"no run '{run_id}' in .claw/runs/ (try `claw show last`)")
     directory = root / ".claw" / "runs" / run_id if run_id in folders else None
-    paths = transcripts(directory, task)
     jobs = run.jobs if run else ()
+    nest = Nest(root, transcripts(directory, None), jobs)
+    paths = nest.selected(task)
     remembered = [j for j in jobs if j.remembered and task in (None, j.task)]
     if task is not None and not paths and not remembered:
         raise UsageError(f"task '{task}' did not run in {run_id}")
@@ -144,16 +145,47 @@ def show(root: Path, run_id: str, task: str | None) -> str:
         out.append(f"started {shown_iso(run.started)} by {run.trigger}: {run.command}")
     nodes = {job.name: job.node for job in jobs if job.node}  # a cluster run's
     for path in paths:
-        for event in read_events(path):
-            lines = list(render_event(event))
-            if event.get("type") == "start" and nodes.get(str(event.get("job"))):
-                lines[0] += f" on {nodes[str(event.get('job'))]}"
-            out.extend(lines)
+        whose = nest.whose(path)
+        if whose is not None:
+            out.append(f"({nest.name(path)} is a sub-job of {whose})")
+        out.extend(_job(nest, path, nodes, {path}))
     out.extend(line for job in remembered for line in _remembered(job))
     if run is not None and not jobs and not paths:
         up_to_date = ": everything was up to date" if run.status == "ok" else ""
         out.append(f"(no job ran{up_to_date})")
     return visible("\n".join(out))  # the model's text and tool results, the command
+
+
+NESTED = "        "  # a sub-job's lines, under its parent's tool calls
+
+
+def _job(nest: Nest, path: Path, nodes: Mapping[str, str | None], seen: set[Path]) -> list[str]:
+    """One job's transcript, each sub-job's in it at its `delegate` event."""
+    out: list[str] = []
+    for event in nest.events(path):
+        if event.get("type", event.get("kind")) == "delegate":
+            out += _sub_job(nest, event, nodes, seen)
+            continue
+        lines = list(render_event(event))
+        if event.get("type") == "start" and nodes.get(str(event.get("job"))):
+            lines[0] += f" on {nodes[str(event.get('job'))]}"
+        out.extend(lines)
+    return out
+
+
+def _sub_job(
+    nest: Nest, event: Mapping[str, Any], nodes: Mapping[str, str | None], seen: set[Path]
+) -> list[str]:
+    out = [f"      ↳ sub-job {event.get('job')}: {event.get('status')}"]
+    child = nest.delegated(event)
+    if child is None:
+        return out
+    if not child.is_file():
+        return [*out, f"{NESTED}(its transcript {event.get('transcript')} is no longer kept)"]
+    if len(seen) > DEEPEST or child in seen:
+        return out
+    text = "\n".join(_job(nest, child, nodes, {*seen, child})).rstrip("\n")
+    return out + [NESTED + line if line else line for line in text.split("\n")]
 
 
 def _remembered(job: history.JobRow) -> list[str]:

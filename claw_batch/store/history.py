@@ -37,6 +37,7 @@ class JobRow:
     saved_tokens: int = 0  # what the turns the call cache replayed would have cost
     saved_usd: float | None = None
     node: str | None = None  # the cluster node it ran on (--executor ray); None: here
+    parent: str | None = None  # a sub-job's (`delegate`): its parent job's name
 
     @property
     def name(self) -> str:
@@ -159,8 +160,9 @@ def runs(
     try:
         where, args = [], []
         if task is not None:
-            where.append("id IN (SELECT run_id FROM jobs WHERE task = ?)")
-            args.append(task)
+            # its jobs, and its sub-jobs (`TASK<digest>`: claw_batch.run.delegation)
+            where.append("id IN (SELECT run_id FROM jobs WHERE task = ? OR substr(task, 1, ?) = ?)")
+            args += [task, len(task) + 1, task + "<"]
         if run_id is not None:
             where.append("id = ?")
             args.append(run_id)
@@ -208,23 +210,40 @@ def last_with_jobs(db_path: Path) -> str | None:
 
 
 def _jobs(db: sqlite3.Connection, run_id: str, task: str | None) -> tuple[JobRow, ...]:
-    """The jobs of run `run_id` (of `task` only, if given), in the order they ended."""
-    only = " AND task = ?" if task else ""
+    """The jobs of run `run_id` (of `task` only, and their sub-jobs, if given), in the
+    order they ended."""
     rows = db.execute(
         "SELECT task, item, status, reason, duration_s, "
         "prompt_tokens + completion_tokens, output, error, transcript, cost_usd, "
         f"{column(db, 'jobs', 'remembered')}, cached_tokens, "
         f"{column(db, 'jobs', 'saved_tokens')}, {column(db, 'jobs', 'saved_usd')}, "
-        f"{column(db, 'jobs', 'node')} "
-        f"FROM jobs WHERE run_id = ?{only} ORDER BY rowid",
-        (run_id, task) if task else (run_id,),
+        f"{column(db, 'jobs', 'node')}, {column(db, 'jobs', 'parent')} "
+        "FROM jobs WHERE run_id = ? ORDER BY rowid",
+        (run_id,),
     ).fetchall()
-    return tuple(_job_row(j) for j in rows)
+    jobs = tuple(_job_row(j) for j in rows)
+    return jobs if task is None else _of_task(jobs, task)
+
+
+def _of_task(jobs: tuple[JobRow, ...], task: str) -> tuple[JobRow, ...]:
+    """The jobs of `task` (its sub-jobs', `TASK<digest>`, too), and the sub-jobs they
+    started (and theirs)."""
+    names = {job.name for job in jobs if job.task == task or job.task.startswith(task + "<")}
+    grown = True
+    while grown:  # a sub-job's own sub-jobs too, whatever order the rows are in
+        more = {job.name for job in jobs if job.parent in names} - names
+        names |= more
+        grown = bool(more)
+    return tuple(job for job in jobs if job.name in names)
 
 
 def _job_row(j: Any) -> JobRow:
-    """A row of _jobs' SELECT: what the call cache saved, then the node, last."""
-    *head, saved_tokens, saved_usd, node = j
+    """A row of _jobs' SELECT: what the call cache saved, then the node and the parent."""
+    *head, saved_tokens, saved_usd, node, parent = j
     return dataclasses.replace(
-        JobRow(*head), saved_tokens=saved_tokens or 0, saved_usd=saved_usd, node=node
+        JobRow(*head),
+        saved_tokens=saved_tokens or 0,
+        saved_usd=saved_usd,
+        node=node,
+        parent=parent,
     )
