@@ -10,7 +10,6 @@ import json
 import shutil
 from pathlib import Path
 
-import pytest
 from helpers import claw
 
 REPO = Path(__file__).resolve().parent.parent
@@ -70,11 +69,6 @@ def test_show_last_after_a_second_replay_that_had_nothing_to_do(tmp_path: Path) 
     assert shown.stdout.count("\n== ok (") == 4
 
 
-@pytest.mark.skipif(
-    not (REPO / "cassettes/release-check.json").exists(),
-    reason="release-check is recorded once the delegate runtime is in: "
-    "python scripts/record_example.py",
-)
 def test_release_check_delegates_one_sub_job_per_note_offline(tmp_path: Path) -> None:
     root = copy_example(tmp_path / "example")
     env = {"CLAW_NOW": "2027-02-03T07:30:00+01:00", "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}
@@ -88,3 +82,6 @@ def test_release_check_delegates_one_sub_job_per_note_offline(tmp_path: Path) ->
     assert shown.stdout.count("      ↳ sub-job note-risks<") == 2, shown.stdout
     assert shown.stdout.count("        == ok (") == 2  # each sub-job's transcript, nested
     assert claw(root, "log").stdout.count("  ↳ note-risks<") == 2
+    # Again: the parent is up to date, and nothing is asked (a cassette miss would fail).
+    again = claw(root, "run", "--replay", "--json", "release-check", env=env)
+    assert [j["status"] for j in json.loads(again.stdout)["jobs"]] == ["up-to-date"]
