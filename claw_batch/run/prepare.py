@@ -178,7 +178,7 @@ def task_parts(run: RunContext, cache: RunCache, name: str) -> TaskParts:
         offered = offered_skills(run, task)
         system = system_prompt(run, Job(name), offered)
         return TaskParts(
-            digest=task_digest(task.definition),
+            digest=_definition_digest(run, name),
             system=system.key_text,
             skills=skill_digests(offered),
             model=run.model_override or task.model or run.project.config.model,
@@ -187,6 +187,25 @@ def task_parts(run: RunContext, cache: RunCache, name: str) -> TaskParts:
         )
 
     return cache.parts(name, compute)
+
+
+def _definition_digest(run: RunContext, name: str) -> str:
+    """The task definition's digest; for a task that delegates, with the definitions and
+    prompts of the tasks it may delegate to (theirs too): a changed sub-task makes the
+    parent run again, as a changed prompt would. A task that delegates to none keeps the
+    digest it always had."""
+    tasks = run.project.config.tasks
+    own = task_digest(tasks[name].definition)
+    reached: dict[str, list[str]] = {}
+    todo = list(tasks[name].delegate.tasks)
+    while todo:
+        other = todo.pop()
+        if other in reached or other == name or other not in tasks:
+            continue
+        source, _ = run.project.prompt_source(other)
+        reached[other] = [task_digest(tasks[other].definition), digest(source)]
+        todo += tasks[other].delegate.tasks
+    return digest({"task": own, "delegates": reached}) if reached else own
 
 
 def _tainted(

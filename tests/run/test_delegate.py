@@ -149,6 +149,30 @@ def test_an_identical_delegation_is_up_to_date_and_asks_nothing(
     assert (root / "out/lead.md").read_text() == "lead: ok: Review b.py.\n"
 
 
+def test_a_changed_delegated_task_makes_its_parent_run_again(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    # As make reruns a target whose recipe changed: the parent's answer was made with the
+    # sub-task as it was.
+    root = make_project(tmp_path / "p", CLAWFILE, FILES)
+    server.handler = lead(delegate("review-file", path="a.py"))
+    assert claw(root, "run", "lead", env=env).exit_code == 0
+    clawfile = root / "clawfile.yaml"
+
+    def statuses() -> list[str]:
+        r = claw(root, "run", "--json", "lead", env=env)
+        return [j["status"] for j in json.loads(r.stdout)["jobs"]]
+
+    assert statuses() == ["up-to-date"]
+    # An unrelated task's change leaves it up to date; the sub-task's prompt does not.
+    clawfile.write_text(clawfile.read_text().replace("Something else.", "Something other."))
+    assert statuses() == ["up-to-date"]
+    clawfile.write_text(
+        clawfile.read_text().replace("Review {{ input.path }}.", "Check {{ input.path }}.")
+    )
+    assert statuses() == ["ok"]
+
+
 def test_delegate_calls_in_one_turn_run_at_the_same_time(
     tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
 ) -> None:
