@@ -932,3 +932,31 @@ def test_a_hook_runs_here_whatever_the_clawfile_executor(
     assert r.exit_code == 0, r.stderr
     assert r.stderr.count("a git hook runs its jobs here, not on the clawfile's Ray cluster") == 1
     assert len(server.requests) == 1
+
+
+def test_a_hook_run_sends_its_notice_as_any_run_does(
+    repo: Path, server: FakeOpenAI, env: dict[str, str], tmp_path: Path
+) -> None:
+    got = tmp_path / "notice.json"
+    dump = f"import sys; open({str(got)!r}, 'w').write(sys.stdin.read())"
+    clawfile = repo / "clawfile.yaml"
+    clawfile.write_text(
+        clawfile.read_text().replace(
+            "    hook: pre-commit\n",
+            "    hook: pre-commit\n"
+            "    notify:\n"
+            f"      - on: failed\n        command: [{json.dumps(sys.executable)}, -c, "
+            f"{json.dumps(dump)}]\n",
+            1,
+        )
+    )
+    git(repo, "add", "clawfile.yaml")
+    git(repo, "commit", "-q", "--no-verify", "-m", "notify")
+    hook(repo, "install")
+    (repo / "app.py").write_text("def f():\n    breakpoint()\n    return 1\n")
+    git(repo, "add", "app.py")
+    server.enqueue(verdict(False, "a debugging leftover"))
+    assert commit(repo, env).returncode == 1
+    payload = json.loads(got.read_text())
+    assert (payload["task"], payload["status"]) == ("review", "failed")
+    assert "a debugging leftover" in json.dumps(payload)
