@@ -31,7 +31,10 @@ _EXPECTED = {
 def problems(exc: ValidationError, model: type[BaseModel], source: YamlSource) -> list[Problem]:
     errors = exc.errors()
     for error in errors:
-        error["loc"] = tuple(part for part in error["loc"] if part != "[key]")  # dict key marker
+        # pydantic's marker of a dict key's own error follows the key; a first `[key]` is a
+        # key the file itself named so (`'[key]': null`)
+        loc = error["loc"]
+        error["loc"] = tuple(part for i, part in enumerate(loc) if part != "[key]" or i == 0)
     # After "unknown key 'promt' (did you mean 'prompt'?)", "missing required key 'prompt'"
     # would only say the same thing again.
     hinted = {

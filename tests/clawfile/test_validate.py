@@ -1038,3 +1038,13 @@ def test_executor_as_a_word_is_shown_its_form(tmp_path: Path) -> None:
         "clawfile.yaml:3: executor: expected a mapping such as {kind: ray, address: auto} "
         "(kind: local is the default), got 'ray'"
     )
+
+
+def test_a_key_named_like_pydantics_key_marker_is_an_unknown_key(tmp_path: Path) -> None:
+    # pydantic marks a dict key's own error with a `[key]` after it: one the file names
+    # first is the file's (found by the fuzzer: it crashed claw validate).
+    assert error(tmp_path, "'[key]': null\ntasks:\n  a: {prompt: hi}\n") == (
+        "clawfile.yaml:1: unknown key '[key]' (valid keys: version, model, workspace, "
+        "providers, defaults, default, tasks, prices, budget, cache, mcp_servers, executor, "
+        "notify)"
+    )
