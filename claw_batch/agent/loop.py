@@ -319,7 +319,7 @@ class ToolLoop:
             invoke = functools.partial(tool.invoke, ctx, call.arguments)
             return taint.run(call.name, str(ctx.root), invoke), True
         except ToolError as e:
-            return f"error: {e}", False
+            return (str(e) if e.fenced else f"error: {e}"), False
         except (LimitExceeded, ReplayMismatch, KeyboardInterrupt):
             raise  # a replayed MCP call not in the cassette ends the run, as a model reply's
         except Exception as e:  # the tool boundary: a bug in a tool must not end the run

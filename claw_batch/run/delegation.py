@@ -20,7 +20,8 @@ sub-jobs lets its slot go, so nesting cannot deadlock); depth is at most the roo
 deadline is its parent's at the latest, and what it spends is its parent's too
 (agent.budget.JobBudget.within). Taint flows both ways: a tainted parent's sub-job is tainted
 from its start, and a sub-job that read outside content taints its parent, which gets the
-answer fenced.
+answer fenced, and its error too when it fails (a check's summary, a schema error quote
+what it wrote).
 """
 
 from __future__ import annotations
@@ -280,7 +281,12 @@ class Delegator:
         if result.status == "interrupted":
             raise KeyboardInterrupt
         if result.status != "ok":
-            raise ToolError(f"sub-job {name} ended {result.status}: {result.error or ''}")
+            failed = f"sub-job {name} ended {result.status}: {result.error or ''}"
+            if tainted is not None:  # its error quotes what it wrote: fenced as its answer
+                raise ToolError(
+                    self.taint.fenced(failed, f"sub-job {name} ({tainted})"), fenced=True
+                )
+            raise ToolError(failed)
         return self._answer(name, result.text, tainted)
 
     def _up_to_date(self, ledger: Job, cp: Prepared, fp: Fingerprint) -> Done | None:
