@@ -372,9 +372,14 @@ class State(Database):
         self._calls.setdefault((run_id, task, item), []).append(row)  # atomic under the GIL
 
     def spent_since(self, task: str | None, since: dt.datetime) -> float:
-        """USD the ledger's jobs (of `task`, or all) that started since `since` cost."""
-        where = "julianday(started) >= julianday(?)" + (" AND task = ?" if task else "")
-        args: tuple[object, ...] = (since.isoformat(), task) if task else (since.isoformat(),)
+        """USD the ledger's jobs (of `task` and its sub-jobs `task<key>`, or all) that started
+        since `since` cost (task names take no '<': `task<%` is no other task's)."""
+        where = "julianday(started) >= julianday(?)"
+        args: tuple[object, ...] = (since.isoformat(),)
+        if task:
+            where += " AND (task = ? OR task LIKE ? ESCAPE '\\')"
+            like = task.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            args = (since.isoformat(), task, f"{like}<%")
         rows = self._query(f"SELECT COALESCE(SUM(cost_usd), 0) FROM jobs WHERE {where}", args)
         return float(rows[0][0])
 
