@@ -79,6 +79,8 @@ class SubJobs:
         self.slots = threading.Semaphore(max(1, jobs))  # sub-jobs running, across the run
         self._lock = threading.Lock()
         self._same: dict[str, threading.Semaphore] = {}  # one identical delegation at a time
+        # the waits for one: (the jobs from the waiting one's root down, the sub-job it waits for)
+        self._waits: dict[int, tuple[tuple[str, ...], str]] = {}
 
     def __call__(
         self,
@@ -95,17 +97,47 @@ class SubJobs:
         return Delegator(self, p, budget, taint, deadline, sink, chain, p.task.delegate.max_depth)
 
     @contextlib.contextmanager
-    def identical(self, name: str, deadline: float) -> Iterator[None]:
+    def identical(self, name: str, deadline: float, names: tuple[str, ...]) -> Iterator[None]:
         """While the sub-job `name` runs: an identical delegation (another parent's, in
-        parallel) waits for it, then finds it up to date."""
+        parallel) waits for it, then finds it up to date. A wait that would close a cycle
+        (`name` is, through the sub-jobs it waits for, waiting for one of `names`: the jobs
+        from the caller's root down, each running until the caller ends) is refused."""
+        token = object()
         with self._lock:
             same = self._same.setdefault(name, threading.Semaphore(1))
-        if not cancel.acquire(same, deadline):
+            if self._waits_for(name, names):
+                raise ToolError(
+                    f"refused: sub-job {name} is running and waits, through its own sub-jobs, "
+                    f"for this job ({' -> '.join(names)}): waiting for it would never end; do "
+                    "this part yourself"
+                )
+            self._waits[id(token)] = (names, name)
+        try:
+            got = cancel.acquire(same, deadline)
+        finally:
+            with self._lock:
+                del self._waits[id(token)]
+        if not got:
             raise ToolError(f"sub-job {name}: an identical one still ran at this job's deadline")
         try:
             yield
         finally:
             same.release()
+
+    def _waits_for(self, name: str, names: tuple[str, ...]) -> bool:
+        """Whether the running sub-job `name`, or one under it, waits (on and on) for one of
+        `names`; under self._lock."""
+        seen: set[str] = set()
+        todo = [name]
+        while todo:
+            job = todo.pop()
+            if job in names:
+                return True
+            if job in seen:
+                continue
+            seen.add(job)
+            todo.extend(want for chain, want in self._waits.values() if job in chain)
+        return False
 
 
 class Delegator:
@@ -167,7 +199,7 @@ class Delegator:
         if name in self.names:  # an ad-hoc sub-job asking for itself again
             path = " -> ".join((*self.names, name))
             raise ToolError(f"refused: this sub-job is one of this job's own ancestors ({path})")
-        with self._waiting_for_it(), self.subs.identical(name, self.deadline):
+        with self._waiting_for_it(), self.subs.identical(name, self.deadline, self.names):
             return self._run(cp, name, input, chain, prompt if task is None else None)
 
     def _named(self, task: str, input: Mapping[str, Any]) -> tuple[Prepared, str]:
