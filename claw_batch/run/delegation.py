@@ -76,7 +76,8 @@ class SubJobs:
         self.records = records
         self.progress = progress
         self.noted = noted
-        self.slots = threading.Semaphore(max(1, jobs))  # sub-jobs running, across the run
+        self.width = max(1, jobs)
+        self.slots = threading.Semaphore(self.width)  # sub-jobs running, across the run
         self._lock = threading.Lock()
         self._same: dict[str, threading.Semaphore] = {}  # one identical delegation at a time
         # the waits for one: (the jobs from the waiting one's root down, the sub-job it waits for)
@@ -171,6 +172,11 @@ class Delegator:
         self.slot = slot  # a sub-job's: the one of the run's slots it holds
         self._lock = threading.Lock()
         self._waiting = 0  # its delegate calls under way (parallel ones: several)
+
+    @property
+    def width(self) -> int:
+        """How many of a turn's calls run at once (tools.base.Delegate): the run's -j."""
+        return self.subs.width
 
     # --- the tool's call -------------------------------------------------------------------
 

@@ -1,6 +1,6 @@
 """Sub-jobs that contend, through `claw run`: crossed ad-hoc delegations (each sub-job asks
 for the other's prompt while the other runs) end with one refused as a cycle instead of both
-waiting until the deadline."""
+waiting until the deadline; a turn of many delegate calls runs on at most -j threads."""
 
 from __future__ import annotations
 
@@ -84,3 +84,29 @@ def test_crossed_ad_hoc_delegations_are_refused_as_a_cycle_not_waited_for(
     assert not both.broken
     answer = (root / "out/lead.md").read_text()
     assert "waiting for it would never end; do this part yourself" in answer, answer
+
+
+def test_a_turns_delegate_calls_hold_at_most_j_threads(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    root = make_project(tmp_path / "p", LEAD)
+    peak = [0]
+
+    def handle(body: dict[str, Any]) -> Reply:
+        who = user(body)
+        if who.startswith("Lead"):
+            if results(body):
+                return text("done")
+            return tool_calls(
+                *(call("delegate", {"prompt": f"P{n}", "tools": ["read"]}, id=f"c{n}")
+                  for n in range(60))
+            )  # fmt: skip
+        waiting = sum(t.name.startswith("claw-call-delegate") for t in threading.enumerate())
+        peak[0] = max(peak[0], waiting)
+        return text(f"{who} ok")
+
+    server.handler = handle
+    r = claw(root, "run", "-j", "2", "lead", env=env)
+    assert r.exit_code == 0, r.stderr
+    assert len(server.requests) == 1 + 60 + 1
+    assert 1 <= peak[0] <= 2, f"{peak[0]} delegate threads alive at once at -j 2"
