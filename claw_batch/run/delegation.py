@@ -44,7 +44,7 @@ from claw_batch.run.job import Nesting, abort, attempt_job, ended, job_taint, sa
 from claw_batch.run.jobsink import EventSink
 from claw_batch.run.prepare import Prepared, fingerprint_of, prepare, task_same
 from claw_batch.run.record import Recorder
-from claw_batch.run.results import JobResult
+from claw_batch.run.results import JobResult, spent
 from claw_batch.store.state import Done, JobRecord
 from claw_batch.taint.jobtaint import READ_ONLY, JobTaint
 from claw_batch.terminal.progress import Progress
@@ -315,7 +315,7 @@ class Delegator:
             result, tainted = self._execute(cp, ledger, fp, chain, ad_hoc, slot)
         finally:
             slot.release()
-        self._said(name, result.status, result.transcript, tainted)
+        self._said(name, result.status, result.transcript, tainted, result)
         if result.status == "interrupted":
             raise KeyboardInterrupt
         if result.status != "ok":
@@ -349,8 +349,21 @@ class Delegator:
             return text
         return self.taint.fenced(text, f"sub-job {name} ({tainted})")
 
-    def _said(self, name: str, status: str, transcript: str | None, tainted: str | None) -> None:
-        """The `delegate` event in the parent's transcript (claw show nests the sub-job)."""
+    def _said(
+        self,
+        name: str,
+        status: str,
+        transcript: str | None,
+        tainted: str | None,
+        ran: JobResult | None = None,
+    ) -> None:
+        """The `delegate` event in the parent's transcript (claw show nests the sub-job);
+        what a sub-job that `ran` spent (with its own sub-jobs) is its parent's too."""
+        paid: dict[str, object] = {}
+        if ran is not None:
+            u = ran.usage
+            usage = {"prompt": u.prompt_tokens, "completion": u.completion_tokens}
+            paid = {"usage": {**usage, "cached": u.cached_tokens}, "cost_usd": ran.cost_usd}
         with self._lock:  # parallel calls end on their threads
             self.sink(
                 "delegate",
@@ -358,6 +371,7 @@ class Delegator:
                 status=status,
                 transcript=transcript,
                 **({"tainted": tainted} if tainted else {}),
+                **paid,
             )
 
     def _execute(
@@ -409,12 +423,11 @@ class Delegator:
             status=status,
             reason=reason,
             duration_s=duration,
-            usage=sink.usage,
             output=outcome.output if outcome else None,
             error=run.redact(error) if error else None,
             transcript=records.shown(transcript),
             text=outcome.text if outcome else "",
-            cost_usd=sink.cost_usd,
+            **spent(sink),
             saved_tokens=sink.saved_tokens,
             saved_usd=sink.saved_usd,
         )

@@ -50,9 +50,9 @@ class JobEnd(Protocol):
     @property
     def duration_s(self) -> float: ...
     @property
-    def usage(self) -> Usage: ...
+    def own_usage(self) -> Usage: ...  # its own calls' (not its sub-jobs')
     @property
-    def cost_usd(self) -> float | None: ...
+    def own_cost_usd(self) -> float | None: ...
     @property
     def output(self) -> str | None: ...
     @property
@@ -93,7 +93,7 @@ class JobRecord:
     def of(cls, run_id: str, task: str, item: str, started: str, end: JobEnd) -> JobRecord:
         """The row of the job (`task`, `item`) of run `run_id`, started at `started`, that
         ended as `end` says."""
-        usage = end.usage
+        usage = end.own_usage
         return cls(
             run_id,
             task,
@@ -105,7 +105,7 @@ class JobRecord:
             usage.prompt_tokens,
             usage.completion_tokens,
             usage.cached_tokens,
-            end.cost_usd,
+            end.own_cost_usd,
             end.output,
             end.error,
             end.transcript,

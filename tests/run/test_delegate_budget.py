@@ -5,6 +5,7 @@ hold their calls' estimates on the parent so they cannot all spend its last doll
 from __future__ import annotations
 
 import contextlib
+import json
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -165,3 +166,33 @@ def test_parallel_children_cannot_all_spend_the_parents_last_dollar(
     assert total <= 0.20 + 0.06 + 1e-9, (
         f"{len(children)} children called; lead and its children spent ${total:.3f} of $0.20"
     )
+
+
+def test_a_runs_totals_count_what_its_sub_jobs_spent_once(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    """A parent's result (--json, its progress line) includes what its sub-jobs spent; the
+    ledger's rows each hold their own job's, so `claw log` adds them to the same total."""
+    root = make_project(tmp_path / "p", PER_DAY.replace("budget: {per_day: 0.10}", "budget: {}"))
+    server.handler = sequential(3)
+    r = claw(root, "run", "--json", "lead", env=env)
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    ledger = sum(c or 0.0 for _, c, _ in spent(root))
+    assert ledger > 0.18
+    assert doc["totals"]["cost_usd"] == pytest.approx(ledger)
+    (lead,) = [j for j in doc["jobs"] if j["task"] == "lead"]
+    assert lead["cost_usd"] == pytest.approx(ledger)
+    db = sqlite3.connect(root / ".claw/state.db")
+    try:
+        ((tokens,),) = db.execute("SELECT SUM(prompt_tokens + completion_tokens) FROM jobs")
+    finally:
+        db.close()
+    assert f"{tokens:,} tokens" in r.stderr  # the progress line's
+    log = claw(root, "log", "--json", env=env)
+    (run,) = json.loads(log.stdout)
+    assert sum(j["cost_usd"] or 0.0 for j in run["jobs"]) == pytest.approx(ledger)
+    assert f"${ledger:.4f}" in claw(root, "log", env=env).stdout  # the run's line
+    page = tmp_path / "report.html"
+    assert claw(root, "report", "-o", str(page), env=env).exit_code == 0
+    assert f"${ledger:.4f}" in page.read_text()  # the report's total
