@@ -168,6 +168,7 @@ class JobBudget:
         self._sub_held = (0, 0.0)  # tokens, USD: estimates of its sub-jobs' calls in flight
         self._via: tuple[str, ...] = ()  # the tasks its call is held on too (Spend.reserve)
         self._holds: tuple[int, float] = (0, 0.0)  # what its call in flight holds on parents
+        self._costliest_sub_call = 0.0  # USD: a sub-job's next call is taken to cost as much
 
     @classmethod
     def tokens_only(cls, max_tokens: int | None = None) -> JobBudget:
@@ -200,6 +201,8 @@ class JobBudget:
                     f"its budget.max_usd of ${b.max_usd:.2f} (${spent:.4f} spent)"
                 )
         parents = self._parents()
+        # A sub-job's first call has no answer to go by: its siblings' calls are taken as like it
+        estimate = max([estimate, *(p.costliest_sub_call() for p in parents)])
         held: list[JobBudget] = []
         try:
             for parent in parents:  # held on each until the call is settled
@@ -249,6 +252,10 @@ class JobBudget:
                 )
             self._sub_held = (held_tokens + prompt_tokens, held_usd + estimate)
 
+    def costliest_sub_call(self) -> float:
+        with self._lock:
+            return self._costliest_sub_call
+
     def release(self, prompt_tokens: int, estimate: float) -> None:
         with self._lock:
             held_tokens, held_usd = self._sub_held
@@ -260,6 +267,7 @@ class JobBudget:
             self.sub_tokens += tokens
             if cost is not None:
                 self.cost = (self.cost or 0.0) + cost
+                self._costliest_sub_call = max(self._costliest_sub_call, cost)
 
     def priced(self, usage: Usage) -> float | None:
         """What `usage` would cost the job (None: price unknown); nothing is spent."""
