@@ -60,4 +60,9 @@ class Interrupted(ClawError):
 
 
 class ToolError(Exception):
-    """A tool call that cannot be carried out; its message goes back to the model."""
+    """A tool call that cannot be carried out; its message goes back to the model (`fenced`:
+    as it is, outside content already fenced, else after "error: ")."""
+
+    def __init__(self, message: str, *, fenced: bool = False) -> None:
+        super().__init__(message)
+        self.fenced = fenced

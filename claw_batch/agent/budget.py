@@ -54,6 +54,9 @@ class Spend:
         }
         self._spent: dict[str, float] = {}  # per task, by this run's calls
         self._held: dict[str, float] = {}  # per task, estimates of calls in flight
+        # per task, by (and held for) the calls of its jobs' sub-jobs of other tasks
+        self._via_spent: dict[str, float] = {}
+        self._via_held: dict[str, float] = {}
 
     def __getstate__(self) -> dict[str, object]:
         """Picklable (a cluster's shared actor holds the run's Spend): without the lock."""
@@ -99,28 +102,41 @@ class Spend:
     def _in_run(self, table: Mapping[str, float], task: str | None) -> float:
         return sum(v for t, v in table.items() if task is None or t == task)
 
-    def reserve(self, task: str, caps: list[Cap], estimate: float) -> None:
-        """Hold `estimate` USD for a call, or raise the limit it would cross."""
+    def _spent_on(self, cap: Cap) -> float:
+        spent = cap.spent_before + self._in_run(self._spent, cap.task)
+        spent += self._in_run(self._held, cap.task)
+        if cap.task is not None:  # and what sub-jobs of its jobs spend (of other tasks)
+            spent += self._via_spent.get(cap.task, 0.0) + self._via_held.get(cap.task, 0.0)
+        return spent
+
+    def reserve(
+        self, task: str, caps: list[Cap], estimate: float, via: tuple[str, ...] = ()
+    ) -> None:
+        """Hold `estimate` USD for a call, or raise the limit it would cross; `via`: the
+        tasks of a sub-job's ancestors, whose own caps (not the shared ones, which count the
+        call under `task` already) hold it too."""
         with self._lock:
-            for cap in caps:
-                spent = (
-                    cap.spent_before
-                    + self._in_run(self._spent, cap.task)
-                    + self._in_run(self._held, cap.task)
-                )
+            checked = list(caps) + [c for t in via for c in self._caps.get(t, []) if c.task == t]
+            for cap in checked:
+                spent = self._spent_on(cap)
                 if spent + estimate > cap.usd:
-                    scope = f"task {task!r}" if cap.task else "all tasks together"
+                    scope = f"task {cap.task!r}" if cap.task else "all tasks together"
                     raise LimitExceeded(
                         f"budget: the next model call (~${estimate:.4f}) would take {scope} "
                         f"past {cap.key} of ${cap.usd:.2f} (${spent:.4f} spent in the last "
                         f"{cap.period})"
                     )
             self._held[task] = self._held.get(task, 0.0) + estimate
+            for t in via:
+                self._via_held[t] = self._via_held.get(t, 0.0) + estimate
 
-    def settle(self, task: str, held: float, cost: float | None) -> None:
+    def settle(self, task: str, held: float, cost: float | None, via: tuple[str, ...] = ()) -> None:
         with self._lock:
             self._held[task] = self._held.get(task, 0.0) - held
             self._spent[task] = self._spent.get(task, 0.0) + (cost or 0.0)
+            for t in via:
+                self._via_held[t] = self._via_held.get(t, 0.0) - held
+                self._via_spent[t] = self._via_spent.get(t, 0.0) + (cost or 0.0)
 
 
 class JobBudget:
@@ -149,6 +165,10 @@ class JobBudget:
         self.tokens = 0  # spent by the job's own calls
         self.sub_tokens = 0  # by its sub-jobs' calls: counted against its max_tokens
         self._lock = threading.Lock()  # sub-jobs in parallel charge it from their threads
+        self._sub_held = (0, 0.0)  # tokens, USD: estimates of its sub-jobs' calls in flight
+        self._via: tuple[str, ...] = ()  # the tasks its call is held on too (Spend.reserve)
+        self._holds: tuple[int, float] = (0, 0.0)  # what its call in flight holds on parents
+        self._costliest_sub_call = 0.0  # USD: a sub-job's next call is taken to cost as much
 
     @classmethod
     def tokens_only(cls, max_tokens: int | None = None) -> JobBudget:
@@ -162,8 +182,6 @@ class JobBudget:
         return self
 
     def reserve(self, used: Usage, prompt_tokens: int) -> None:
-        if self.parent is not None:
-            self.parent.room(prompt_tokens, self._estimate(prompt_tokens))
         b = self.budget
         if b.max_tokens is not None and used.total_tokens + prompt_tokens > b.max_tokens - (
             self.sub_tokens
@@ -173,55 +191,83 @@ class JobBudget:
                 f"the job past its budget of {b.max_tokens:,} tokens "
                 f"({used.total_tokens:,} used)"
             )
-        if self.price is None:
-            return
-        next_call = Usage(prompt_tokens, self._longest_answer, 0)
-        estimate = prices.cost(next_call, self.price) or 0.0
-        with self._lock:
-            spent = self.cost or 0.0
-        if b.max_usd is not None and spent + estimate > b.max_usd:
-            raise LimitExceeded(
-                f"budget: the next model call (~${estimate:.4f}) would take the job past its "
-                f"budget.max_usd of ${b.max_usd:.2f} (${spent:.4f} spent)"
-            )
-        if self.spend is not None and self.caps:
-            self.spend.reserve(self.task, self.caps, estimate)
-            self._held = estimate
+        estimate = self._estimate(prompt_tokens)
+        if self.price is not None:
+            with self._lock:
+                spent = self.cost or 0.0
+            if b.max_usd is not None and spent + estimate > b.max_usd:
+                raise LimitExceeded(
+                    f"budget: the next model call (~${estimate:.4f}) would take the job past "
+                    f"its budget.max_usd of ${b.max_usd:.2f} (${spent:.4f} spent)"
+                )
+        parents = self._parents()
+        # A sub-job's first call has no answer to go by: its siblings' calls are taken as like it
+        estimate = max([estimate, *(p.costliest_sub_call() for p in parents)])
+        held: list[JobBudget] = []
+        try:
+            for parent in parents:  # held on each until the call is settled
+                parent.hold(prompt_tokens, estimate)
+                held.append(parent)
+            via = tuple(dict.fromkeys(p.task for p in parents if p.task != self.task))
+            if self.spend is not None and self.price is not None and (self.caps or via):
+                self.spend.reserve(self.task, self.caps, estimate, via)
+                self._held, self._via = estimate, via
+        except BaseException:
+            for parent in held:
+                parent.release(prompt_tokens, estimate)
+            raise
+        self._holds = (prompt_tokens, estimate)
+
+    def _parents(self) -> list[JobBudget]:
+        parents, parent = [], self.parent
+        while parent is not None:
+            parents.append(parent)
+            parent = parent.parent
+        return parents
 
     def _estimate(self, prompt_tokens: int) -> float:
         if self.price is None:
             return 0.0
         return prices.cost(Usage(prompt_tokens, self._longest_answer, 0), self.price) or 0.0
 
-    def room(self, prompt_tokens: int, estimate: float) -> None:
-        """Raise the limit a sub-job's next call (~`prompt_tokens`, ~`estimate` USD) would
-        take this job past, or its own parent."""
+    def hold(self, prompt_tokens: int, estimate: float) -> None:
+        """Hold a sub-job's next call (~`prompt_tokens`, ~`estimate` USD) against this job's
+        limits, with its other sub-jobs' calls in flight; or raise the limit it would cross."""
         b = self.budget
         with self._lock:
-            tokens, cost = self.tokens + self.sub_tokens, self.cost or 0.0
-        if b.max_tokens is not None and tokens + prompt_tokens > b.max_tokens:
-            raise LimitExceeded(
-                f"budget: the next model call (~{prompt_tokens:,} prompt tokens) would take "
-                f"the parent job past its budget of {b.max_tokens:,} tokens "
-                f"({tokens:,} used by it and its sub-jobs)"
-            )
-        if b.max_usd is not None and cost + estimate > b.max_usd:
-            raise LimitExceeded(
-                f"budget: the next model call (~${estimate:.4f}) would take the parent job "
-                f"past its budget.max_usd of ${b.max_usd:.2f} (${cost:.4f} spent by it and "
-                "its sub-jobs)"
-            )
-        if self.parent is not None:
-            self.parent.room(prompt_tokens, estimate)
+            held_tokens, held_usd = self._sub_held
+            tokens = self.tokens + self.sub_tokens + held_tokens
+            cost = (self.cost or 0.0) + held_usd
+            if b.max_tokens is not None and tokens + prompt_tokens > b.max_tokens:
+                raise LimitExceeded(
+                    f"budget: the next model call (~{prompt_tokens:,} prompt tokens) would take "
+                    f"the parent job past its budget of {b.max_tokens:,} tokens "
+                    f"({tokens:,} used by it and its sub-jobs)"
+                )
+            if b.max_usd is not None and cost + estimate > b.max_usd:
+                raise LimitExceeded(
+                    f"budget: the next model call (~${estimate:.4f}) would take the parent job "
+                    f"past its budget.max_usd of ${b.max_usd:.2f} (${cost:.4f} spent by it and "
+                    "its sub-jobs)"
+                )
+            self._sub_held = (held_tokens + prompt_tokens, held_usd + estimate)
+
+    def costliest_sub_call(self) -> float:
+        with self._lock:
+            return self._costliest_sub_call
+
+    def release(self, prompt_tokens: int, estimate: float) -> None:
+        with self._lock:
+            held_tokens, held_usd = self._sub_held
+            self._sub_held = (held_tokens - prompt_tokens, held_usd - estimate)
 
     def charge(self, tokens: int, cost: float | None) -> None:
-        """A sub-job's call, charged to this job (and on up its parents)."""
+        """A sub-job's call, charged to this job."""
         with self._lock:
             self.sub_tokens += tokens
             if cost is not None:
                 self.cost = (self.cost or 0.0) + cost
-        if self.parent is not None:
-            self.parent.charge(tokens, cost)
+                self._costliest_sub_call = max(self._costliest_sub_call, cost)
 
     def priced(self, usage: Usage) -> float | None:
         """What `usage` would cost the job (None: price unknown); nothing is spent."""
@@ -235,9 +281,10 @@ class JobBudget:
             self.tokens += usage.total_tokens
             if cost is not None:
                 self.cost = (self.cost or 0.0) + cost
-        if self.parent is not None:
-            self.parent.charge(usage.total_tokens, cost)
+        for parent in self._parents():
+            parent.charge(usage.total_tokens, cost)
+            parent.release(*self._holds)
         if self.spend is not None:
-            self.spend.settle(self.task, self._held, cost)
-        self._held = 0.0
+            self.spend.settle(self.task, self._held, cost, self._via)
+        self._held, self._via, self._holds = 0.0, (), (0, 0.0)
         return cost

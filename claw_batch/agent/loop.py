@@ -261,9 +261,10 @@ class ToolLoop:
         return results
 
     def _together(self, calls: list[ToolCall]) -> list[Ran]:
-        """Run `calls` at the same time, each on a thread with its own event buffer; their
-        results and events, in their order. What ends the job (a limit, Ctrl-C) in any of them is
-        raised once all have ended: none is left running."""
+        """Run `calls` at the same time, on at most the delegate's width of threads (the
+        run's -j), each with its own event buffer; their results and events, in their order.
+        What ends the job (a limit, Ctrl-C) in any of them is raised once all have ended
+        (none is left running; no call not yet started starts)."""
         import threading
 
         from claw_batch import baton
@@ -282,9 +283,22 @@ class ToolLoop:
                 ran[i] = ((f"error: {type(e).__name__}", False), events)
                 raised.append(e)
 
+        todo = iter(list(enumerate(calls)))
+        lock = threading.Lock()
+
+        def worker() -> None:  # takes the next call until none is left
+            while True:
+                with lock:
+                    i, call = next(todo, (-1, None))
+                if call is None or raised:
+                    return
+                one(i, call)
+
+        delegate = self.ctx.delegate
+        width = min(len(calls), delegate.width if delegate is not None else len(calls))
         threads = [
-            threading.Thread(target=one, args=(i, c), name=f"claw-call-{c.name}", daemon=True)
-            for i, c in enumerate(calls)
+            threading.Thread(target=worker, name=f"claw-call-{calls[0].name}", daemon=True)
+            for _ in range(max(1, width))
         ]
         with baton.released():  # the job waits for its calls
             for t in threads:
@@ -319,7 +333,7 @@ class ToolLoop:
             invoke = functools.partial(tool.invoke, ctx, call.arguments)
             return taint.run(call.name, str(ctx.root), invoke), True
         except ToolError as e:
-            return f"error: {e}", False
+            return (str(e) if e.fenced else f"error: {e}"), False
         except (LimitExceeded, ReplayMismatch, KeyboardInterrupt):
             raise  # a replayed MCP call not in the cassette ends the run, as a model reply's
         except Exception as e:  # the tool boundary: a bug in a tool must not end the run

@@ -189,10 +189,13 @@ class SharedSpend(Spend):
         self.__setstate__(base.__getstate__())
         self.worker = worker
 
-    def reserve(self, task: str, caps: list[Cap], estimate: float) -> None:
+    def reserve(
+        self, task: str, caps: list[Cap], estimate: float, via: tuple[str, ...] = ()
+    ) -> None:
+        """`via` is always empty: a task that may delegate does not run on a cluster."""
         refused = self.worker.ask("reserve", self.worker.job, task, caps, estimate)
         if isinstance(refused, Refused):
             raise refused.error()
 
-    def settle(self, task: str, held: float, cost: float | None) -> None:
+    def settle(self, task: str, held: float, cost: float | None, via: tuple[str, ...] = ()) -> None:
         self.worker.ask("settle", self.worker.job, task, held, cost)

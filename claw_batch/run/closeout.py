@@ -101,9 +101,9 @@ class CloseOut:
                 r.job.name,
                 r.status,
                 r.duration_s,
-                r.tokens,
+                r.own_usage.total_tokens,  # its sub-jobs' are on their own lines
                 text if quoted else "",
-                r.cost_usd,
+                r.own_cost_usd,
                 outside,
                 r.saved_tokens,
                 r.saved_usd,
@@ -116,11 +116,19 @@ class CloseOut:
             outside = r.job in self.outside
             self.outside.discard(r.job)
         text = self.redact(r.text if r.status == "ok" else r.error or "") if quoted else ""
-        item, seconds, cost = r.job.item or "", r.duration_s, r.cost_usd
+        item, seconds, cost = r.job.item or "", r.duration_s, r.own_cost_usd
         if named:
             item = r.job.name
         return NoteJob(
-            item, r.status, seconds, r.tokens, text, cost, outside, r.saved_tokens, r.saved_usd
+            item,
+            r.status,
+            seconds,
+            r.own_usage.total_tokens,  # its sub-jobs' are their own lines (sub_job)
+            text,
+            cost,
+            outside,
+            r.saved_tokens,
+            r.saved_usd,
         )
 
     def note(self, task: str) -> None:

@@ -20,7 +20,8 @@ sub-jobs lets its slot go, so nesting cannot deadlock); depth is at most the roo
 deadline is its parent's at the latest, and what it spends is its parent's too
 (agent.budget.JobBudget.within). Taint flows both ways: a tainted parent's sub-job is tainted
 from its start, and a sub-job that read outside content taints its parent, which gets the
-answer fenced.
+answer fenced, and its error too when it fails (a check's summary, a schema error quote
+what it wrote).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from claw_batch.run.job import Nesting, abort, attempt_job, ended, job_taint, sa
 from claw_batch.run.jobsink import EventSink
 from claw_batch.run.prepare import Prepared, fingerprint_of, prepare, task_same
 from claw_batch.run.record import Recorder
-from claw_batch.run.results import JobResult
+from claw_batch.run.results import JobResult, spent
 from claw_batch.store.state import Done, JobRecord
 from claw_batch.taint.jobtaint import READ_ONLY, JobTaint
 from claw_batch.terminal.progress import Progress
@@ -75,9 +76,12 @@ class SubJobs:
         self.records = records
         self.progress = progress
         self.noted = noted
-        self.slots = threading.Semaphore(max(1, jobs))  # sub-jobs running, across the run
+        self.width = max(1, jobs)
+        self.slots = threading.Semaphore(self.width)  # sub-jobs running, across the run
         self._lock = threading.Lock()
         self._same: dict[str, threading.Semaphore] = {}  # one identical delegation at a time
+        # the waits for one: (the jobs from the waiting one's root down, the sub-job it waits for)
+        self._waits: dict[int, tuple[tuple[str, ...], str]] = {}
 
     def __call__(
         self,
@@ -94,17 +98,47 @@ class SubJobs:
         return Delegator(self, p, budget, taint, deadline, sink, chain, p.task.delegate.max_depth)
 
     @contextlib.contextmanager
-    def identical(self, name: str, deadline: float) -> Iterator[None]:
+    def identical(self, name: str, deadline: float, names: tuple[str, ...]) -> Iterator[None]:
         """While the sub-job `name` runs: an identical delegation (another parent's, in
-        parallel) waits for it, then finds it up to date."""
+        parallel) waits for it, then finds it up to date. A wait that would close a cycle
+        (`name` is, through the sub-jobs it waits for, waiting for one of `names`: the jobs
+        from the caller's root down, each running until the caller ends) is refused."""
+        token = object()
         with self._lock:
             same = self._same.setdefault(name, threading.Semaphore(1))
-        if not cancel.acquire(same, deadline):
+            if self._waits_for(name, names):
+                raise ToolError(
+                    f"refused: sub-job {name} is running and waits, through its own sub-jobs, "
+                    f"for this job ({' -> '.join(names)}): waiting for it would never end; do "
+                    "this part yourself"
+                )
+            self._waits[id(token)] = (names, name)
+        try:
+            got = cancel.acquire(same, deadline)
+        finally:
+            with self._lock:
+                del self._waits[id(token)]
+        if not got:
             raise ToolError(f"sub-job {name}: an identical one still ran at this job's deadline")
         try:
             yield
         finally:
             same.release()
+
+    def _waits_for(self, name: str, names: tuple[str, ...]) -> bool:
+        """Whether the running sub-job `name`, or one under it, waits (on and on) for one of
+        `names`; under self._lock."""
+        seen: set[str] = set()
+        todo = [name]
+        while todo:
+            job = todo.pop()
+            if job in names:
+                return True
+            if job in seen:
+                continue
+            seen.add(job)
+            todo.extend(want for chain, want in self._waits.values() if job in chain)
+        return False
 
 
 class Delegator:
@@ -139,6 +173,11 @@ class Delegator:
         self._lock = threading.Lock()
         self._waiting = 0  # its delegate calls under way (parallel ones: several)
 
+    @property
+    def width(self) -> int:
+        """How many of a turn's calls run at once (tools.base.Delegate): the run's -j."""
+        return self.subs.width
+
     # --- the tool's call -------------------------------------------------------------------
 
     def __call__(
@@ -166,7 +205,7 @@ class Delegator:
         if name in self.names:  # an ad-hoc sub-job asking for itself again
             path = " -> ".join((*self.names, name))
             raise ToolError(f"refused: this sub-job is one of this job's own ancestors ({path})")
-        with self._waiting_for_it(), self.subs.identical(name, self.deadline):
+        with self._waiting_for_it(), self.subs.identical(name, self.deadline, self.names):
             return self._run(cp, name, input, chain, prompt if task is None else None)
 
     def _named(self, task: str, input: Mapping[str, Any]) -> tuple[Prepared, str]:
@@ -276,11 +315,16 @@ class Delegator:
             result, tainted = self._execute(cp, ledger, fp, chain, ad_hoc, slot)
         finally:
             slot.release()
-        self._said(name, result.status, result.transcript, tainted)
+        self._said(name, result.status, result.transcript, tainted, result)
         if result.status == "interrupted":
             raise KeyboardInterrupt
         if result.status != "ok":
-            raise ToolError(f"sub-job {name} ended {result.status}: {result.error or ''}")
+            failed = f"sub-job {name} ended {result.status}: {result.error or ''}"
+            if tainted is not None:  # its error quotes what it wrote: fenced as its answer
+                raise ToolError(
+                    self.taint.fenced(failed, f"sub-job {name} ({tainted})"), fenced=True
+                )
+            raise ToolError(failed)
         return self._answer(name, result.text, tainted)
 
     def _up_to_date(self, ledger: Job, cp: Prepared, fp: Fingerprint) -> Done | None:
@@ -305,8 +349,21 @@ class Delegator:
             return text
         return self.taint.fenced(text, f"sub-job {name} ({tainted})")
 
-    def _said(self, name: str, status: str, transcript: str | None, tainted: str | None) -> None:
-        """The `delegate` event in the parent's transcript (claw show nests the sub-job)."""
+    def _said(
+        self,
+        name: str,
+        status: str,
+        transcript: str | None,
+        tainted: str | None,
+        ran: JobResult | None = None,
+    ) -> None:
+        """The `delegate` event in the parent's transcript (claw show nests the sub-job);
+        what a sub-job that `ran` spent (with its own sub-jobs) is its parent's too."""
+        paid: dict[str, object] = {}
+        if ran is not None:
+            u = ran.usage
+            usage = {"prompt": u.prompt_tokens, "completion": u.completion_tokens}
+            paid = {"usage": {**usage, "cached": u.cached_tokens}, "cost_usd": ran.cost_usd}
         with self._lock:  # parallel calls end on their threads
             self.sink(
                 "delegate",
@@ -314,6 +371,7 @@ class Delegator:
                 status=status,
                 transcript=transcript,
                 **({"tainted": tainted} if tainted else {}),
+                **paid,
             )
 
     def _execute(
@@ -365,12 +423,11 @@ class Delegator:
             status=status,
             reason=reason,
             duration_s=duration,
-            usage=sink.usage,
             output=outcome.output if outcome else None,
             error=run.redact(error) if error else None,
             transcript=records.shown(transcript),
             text=outcome.text if outcome else "",
-            cost_usd=sink.cost_usd,
+            **spent(sink),
             saved_tokens=sink.saved_tokens,
             saved_usd=sink.saved_usd,
         )

@@ -29,7 +29,7 @@ from claw_batch.run.context import RunContext
 from claw_batch.run.jobsink import EventSink, JobSink
 from claw_batch.run.prepare import Prepared, key_prompt, system_prompt
 from claw_batch.run.record import Recorder
-from claw_batch.run.results import JobResult, Status
+from claw_batch.run.results import JobResult, Status, spent
 from claw_batch.safety.atomic import DirSyncs
 from claw_batch.safety.paths import Policy, checked_output
 from claw_batch.safety.safeopen import write_file
@@ -162,14 +162,13 @@ def conclude(
         status=status,
         reason=reason,
         duration_s=duration,
-        usage=sink.usage,
         output=outcome.output if outcome else None,
         error=run.redact(error) if error else None,
         transcript=records.shown(transcript),
         text=outcome.text if outcome else "",
         findings=tuple(run.redact(f) for f in _findings(outcome)),
         reasons=decision.reasons,
-        cost_usd=sink.cost_usd,
+        **spent(sink),
         saved_tokens=sink.saved_tokens,
         saved_usd=sink.saved_usd,
         node=node,

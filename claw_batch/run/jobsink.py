@@ -24,6 +24,9 @@ class Tally:
         # or the price is unknown).
         self.saved_tokens = 0
         self.saved_usd: float | None = None
+        # What its sub-jobs (`delegate`) spent, their own sub-jobs' too: not in `usage`.
+        self.sub_usage = Usage()
+        self.sub_cost_usd: float | None = None
 
     def count(self, kind: str, fields: dict[str, Any]) -> bool:
         """Add an event; True when it is a model call that was paid (the ledger's `calls`)."""
@@ -41,6 +44,12 @@ class Tally:
             if cost is not None:
                 self.cost_usd = (self.cost_usd or 0.0) + cost
             return True
+        if kind == "delegate" and "usage" in fields:  # a sub-job that ran
+            u = fields["usage"]
+            self.sub_usage += Usage(u["prompt"], u["completion"], u["cached"])
+            cost = fields.get("cost_usd")
+            if cost is not None:
+                self.sub_cost_usd = (self.sub_cost_usd or 0.0) + cost
         return False
 
 
@@ -51,6 +60,8 @@ class EventSink(Protocol):
     cost_usd: float | None
     saved_tokens: int
     saved_usd: float | None
+    sub_usage: Usage
+    sub_cost_usd: float | None
 
     def __call__(self, kind: str, **fields: Any) -> None: ...
 

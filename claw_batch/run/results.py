@@ -58,10 +58,42 @@ class JobResult(NamedTuple):
     saved_tokens: int = 0
     saved_usd: float | None = None
     node: str | None = None  # the cluster node it ran on (--executor ray); None: here
+    # What its sub-jobs (`delegate`) spent: part of `usage` and `cost_usd`, which are what
+    # the job cost with them; its ledger row holds its own calls (`own_usage`), theirs theirs.
+    sub_usage: Usage = NO_USAGE
+    sub_cost_usd: float | None = None
 
     @property
     def tokens(self) -> int:
         return self.usage.total_tokens
+
+    @property
+    def own_usage(self) -> Usage:
+        u, sub = self.usage, self.sub_usage
+        return Usage(
+            u.prompt_tokens - sub.prompt_tokens,
+            u.completion_tokens - sub.completion_tokens,
+            u.cached_tokens - sub.cached_tokens,
+        )
+
+    @property
+    def own_cost_usd(self) -> float | None:
+        if self.cost_usd is None or self.sub_cost_usd is None:
+            return self.cost_usd
+        return round(self.cost_usd - self.sub_cost_usd, 12)
+
+
+def spent(tally: Any) -> dict[str, Any]:
+    """A JobResult's usage and cost from a job's tally (run.jobsink.Tally): its own calls'
+    and its sub-jobs'."""
+    own, sub = tally.cost_usd, tally.sub_cost_usd
+    cost = own if sub is None else (own or 0.0) + sub
+    return {
+        "usage": tally.usage + tally.sub_usage,
+        "cost_usd": cost,
+        "sub_usage": tally.sub_usage,
+        "sub_cost_usd": sub,
+    }
 
 
 def not_run(

@@ -50,9 +50,9 @@ class JobEnd(Protocol):
     @property
     def duration_s(self) -> float: ...
     @property
-    def usage(self) -> Usage: ...
+    def own_usage(self) -> Usage: ...  # its own calls' (not its sub-jobs')
     @property
-    def cost_usd(self) -> float | None: ...
+    def own_cost_usd(self) -> float | None: ...
     @property
     def output(self) -> str | None: ...
     @property
@@ -93,7 +93,7 @@ class JobRecord:
     def of(cls, run_id: str, task: str, item: str, started: str, end: JobEnd) -> JobRecord:
         """The row of the job (`task`, `item`) of run `run_id`, started at `started`, that
         ended as `end` says."""
-        usage = end.usage
+        usage = end.own_usage
         return cls(
             run_id,
             task,
@@ -105,7 +105,7 @@ class JobRecord:
             usage.prompt_tokens,
             usage.completion_tokens,
             usage.cached_tokens,
-            end.cost_usd,
+            end.own_cost_usd,
             end.output,
             end.error,
             end.transcript,
@@ -372,9 +372,14 @@ class State(Database):
         self._calls.setdefault((run_id, task, item), []).append(row)  # atomic under the GIL
 
     def spent_since(self, task: str | None, since: dt.datetime) -> float:
-        """USD the ledger's jobs (of `task`, or all) that started since `since` cost."""
-        where = "julianday(started) >= julianday(?)" + (" AND task = ?" if task else "")
-        args: tuple[object, ...] = (since.isoformat(), task) if task else (since.isoformat(),)
+        """USD the ledger's jobs (of `task` and its sub-jobs `task<key>`, or all) that started
+        since `since` cost (task names take no '<': `task<%` is no other task's)."""
+        where = "julianday(started) >= julianday(?)"
+        args: tuple[object, ...] = (since.isoformat(),)
+        if task:
+            where += " AND (task = ? OR task LIKE ? ESCAPE '\\')"
+            like = task.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            args = (since.isoformat(), task, f"{like}<%")
         rows = self._query(f"SELECT COALESCE(SUM(cost_usd), 0) FROM jobs WHERE {where}", args)
         return float(rows[0][0])
 

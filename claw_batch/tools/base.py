@@ -25,7 +25,11 @@ class Delegate(Protocol):
     of the clawfile with `input` as its template variable, or with `prompt` an ad-hoc one
     with the parent's model and `tools` (a subset of the parent's; None: all of them). It
     returns the sub-job's final answer; a refusal or a sub-job that did not end ok is a
-    ToolError, which the model gets as an error result."""
+    ToolError, which the model gets as an error result. `width`: how many of one turn's
+    calls run at once (the run's -j: more would only wait for a slot)."""
+
+    @property
+    def width(self) -> int: ...
 
     def __call__(
         self,
