@@ -12,6 +12,7 @@ from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
 from claw_batch.config import Delivery, Smtp
+from claw_batch.notify import markup
 from claw_batch.notify.attempt import Deadline, Miss, seconds
 
 if TYPE_CHECKING:
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from email.message import EmailMessage
 
 SHOWN_CHARS = 200  # of a server's answer, in the error
+NAME_CHARS = 100  # of the attachment's file name
 
 
 @dataclass(frozen=True)
@@ -61,8 +63,10 @@ def message(delivery: Delivery, letter: Letter) -> EmailMessage:
 
 
 def attachment_name(output: str | None) -> str:
-    name = PurePosixPath(output).name if output else ""
-    return name or "output.md"
+    """The output's file name, as the subject is made: one line (a fan-out's output is named
+    from its item, and a file's name may hold a line break, which no header may), bounded."""
+    name = markup.one_line(PurePosixPath(output).name) if output else ""
+    return markup.cut(name, NAME_CHARS) if name else "output.md"
 
 
 def login(smtp: Smtp, sender: str, environ: Mapping[str, str]) -> tuple[str, str] | Miss | None:

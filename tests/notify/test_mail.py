@@ -170,3 +170,22 @@ def test_a_line_break_in_an_address_is_a_failure_not_a_crash() -> None:
     assert not sent.ok and sent.attempts == 0
     assert (sent.error or "").startswith("email: the message cannot be made: ")
     assert server.mails == []
+
+
+def test_a_line_break_in_the_output_name_still_sends_the_mail() -> None:
+    """A fan-out's output is named from its item, and a dropped file's name may hold a line
+    break: the attachment's file name is made one line, and bounded, as the subject is."""
+    notice = dataclasses.replace(
+        FANOUT_FAILED, output="out/x\nBcc: victim@example.org" + "y" * 500 + ".md"
+    )
+    with SmtpServer() as server:
+        sent, _ = deliver(email_to(server.port, attach=True), notice=notice)
+    assert sent.ok, sent.error
+    [mail] = server.mails
+    assert mail.rcpt_tos == ["me@example.org"]
+    msg = parsed(mail.content)
+    assert msg["Bcc"] is None
+    [part] = msg.iter_attachments()
+    name = part.get_filename() or ""
+    assert name.startswith("x Bcc: victim@example.org") and "\n" not in name
+    assert len(name) <= 120
