@@ -50,7 +50,7 @@ class Send(Protocol):
         environ: Mapping[str, str],
         redact: Callable[[str], str],
         sleep: Callable[[float], None] | None = None,
-        cwd: Path | None = None,
+        project: Path | None = None,
     ) -> Sent: ...
 
 
@@ -287,7 +287,7 @@ class Notices:
                     notice,
                     environ=self.environ,
                     redact=self.redact,
-                    cwd=self.project.root,  # where a command target runs
+                    project=self.project.root,  # told to a command target
                 )
             except Exception as e:  # a bug in a target: the run goes on, the ledger says so
                 from claw_batch.notify.send import Sent
