@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from notices import FANOUT_FAILED, ONE_OK_TAINTED, keep
 from notices import email as email_to
-from receivers import Silent, SmtpServer, free_port, self_signed
+from receivers import TLS_RECORD, Silent, SmtpServer, Trickle, free_port, self_signed, within
 
 from claw_batch.config import Delivery
 from claw_batch.notify.send import Sent, send
@@ -138,6 +138,21 @@ def test_a_server_that_never_answers_is_cut_at_the_timeout() -> None:
         sent, waits = deliver(email_to(silent.port, timeout=0.5, retries=1))
     assert sent == Sent(TARGET, False, 2, "smtp 127.0.0.1: timed out after 0.5 s")
     assert waits == [1.0]
+
+
+def test_an_endless_greeting_is_cut_at_the_timeout() -> None:
+    """A server that trickles `220-` lines forever: every read gets a line within the socket's
+    timeout; the attempt's deadline cuts it whole, the greeting included."""
+    with Trickle(b"220-still greeting\r\n") as server:
+        sent, _ = within(30, lambda: deliver(email_to(server.port, timeout=0.5, retries=0)))
+    assert sent == Sent(TARGET, False, 1, "smtp 127.0.0.1: timed out after 0.5 s")
+
+
+def test_a_tls_handshake_that_never_ends_is_cut_at_the_timeout() -> None:
+    with Trickle(b"\x00", head=TLS_RECORD) as server:
+        delivery = email_to(server.port, ssl=True, timeout=0.5, retries=0)
+        sent, _ = within(30, lambda: deliver(delivery))
+    assert sent == Sent(TARGET, False, 1, "smtp 127.0.0.1: timed out after 0.5 s")
 
 
 def test_nobody_listening() -> None:
