@@ -1,12 +1,13 @@
 """What decides what a run does, and so what a job never writes (SPEC §8: a job is not the
 owner): the clawfile, the prompt templates and what they include, every skills folder, the
 workspace's AGENTS/SOUL/USER/IDENTITY.md and MEMORY.md, the daily notes, `.git/`, `.claw/`,
-the ignore files at the root that decide what grep sees, and the recorded replies a
-`--replay` run answers from.
+the ignore files at the root that decide what grep sees, the recorded replies a `--replay`
+run answers from, and the code that runs outside a job's sandbox: an MCP server's, a notify
+command's.
 
 A task may name one of these explicitly (a literal path, no wildcard, in `permissions.write`
 or as an output) to have it written — `claw validate` warns of each. `.git/`, `.claw/`, the
-daily notes and MEMORY.md (which `remember` keeps) cannot be granted at all.
+daily notes, MEMORY.md (which `remember` keeps) and that code cannot be granted at all.
 """
 
 from __future__ import annotations
