@@ -15,11 +15,13 @@ import ssl
 import subprocess
 import threading
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 HANG = "hang"  # accept, read the request, never answer
 CLOSE = "close"  # accept and close at once
@@ -113,6 +115,61 @@ class Silent:
         self.thread.join()
         for conn in self.accepted:
             conn.close()
+
+
+class Trickle:
+    """A TCP listener that, on each connection, sends `head` and then `drip` again and again,
+    every 0.2 s, until it is stopped: each read gets bytes well within any socket timeout,
+    and what it sends never ends (an SMTP greeting of endless `220-` lines; a TLS record
+    that never completes, so the handshake never does)."""
+
+    def __init__(self, drip: bytes, head: bytes = b"") -> None:
+        self.head, self.drip = head, drip
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.stop = threading.Event()
+        self.threads = [threading.Thread(target=self._accept, daemon=True)]
+
+    def _accept(self) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn = self.sock.accept()[0]
+                talk = threading.Thread(target=self._talk, args=(conn,), daemon=True)
+                self.threads.append(talk)
+                talk.start()
+
+    def _talk(self, conn: socket.socket) -> None:
+        with conn, contextlib.suppress(OSError):
+            conn.sendall(self.head)
+            while not self.stop.wait(0.2):
+                conn.sendall(self.drip)
+
+    def __enter__(self) -> Trickle:
+        self.threads[0].start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
+        self.sock.close()
+        for thread in list(self.threads):
+            thread.join()
+
+
+# A TLS handshake record header announcing 16 KB that then come a byte at a time.
+TLS_RECORD = b"\x16\x03\x03\x40\x00"
+
+
+def within(seconds: float, fn: Callable[[], T]) -> T:
+    """`fn()`, run on a thread; fails the test if it has not returned after `seconds` (a
+    bound on a hang, far above the timeout under test, never a measure of speed)."""
+    got: list[T] = []
+    worker = threading.Thread(target=lambda: got.append(fn()), daemon=True)
+    worker.start()
+    worker.join(seconds)
+    assert got, f"still running after {seconds} s"
+    return got[0]
 
 
 def free_port() -> int:

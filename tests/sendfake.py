@@ -39,7 +39,7 @@ class FakeSend:
         environ: Mapping[str, str],
         redact: Callable[[str], str],
         sleep: Callable[[float], None] | None = None,
-        cwd: Path | None = None,
+        project: Path | None = None,
     ) -> Sent:
         if self.before is not None:
             self.before(delivery, notice)
@@ -50,7 +50,7 @@ class FakeSend:
             try:
                 done = subprocess.run(
                     list(delivery.command),
-                    cwd=cwd,
+                    cwd=project,
                     input=json.dumps(payload(notice)),
                     text=True,
                     capture_output=True,

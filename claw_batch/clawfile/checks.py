@@ -63,6 +63,9 @@ def control_warnings(project: Project, source: YamlSource) -> list[Problem]:
             reads = at[-2] == "write"  # a write glob; else an output template
             nfa = overlap.reads(path) if reads else overlap.writes(path, name)
             code = mcpchecks.code_warning(path, nfa, ctl.code, project.root) if path else None
+            if path and code is None:
+                kind = "the notify command of task"
+                code = mcpchecks.code_warning(path, nfa, ctl.notify, project.root, kind)
             if code is not None:
                 found.setdefault(at, source.problem(at, code))
                 continue

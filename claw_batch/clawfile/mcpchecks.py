@@ -60,10 +60,17 @@ def warnings(config: Clawfile, source: YamlSource) -> list[Problem]:
     return found
 
 
-def code_warning(path: str, nfa: Nfa, code: tuple[tuple[str, str], ...], root: Path) -> str | None:
+def code_warning(
+    path: str,
+    nfa: Nfa,
+    code: tuple[tuple[str, str], ...],
+    root: Path,
+    kind: str = "MCP server",
+) -> str | None:
     """The warning for a write glob or an output (`path`, read as `nfa`) that names or reaches
-    the code of an MCP server (control.server_code): no job may write it, so naming it
-    grants nothing, and a glob that reaches it grants only the rest."""
+    the code of an MCP server (control.server_code; or of what `kind` says, as a task's
+    notify command, control.notify_code): no job may write it, so naming it grants nothing,
+    and a glob that reaches it grants only the rest."""
     from claw_batch.plan import overlap
 
     rel = control.clean(path)
@@ -71,7 +78,7 @@ def code_warning(path: str, nfa: Nfa, code: tuple[tuple[str, str], ...], root: P
         if not control.has_magic(path) and control.is_under(rel, code_path):
             what = "is" if rel == code_path else f"is under {code_path},"
             return (
-                f"warning: {path!r} {what} the code of MCP server {server!r}, which no job "
+                f"warning: {path!r} {what} the code of {kind} {server!r}, which no job "
                 "may write: naming it grants nothing"
             )
     reached: dict[str, list[str]] = {}
@@ -86,7 +93,7 @@ def code_warning(path: str, nfa: Nfa, code: tuple[tuple[str, str], ...], root: P
         return None
     servers = ", ".join(f"{s!r} ({', '.join(paths)})" for s, paths in reached.items())
     return (
-        f"warning: {path!r} reaches the code of MCP server{'s' * (len(reached) > 1)} "
+        f"warning: {path!r} reaches the code of {kind}{'s' * (len(reached) > 1)} "
         f"{servers}, which no job may write: it grants the rest"
     )
 

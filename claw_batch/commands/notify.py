@@ -73,7 +73,7 @@ def test(task: str, directory: Path | None, file: Path | None) -> int:
     send = default_send()
     failed = 0
     for delivery in deliveries:
-        sent = send(delivery, sample, environ=environ, redact=redact, cwd=project.root)
+        sent = send(delivery, sample, environ=environ, redact=redact, project=project.root)
         if sent.ok:
             click.echo(visible(f"ok  {delivery.target}"))
         else:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import threading
 import time
@@ -28,7 +29,10 @@ def seconds(value: float) -> str:
 class Deadline:
     """Shuts a connection's socket down when the attempt's time is up. A socket's timeout
     bounds each read, not the exchange: a server that answers a byte at a time would hold
-    an attempt for as long as it likes."""
+    an attempt for as long as it likes. The socket is watched through a duplicate of its
+    descriptor (a shutdown acts on the connection, whichever descriptor it is made on):
+    wrapping it in TLS, which detaches the original, leaves it watched, the handshake
+    included."""
 
     def __init__(self, limit: float) -> None:
         self.limit = limit
@@ -51,6 +55,7 @@ class Deadline:
     ) -> None:
         self._timer.cancel()
         self._timer.join()  # no shutdown after this: the caller closes the socket next
+        self._keep(None)
 
     @property
     def passed(self) -> bool:
@@ -59,16 +64,23 @@ class Deadline:
         return self.fired or time.monotonic() >= self._end
 
     def watch(self, sock: socket.socket | None) -> None:
-        """The socket to shut down (again after STARTTLS, which wraps it anew)."""
-        with self._lock:
-            self._sock = sock
+        """The connection to shut down, as soon as it is made: before anything is read."""
+        copy = None
+        if sock is not None and sock.fileno() != -1:
+            copy = socket.socket(fileno=os.dup(sock.fileno()))
+        self._keep(copy)
         if time.monotonic() >= self._end:
             self._fire()
+
+    def _keep(self, copy: socket.socket | None) -> None:
+        with self._lock:
+            old, self._sock = self._sock, copy
+        if old is not None:
+            old.close()
 
     def _fire(self) -> None:
         with self._lock:
             self.fired = True
             if self._sock is not None:
-                # socket.socket's own shutdown: an SSLSocket's would unwrap it under a reader
                 with contextlib.suppress(OSError):
-                    socket.socket.shutdown(self._sock, socket.SHUT_RDWR)
+                    self._sock.shutdown(socket.SHUT_RDWR)

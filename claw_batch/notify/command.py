@@ -1,7 +1,12 @@
 """A command target: the program run as given (no shell), the payload as JSON on its stdin,
 from a scrubbed environment (no provider key, no SMTP password, no webhook URL), in a process
 group of its own that is killed whole when it ends or its time is up. Outside the model's
-sandbox: the clawfile's author wrote it, not a job."""
+sandbox: the clawfile's author wrote it, not a job. So it runs in a fresh empty folder, not
+the project (where a job may have planted a `json.py` that `python -c` would import, or a
+program that a "." in PATH would find), with `PYTHONSAFEPATH=1` (no script's folder on its
+import path) and `CLAW_PROJECT` saying where the project is; an argument that is a relative
+path to a project file is given as that file's absolute path. The files it names are kept
+from every job (claw_batch.safety.control.notify_code)."""
 
 from __future__ import annotations
 
@@ -29,22 +34,31 @@ def run(
     *,
     timeout: float,
     environ: Mapping[str, str],
-    cwd: Path | None,
+    project: Path | None,
 ) -> Miss | None:
-    """Run `argv` with `payload` on stdin; None when it exits 0."""
+    """Run `argv` with `payload` on stdin; None when it exits 0. `project`: the project's
+    root, where its relative paths are from."""
     name = f"command {argv[0]}"
+    env = scrubbed_env(environ=environ)
+    env["PYTHONSAFEPATH"] = "1"
+    if project is not None:
+        env["CLAW_PROJECT"] = str(project)
     # Files, not pipes: a program that never reads its stdin, or a child left holding
     # stderr open, cannot block the wait.
-    with tempfile.TemporaryFile() as stdin, tempfile.TemporaryFile() as stderr:
+    with (
+        tempfile.TemporaryDirectory(prefix="claw-notify-", ignore_cleanup_errors=True) as cwd,
+        tempfile.TemporaryFile() as stdin,
+        tempfile.TemporaryFile() as stderr,
+    ):
         stdin.write(payload)
         stdin.seek(0)
         try:
             proc = subprocess.Popen(
-                list(argv),
+                resolved(argv, project),
                 stdin=stdin,
                 stdout=subprocess.DEVNULL,
                 stderr=stderr,
-                env=scrubbed_env(environ=environ),
+                env=env,
                 cwd=cwd,
                 start_new_session=True,
             )
@@ -64,6 +78,28 @@ def run(
             return None
         stderr.seek(0)
         return Miss(f"{name}: {_how(proc.returncode)}{_first_line(stderr.read(STDERR_BYTES))}")
+
+
+def resolved(argv: Sequence[str], project: Path | None) -> list[str]:
+    """`argv` with each relative path to one of the project's files (`scripts/notify.py`,
+    `notify.py`) or folders (`bin/x`: one with a `/`) made absolute, since the command runs
+    elsewhere. A program's bare name (`notify-send`) is looked up on PATH; an option and an
+    absolute path are left as they are."""
+    if project is None:
+        return list(argv)
+    found = []
+    for index, arg in enumerate(argv):
+        path = project / arg
+        bare = "/" not in arg
+        local = (
+            bool(arg)
+            and not arg.startswith(("-", "/"))
+            and "\0" not in arg
+            and not (index == 0 and bare)
+            and (path.is_file() if bare else os.path.lexists(path))
+        )
+        found.append(os.path.normpath(path) if local else arg)
+    return found
 
 
 def _unstarted(name: str, program: str, error: OSError) -> Miss:

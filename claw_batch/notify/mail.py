@@ -12,13 +12,17 @@ from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
 from claw_batch.config import Delivery, Smtp
+from claw_batch.notify import markup
 from claw_batch.notify.attempt import Deadline, Miss, seconds
 
 if TYPE_CHECKING:
     import smtplib
+    import socket
+    import ssl
     from email.message import EmailMessage
 
 SHOWN_CHARS = 200  # of a server's answer, in the error
+NAME_CHARS = 100  # of the attachment's file name
 
 
 @dataclass(frozen=True)
@@ -61,8 +65,10 @@ def message(delivery: Delivery, letter: Letter) -> EmailMessage:
 
 
 def attachment_name(output: str | None) -> str:
-    name = PurePosixPath(output).name if output else ""
-    return name or "output.md"
+    """The output's file name, as the subject is made: one line (a fan-out's output is named
+    from its item, and a file's name may hold a line break, which no header may), bounded."""
+    name = markup.one_line(PurePosixPath(output).name) if output else ""
+    return markup.cut(name, NAME_CHARS) if name else "output.md"
 
 
 def login(smtp: Smtp, sender: str, environ: Mapping[str, str]) -> tuple[str, str] | Miss | None:
@@ -93,8 +99,7 @@ def deliver(
     try:
         with Deadline(timeout) as deadline:
             try:
-                client = _connected(smtp, timeout)
-                deadline.watch(client.sock)
+                client = _connected(smtp, timeout, deadline)
                 return _exchange(client, deadline, smtp, delivery, data, credentials)
             except (OSError, smtplib.SMTPException) as e:
                 return _missed(name, e, timeout, deadline.passed)
@@ -106,21 +111,48 @@ def deliver(
             client.close()
 
 
-def _connected(smtp: Smtp, timeout: float) -> smtplib.SMTP:
-    """A client connected to the server, its greeting read. (Given the host at once, as
-    STARTTLS needs: it checks the certificate against the host the client was made with.)"""
+def _connected(smtp: Smtp, timeout: float, deadline: Deadline) -> smtplib.SMTP:
+    """A client connected to the server, its greeting read. Its socket is the deadline's
+    before a byte is read from it: an endless greeting, or a TLS handshake that never ends,
+    is cut with the rest of the attempt. (Given the host at once, as STARTTLS needs: it
+    checks the certificate against the host the client was made with.)"""
     import smtplib
     import socket
     import ssl
 
+    context = ssl.create_default_context() if smtp.ssl else None
+
+    class Watched(smtplib.SMTP):
+        def _get_socket(self, host: str, port: int, timeout: float) -> socket.socket:
+            return _watched(host, port, timeout, deadline, context)
+
     # The EHLO name: the default is the host's FQDN, a DNS lookup.
     local = socket.gethostname()
-    if smtp.ssl:
-        context = ssl.create_default_context()
-        return smtplib.SMTP_SSL(
-            smtp.host, smtp.port, local_hostname=local, timeout=timeout, context=context
-        )
-    return smtplib.SMTP(smtp.host, smtp.port, local_hostname=local, timeout=timeout)
+    return Watched(smtp.host, smtp.port, local_hostname=local, timeout=timeout)
+
+
+def _watched(
+    host: str, port: int, timeout: float, deadline: Deadline, context: ssl.SSLContext | None
+) -> socket.socket:
+    """A socket connected to `host`, watched by `deadline` (the TLS it is wrapped in too);
+    with `context`, TLS's handshake made once it is watched."""
+    import socket
+
+    sock = socket.create_connection((host, port), timeout)
+    deadline.watch(sock)
+    if context is None:
+        return sock
+    try:
+        tls = context.wrap_socket(sock, server_hostname=host, do_handshake_on_connect=False)
+    except BaseException:
+        sock.close()
+        raise
+    try:
+        tls.do_handshake()
+    except BaseException:
+        tls.close()
+        raise
+    return tls
 
 
 def _exchange(

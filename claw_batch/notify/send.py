@@ -35,14 +35,14 @@ def send(
     environ: Mapping[str, str],
     redact: Callable[[str], str],
     sleep: Callable[[float], None] | None = None,
-    cwd: Path | None = None,
+    project: Path | None = None,
 ) -> Sent:
     """Deliver `notice`; up to 1 + delivery.retries attempts, waiting 1 s, 2 s, 4 s… (at most
     BACKOFF_CAP, or what a server's Retry-After asks within it) between them. `sleep` (tests)
     replaces the backoff's waits. `environ` holds the variables the delivery names (url_env,
-    user_env, password_env); a command target runs in `cwd` (the project's root) from a
-    scrubbed copy of it."""
-    attempt = _attempt(delivery, _redacted(notice, redact), environ, redact, cwd)
+    user_env, password_env); a command target runs from a scrubbed copy of it, in a fresh
+    empty folder, told where `project` (the project's root) is (notify.command)."""
+    attempt = _attempt(delivery, _redacted(notice, redact), environ, redact, project)
     if isinstance(attempt, Miss):  # nothing to try: a variable unset, a header refused
         return Sent(delivery.target, False, 0, redact(attempt.error))
     wait = time.sleep if sleep is None else sleep
@@ -92,7 +92,7 @@ def _attempt(
     notice: Notice,
     environ: Mapping[str, str],
     redact: Callable[[str], str],
-    cwd: Path | None,
+    project: Path | None,
 ) -> Callable[[], Miss | None] | Miss:
     """One attempt, ready to repeat (its message made once), or why none can be made."""
     if delivery.kind == "email":
@@ -102,7 +102,7 @@ def _attempt(
 
         payload = redact(_json(shapes.json_body(notice))).encode()
         return lambda: command.run(
-            delivery.command, payload, timeout=delivery.timeout, environ=environ, cwd=cwd
+            delivery.command, payload, timeout=delivery.timeout, environ=environ, project=project
         )
     from claw_batch.notify import webhook
 

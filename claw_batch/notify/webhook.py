@@ -5,6 +5,7 @@ since a webhook's path and query are its secret."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import math
 import urllib.parse
 from typing import TYPE_CHECKING
@@ -14,6 +15,8 @@ from claw_batch.notify.attempt import Deadline, Miss, seconds
 
 if TYPE_CHECKING:
     import http.client
+    import socket
+    import ssl
 
 ANSWER_BYTES = 4096  # of a response's body: enough for a service's error word
 SHOWN_CHARS = 100  # of that, in the error
@@ -40,12 +43,12 @@ def post(url: str, body: bytes, *, timeout: float) -> Miss | None:
     host, port = parts.hostname or "", parts.port
     name = f"webhook {host}"
     secret = [s for s in (parts.path, parts.query) if len(s) > 1]
-    conn = _connection(parts.scheme, host, port, timeout)
+    context = _context(parts.scheme)
+    conn = _connection(host, port, timeout, context)
     try:
         with Deadline(timeout) as deadline:
             try:
-                conn.connect()
-                deadline.watch(conn.sock)
+                conn.sock = _connected(conn, timeout, deadline, context)
                 conn.request("POST", _target(parts), body=body, headers=_headers(parts))
                 with conn.getresponse() as response:
                     answer = response.read(ANSWER_BYTES)
@@ -56,17 +59,52 @@ def post(url: str, body: bytes, *, timeout: float) -> Miss | None:
     return _answered(name, response.status, response.getheader("Retry-After"), answer, secret)
 
 
+def _context(scheme: str) -> ssl.SSLContext | None:
+    if scheme != "https":
+        return None
+    import ssl
+
+    return ssl.create_default_context()
+
+
 def _connection(
-    scheme: str, host: str, port: int | None, timeout: float
+    host: str, port: int | None, timeout: float, context: ssl.SSLContext | None
 ) -> http.client.HTTPConnection:
     import http.client
 
-    if scheme == "https":
-        import ssl
-
-        context = ssl.create_default_context()
+    if context is not None:
         return http.client.HTTPSConnection(host, port, timeout=timeout, context=context)
     return http.client.HTTPConnection(host, port, timeout=timeout)
+
+
+def _connected(
+    conn: http.client.HTTPConnection,
+    timeout: float,
+    deadline: Deadline,
+    context: ssl.SSLContext | None,
+) -> socket.socket:
+    """The connection's socket, the deadline's before a byte is read from it: a server that
+    stalls TLS's handshake is cut with the rest of the attempt. (What `conn.connect()` does,
+    the deadline's watch first.)"""
+    import socket
+
+    sock = socket.create_connection((conn.host, conn.port), timeout)
+    deadline.watch(sock)
+    with contextlib.suppress(OSError):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    if context is None:
+        return sock
+    try:
+        tls = context.wrap_socket(sock, server_hostname=conn.host, do_handshake_on_connect=False)
+    except BaseException:
+        sock.close()
+        raise
+    try:
+        tls.do_handshake()
+    except BaseException:
+        tls.close()
+        raise
+    return tls
 
 
 def _target(parts: urllib.parse.SplitResult) -> str:

@@ -29,7 +29,7 @@ from claw_batch.notify.notice import (
 )
 from claw_batch.plan.jobs import Job
 from claw_batch.run.results import JobResult
-from claw_batch.store.deliveries import Deliveries, DeliveryRow
+from claw_batch.store.deliveries import MODULUS, Deliveries, DeliveryRow, answer_digest
 from claw_batch.store.state import State
 
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ class Send(Protocol):
         environ: Mapping[str, str],
         redact: Callable[[str], str],
         sleep: Callable[[float], None] | None = None,
-        cwd: Path | None = None,
+        project: Path | None = None,
     ) -> Sent: ...
 
 
@@ -113,6 +113,7 @@ class Tally:
     cost: float | None = 0.0
     started: float = float("inf")  # monotonic
     digest: int = 0  # of the outputs' content, whatever order the jobs end in
+    ran: set[str] = field(default_factory=set)  # the items that ended ok (names, no texts)
     oks: int = 0
     failed: int = 0
 
@@ -128,8 +129,8 @@ class Tally:
             self.cost += r.cost_usd
         if r.status == "ok":
             self.oks += 1
-            seen = hashlib.sha256(f"{r.job.item or ''}\0{r.text}".encode()).digest()
-            self.digest = (self.digest + int.from_bytes(seen, "big")) % (1 << 256)
+            self.ran.add(r.job.item or "")
+            self.digest = (self.digest + answer_digest(r.job.item or "", r.text)) % MODULUS
             if self.output is None and not self.text:
                 self.output, self.text, self.tainted = r.output, r.text, tainted
         else:
@@ -221,23 +222,34 @@ class Notices:
         if status == "interrupted":
             return
         notice = self.notice(task, tally)
+        digest = self._digest(task, tally, deliveries)
         todo = []
         for d in deliveries:
             ident = delivery_id(d)
             last = self.ledger.last_delivered(task, ident) if self.ledger else None
-            changed = bool(tally.oks) and last != tally.digest_hex
+            changed = bool(tally.oks) and last != digest
             event = fired(d, status, changed)
             if event is not None:
                 todo.append((d, ident, dataclasses.replace(notice, event=event)))
         if todo:
             thread = threading.Thread(
                 target=self._send_all,
-                args=(task, todo, tally.digest_hex),
+                args=(task, todo, digest),
                 name=f"claw-notify-{task}",
                 daemon=True,  # a Ctrl-C's exit never waits for a hung server
             )
             self._threads.append(thread)
             thread.start()
+
+    def _digest(self, task: str, tally: Tally, deliveries: Iterable[Delivery]) -> str:
+        """Of every item's current output, for `changed`: this run's answers and, for a fan-out's
+        items that did not run (or did not end ok), their recorded ones. The ledger is read only
+        when a delivery asks for `changed`."""
+        if not tally.oks:
+            return ""
+        if self.ledger is None or not any("changed" in d.on for d in deliveries):
+            return tally.digest_hex
+        return f"{self.ledger.outputs_digest(task, tally.ran, tally.digest):064x}"
 
     def notice(self, task: str, tally: Tally) -> Notice:
         first = tally.first
@@ -287,7 +299,7 @@ class Notices:
                     notice,
                     environ=self.environ,
                     redact=self.redact,
-                    cwd=self.project.root,  # where a command target runs
+                    project=self.project.root,  # told to a command target
                 )
             except Exception as e:  # a bug in a target: the run goes on, the ledger says so
                 from claw_batch.notify.send import Sent

@@ -1,12 +1,13 @@
 """What decides what a run does, and so what a job never writes (SPEC §8: a job is not the
 owner): the clawfile, the prompt templates and what they include, every skills folder, the
 workspace's AGENTS/SOUL/USER/IDENTITY.md and MEMORY.md, the daily notes, `.git/`, `.claw/`,
-the ignore files at the root that decide what grep sees, and the recorded replies a
-`--replay` run answers from.
+the ignore files at the root that decide what grep sees, the recorded replies a `--replay`
+run answers from, and the code that runs outside a job's sandbox: an MCP server's, a notify
+command's.
 
 A task may name one of these explicitly (a literal path, no wildcard, in `permissions.write`
 or as an output) to have it written — `claw validate` warns of each. `.git/`, `.claw/`, the
-daily notes and MEMORY.md (which `remember` keeps) cannot be granted at all.
+daily notes, MEMORY.md (which `remember` keeps) and that code cannot be granted at all.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import os
 import posixpath
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -36,6 +37,7 @@ class Control:
     never: tuple[str, ...]  # no task may write these, named or not
     paths: tuple[str, ...]  # nor these, but for a task that names one explicitly
     code: tuple[tuple[str, str], ...] = ()  # (path, MCP server) of the servers' code, in never
+    notify: tuple[tuple[str, str], ...] = ()  # (path, task) of its notify commands' code, in never
 
     def named(self, path: str) -> str | None:
         """The control path `path` (project-relative) is or lies under, if any."""
@@ -61,10 +63,11 @@ def of(project: Project, cassettes: Path | None = None) -> Control:
         *_templates(project),
     ]
     code = server_code(project.root, project.config.mcp_servers)
-    never = _with_targets(project.root, (*(clean(p) for p in kept), *code))
+    notify = notify_code(project.root, project.config.tasks)
+    never = _with_targets(project.root, (*(clean(p) for p in kept), *code, *notify))
     inside = list(_with_targets(project.root, tuple(map(clean, found))))
     paths = tuple(p for p in dict.fromkeys(inside) if not _covered(p, never, inside))
-    return Control(never, paths, tuple(code.items()))
+    return Control(never, paths, tuple(code.items()), tuple(notify.items()))
 
 
 def server_code(root: Path, servers: Mapping[str, McpServer]) -> dict[str, str]:
@@ -77,16 +80,34 @@ def server_code(root: Path, servers: Mapping[str, McpServer]) -> dict[str, str]:
     top = os.path.realpath(root)
     found: dict[str, str] = {}
     for name, server in servers.items():
-        command = server.command
-        for index, arg in enumerate(command):
-            module = index > 0 and command[index - 1] == "-m"
-            named = _module_files(arg) if module else [_path_of(arg)]
-            for rel in filter(None, (_in_project(top, n) for n in named)):
-                found.setdefault(rel, name)
-                folder = posixpath.dirname(rel)
-                if folder and os.path.isfile(os.path.join(top, rel)):
-                    found.setdefault(folder, name)
+        for rel in _named_code(top, server.command):
+            found.setdefault(rel, name)
     return found
+
+
+def notify_code(root: Path, tasks: Mapping[str, Task]) -> dict[str, str]:
+    """What decides what each task's notify `command:` does, project-relative, with the task's
+    name: read as a stdio server's command is (`server_code`). The command runs outside the
+    sandbox, with the owner's rights: a job that rewrote it would run there too."""
+    top = os.path.realpath(root)
+    found: dict[str, str] = {}
+    for name, task in tasks.items():
+        for delivery in task.notify:
+            for rel in _named_code(top, delivery.command if delivery.kind == "command" else ()):
+                found.setdefault(rel, name)
+    return found
+
+
+def _named_code(top: str, command: Sequence[str]) -> Iterator[str]:
+    """The project's files and folders `command` names (see `server_code`)."""
+    for index, arg in enumerate(command):
+        module = index > 0 and command[index - 1] == "-m"
+        named = _module_files(arg) if module else [_path_of(arg)]
+        for rel in filter(None, (_in_project(top, n) for n in named)):
+            yield rel
+            folder = posixpath.dirname(rel)
+            if folder and os.path.isfile(os.path.join(top, rel)):
+                yield folder
 
 
 def _path_of(arg: str) -> str:

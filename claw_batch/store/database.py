@@ -14,7 +14,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from claw_batch.errors import ClawError
 from claw_batch.store import ledgerfile, schema
@@ -132,6 +132,21 @@ class Database:
     def select(self, sql: str, args: tuple[object, ...] = ()) -> list[sqlite3.Row]:
         """A read of another module's table (the taint ledger's), on the shared connection."""
         return self._query(sql, args)
+
+    def each(
+        self, sql: str, args: tuple[object, ...], row: Callable[[tuple[Any, ...]], None]
+    ) -> None:
+        """`row` called with each row of `sql` as it is read, none kept: a read over a task's
+        100,000 jobs that holds one at a time."""
+
+        def read() -> None:
+            cursor = self.db.cursor()
+            cursor.row_factory = None
+            for found in cursor.execute(sql, args):
+                row(found)
+
+        with self._lock:
+            self._checked(read)
 
     def has_table(self, name: str) -> bool:
         """Whether the table exists: a read-only ledger of an older claw may lack one."""

@@ -5,7 +5,9 @@ which failed. Created by this module when first used, as the verdicts' table is.
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
+from collections.abc import Container
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,6 +76,21 @@ class Deliveries:
         )
         return str(rows[0][0]) if rows else None
 
+    def outputs_digest(self, task: str, ran: Container[str], digest: int) -> int:
+        """`digest` (of this run's answers, by item: `answer_digest`) with those of the task's
+        items that are not in `ran`, from their last successes in the ledger (`done`): every
+        item's current output, whatever subset ran. One read, a row at a time."""
+        total = digest
+
+        def add(row: tuple[Any, ...]) -> None:
+            nonlocal total
+            item, result = row
+            if item not in ran:
+                total = (total + answer_digest(item, result)) % MODULUS
+
+        self.state.each("SELECT item, result FROM done WHERE task = ?", (task,), add)
+        return total
+
     def add(self, row: DeliveryRow) -> None:
         with self.state.transaction():
             self.state.db.execute(
@@ -91,6 +108,14 @@ class Deliveries:
                     row.digest,
                 ),
             )
+
+
+MODULUS = 1 << 256  # the digest of a task's outputs: a sum, whatever order its jobs end in
+
+
+def answer_digest(item: str, text: str) -> int:
+    """One job's answer, as a term of the digest of its task's outputs."""
+    return int.from_bytes(hashlib.sha256(f"{item}\0{text}".encode()).digest(), "big")
 
 
 def _create(state: State) -> None:

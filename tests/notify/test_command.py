@@ -1,6 +1,7 @@
 """The command target, real processes: the payload on stdin, a scrubbed environment (no
 provider key, no SMTP password, no webhook URL, whatever the caller's holds), the project's
-root as its folder, and its failures: an exit code, a hang (killed with its children), a
+project told by CLAW_PROJECT while it runs in a folder of its own (nothing a job planted in
+the project is on its path), and its failures: an exit code, a hang (killed with its children), a
 program that is not there."""
 
 from __future__ import annotations
@@ -29,24 +30,62 @@ CALLER = {
 }
 
 
-def deliver(delivery: Delivery, cwd: Path | None = None) -> tuple[Sent, list[float]]:
+def deliver(delivery: Delivery, project: Path | None = None) -> tuple[Sent, list[float]]:
     waits: list[float] = []
-    sent = send(delivery, FANOUT_FAILED, environ=CALLER, redact=keep, sleep=waits.append, cwd=cwd)
+    sent = send(
+        delivery, FANOUT_FAILED, environ=CALLER, redact=keep, sleep=waits.append, project=project
+    )
     return sent, waits
 
 
-def test_the_payload_on_stdin_in_the_projects_folder(tmp_path: Path) -> None:
-    script = "import json, os, sys; json.dump([os.getcwd(), sys.stdin.read()], open('got', 'w'))"
-    sent, _ = deliver(command(PY, "-c", script), cwd=tmp_path)
+# Writes what it got where the project is (CLAW_PROJECT).
+TO_PROJECT = (
+    "import json, os, sys; p = os.environ['CLAW_PROJECT']; json.dump({}, open(p + '/{}', 'w'))"
+)
+
+
+def test_the_payload_on_stdin_told_where_the_project_is(tmp_path: Path) -> None:
+    script = TO_PROJECT.format("[os.getcwd(), os.listdir('.'), sys.stdin.read()]", "got")
+    sent, _ = deliver(command(PY, "-c", script), project=tmp_path)
     assert sent == Sent(f"command {PY}", True, 1)
-    folder, stdin = json.loads((tmp_path / "got").read_text())
-    assert folder == str(tmp_path)
+    folder, listed, stdin = json.loads((tmp_path / "got").read_text())
+    assert folder != str(tmp_path) and listed == []  # a fresh empty folder of its own
+    assert not Path(folder).exists()  # and gone after
     assert json.loads(stdin) == json_body(FANOUT_FAILED)
 
 
+def test_a_module_planted_in_the_project_is_not_imported(tmp_path: Path) -> None:
+    """`python -c` puts its folder first on the import path: the project's `json.py` (a job
+    may write one) is not there to be imported, nor a script's folder (PYTHONSAFEPATH)."""
+    (tmp_path / "json.py").write_text("raise SystemExit('the planted json.py ran')\n")
+    (tmp_path / "notify.py").write_text(
+        "import json, os, sys\nopen(os.environ['CLAW_PROJECT'] + '/got', 'w').write('ok')\n"
+    )
+    sent, _ = deliver(command(PY, "-c", "import json, sys; json.loads(sys.stdin.read())"), tmp_path)
+    assert sent.ok, sent.error
+    assert deliver(command(PY, "notify.py"), project=tmp_path)[0].ok
+    assert (tmp_path / "got").read_text() == "ok"
+
+
+def test_a_relative_path_is_the_projects_and_a_dot_in_path_finds_nothing(tmp_path: Path) -> None:
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts/notify.py").write_text(
+        "import os, sys\nopen(os.environ['CLAW_PROJECT'] + '/got', 'w').write(sys.argv[1])\n"
+    )
+    sent, _ = deliver(command(PY, "scripts/notify.py", "a word"), project=tmp_path)
+    assert sent.ok, sent.error
+    assert (tmp_path / "got").read_text() == "a word"
+    planted = tmp_path / "notify-send"
+    planted.write_text(f"#!/bin/sh\ntouch {tmp_path}/ran\n")
+    planted.chmod(0o755)
+    environ = {**CALLER, "PATH": f".:{CALLER['PATH']}"}
+    send(command("notify-send"), FANOUT_FAILED, environ=environ, redact=keep, project=tmp_path)
+    assert not (tmp_path / "ran").exists()
+
+
 def test_the_environment_holds_no_secret_of_the_callers(tmp_path: Path) -> None:
-    script = "import json, os; json.dump(dict(os.environ), open('env', 'w'))"
-    assert deliver(command(PY, "-c", script), cwd=tmp_path)[0].ok
+    script = TO_PROJECT.format("dict(os.environ)", "env")
+    assert deliver(command(PY, "-c", script), project=tmp_path)[0].ok
     env = json.loads((tmp_path / "env").read_text())
     assert "OPENAI_API_KEY" not in env and "SMTP_PASSWORD" not in env
     assert "SLACK_HOOK" not in env
@@ -58,9 +97,8 @@ def test_also_when_the_callers_own_environment_holds_a_key(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-process-0123456789abcdefgh")
-    script = "import json, os; json.dump(dict(os.environ), open('env', 'w'))"
-    delivery = command(PY, "-c", script)
-    assert send(delivery, FANOUT_FAILED, environ=os.environ, redact=keep, cwd=tmp_path).ok
+    delivery = command(PY, "-c", TO_PROJECT.format("dict(os.environ)", "env"))
+    assert send(delivery, FANOUT_FAILED, environ=os.environ, redact=keep, project=tmp_path).ok
     assert "OPENAI_API_KEY" not in json.loads((tmp_path / "env").read_text())
 
 

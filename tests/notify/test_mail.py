@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from notices import FANOUT_FAILED, ONE_OK_TAINTED, keep
 from notices import email as email_to
-from receivers import Silent, SmtpServer, free_port, self_signed
+from receivers import TLS_RECORD, Silent, SmtpServer, Trickle, free_port, self_signed, within
 
 from claw_batch.config import Delivery
 from claw_batch.notify.send import Sent, send
@@ -140,6 +140,21 @@ def test_a_server_that_never_answers_is_cut_at_the_timeout() -> None:
     assert waits == [1.0]
 
 
+def test_an_endless_greeting_is_cut_at_the_timeout() -> None:
+    """A server that trickles `220-` lines forever: every read gets a line within the socket's
+    timeout; the attempt's deadline cuts it whole, the greeting included."""
+    with Trickle(b"220-still greeting\r\n") as server:
+        sent, _ = within(30, lambda: deliver(email_to(server.port, timeout=0.5, retries=0)))
+    assert sent == Sent(TARGET, False, 1, "smtp 127.0.0.1: timed out after 0.5 s")
+
+
+def test_a_tls_handshake_that_never_ends_is_cut_at_the_timeout() -> None:
+    with Trickle(b"\x00", head=TLS_RECORD) as server:
+        delivery = email_to(server.port, ssl=True, timeout=0.5, retries=0)
+        sent, _ = within(30, lambda: deliver(delivery))
+    assert sent == Sent(TARGET, False, 1, "smtp 127.0.0.1: timed out after 0.5 s")
+
+
 def test_nobody_listening() -> None:
     sent, _ = deliver(email_to(free_port(), retries=0))
     assert sent == Sent(TARGET, False, 1, "smtp 127.0.0.1: connection refused")
@@ -170,3 +185,22 @@ def test_a_line_break_in_an_address_is_a_failure_not_a_crash() -> None:
     assert not sent.ok and sent.attempts == 0
     assert (sent.error or "").startswith("email: the message cannot be made: ")
     assert server.mails == []
+
+
+def test_a_line_break_in_the_output_name_still_sends_the_mail() -> None:
+    """A fan-out's output is named from its item, and a dropped file's name may hold a line
+    break: the attachment's file name is made one line, and bounded, as the subject is."""
+    notice = dataclasses.replace(
+        FANOUT_FAILED, output="out/x\nBcc: victim@example.org" + "y" * 500 + ".md"
+    )
+    with SmtpServer() as server:
+        sent, _ = deliver(email_to(server.port, attach=True), notice=notice)
+    assert sent.ok, sent.error
+    [mail] = server.mails
+    assert mail.rcpt_tos == ["me@example.org"]
+    msg = parsed(mail.content)
+    assert msg["Bcc"] is None
+    [part] = msg.iter_attachments()
+    name = part.get_filename() or ""
+    assert name.startswith("x Bcc: victim@example.org") and "\n" not in name
+    assert len(name) <= 120

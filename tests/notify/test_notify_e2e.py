@@ -35,7 +35,10 @@ def env_for(server: FakeOpenAI, **more: str) -> dict[str, str]:
 
 
 def every_target(tmp_path: Path, smtp_port: int) -> Path:
-    dump = "import sys; open('got.json', 'a').write(sys.stdin.read() + '\\n')"
+    dump = (
+        "import os, sys; open(os.path.join(os.environ['CLAW_PROJECT'], 'got.json'), 'a')"
+        ".write(sys.stdin.read() + '\\n')"
+    )
     return make_project(
         tmp_path / "p",
         f"""
@@ -93,7 +96,7 @@ def test_a_run_delivers_to_each_real_target_once_and_an_up_to_date_rerun_sends_n
         assert mail.rcpt_tos == ["ops@example.org"]
         assert b"Subject: claw: digest ok" in mail.content
         assert b"All quiet: 3 notes, no risks." in mail.content
-        # The command: the payload as JSON on its stdin, in the project's root.
+        # The command: the payload as JSON on its stdin, told where the project is.
         [payload] = [json.loads(line) for line in (root / "got.json").read_text().splitlines()]
         shown = (payload["task"], payload["status"], payload["output"])
         assert shown == ("digest", "ok", "digest.md")

@@ -8,7 +8,7 @@ import base64
 import json
 
 from notices import FANOUT_FAILED, keep, webhook
-from receivers import CLOSE, HANG, HttpReceiver, Silent, free_port
+from receivers import CLOSE, HANG, TLS_RECORD, HttpReceiver, Silent, Trickle, free_port, within
 
 from claw_batch import __version__
 from claw_batch.config import Delivery
@@ -107,6 +107,22 @@ def test_a_server_that_accepts_and_says_nothing_is_cut_at_the_timeout() -> None:
     with Silent() as silent:
         sent, _ = deliver(webhook(f"http://127.0.0.1:{silent.port}/x", timeout=0.5, retries=0))
     assert sent.error == "webhook 127.0.0.1: timed out after 0.5 s"
+
+
+def test_an_https_server_that_accepts_and_says_nothing_is_cut_at_the_timeout() -> None:
+    with Silent() as silent:
+        url = f"https://127.0.0.1:{silent.port}{SECRET_PATH}"
+        sent, _ = within(30, lambda: deliver(webhook(url, timeout=0.5, retries=0)))
+    assert sent.error == "webhook 127.0.0.1: timed out after 0.5 s"
+
+
+def test_a_tls_handshake_that_never_ends_is_cut_at_the_timeout() -> None:
+    """The handshake's record comes a byte at a time: each read is within the socket's
+    timeout; the attempt's deadline cuts the handshake with the rest."""
+    with Trickle(b"\x00", head=TLS_RECORD) as server:
+        url = f"https://127.0.0.1:{server.port}{SECRET_PATH}"
+        sent, _ = within(30, lambda: deliver(webhook(url, timeout=0.5, retries=0)))
+    assert sent == Sent("webhook 127.0.0.1", False, 1, "webhook 127.0.0.1: timed out after 0.5 s")
 
 
 def test_a_server_that_hangs_up_at_once() -> None:

@@ -336,3 +336,44 @@ def test_a_notice_quoting_an_output_made_from_outside_content_says_it_is_tainted
     [notice] = received(got)
     assert notice["tainted"] is True and notice["item"] == "inbox/a.txt"
     assert notice["show"] == "claw show 'triage[inbox/a.txt]'"
+
+
+def test_changed_on_a_fan_out_compares_every_items_output(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str], fake: FakeSend
+) -> None:
+    """A rerun of one item whose answer came out the same changed no output: `changed` does
+    not fire (the items that did not run count with their recorded results); one whose
+    answer differs does."""
+    got = tmp_path / "got.jsonl"
+    root = make_project(
+        tmp_path / "p",
+        f"""
+        version: 1
+        model: fake-model
+        tasks:
+          review:
+            foreach: "tickets/*.md"
+            prompt: "Review {{{{ item }}}}: {{{{ read(item.path) }}}}"
+            output: "out/{{{{ item }}}}.out"
+            notify:
+              - on: [changed]
+                command: {json.dumps(receiver(got))}
+        """,
+        {"tickets/a.md": "a", "tickets/b.md": "b", "tickets/c.md": "c"},
+    )
+    answers: dict[str, str] = {}  # an answer when the prompt holds its key, else "first"
+    server.handler = lambda body: text(
+        next((a for item, a in answers.items() if item in str(body)), "first")
+    )
+    assert claw(root, "run", env=env).exit_code == 0
+    assert [g["jobs"] for g in received(got)] == [3]
+    (root / "tickets/b.md").write_text("b, edited")  # b reruns: "first" again
+    assert claw(root, "run", env=env).exit_code == 0
+    assert [g["jobs"] for g in received(got)] == [3]
+    (root / "tickets/c.md").write_text("c, edited")  # c reruns: another answer
+    answers["c, edited"] = "second"
+    assert claw(root, "run", env=env).exit_code == 0
+    assert [(g["event"], g["jobs"]) for g in received(got)] == [("changed", 3), ("changed", 1)]
+    (root / "tickets/a.md").write_text("a, edited")  # a reruns: "first" again
+    assert claw(root, "run", env=env).exit_code == 0
+    assert len(received(got)) == 2
