@@ -9,6 +9,10 @@ import threading
 import time
 from dataclasses import dataclass
 from types import TracebackType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import ssl
 
 
 @dataclass(frozen=True)
@@ -84,3 +88,32 @@ class Deadline:
             if self._sock is not None:
                 with contextlib.suppress(OSError):
                     self._sock.shutdown(socket.SHUT_RDWR)
+
+
+def connect(
+    host: str,
+    port: int,
+    timeout: float,
+    deadline: Deadline,
+    context: ssl.SSLContext | None,
+) -> socket.socket:
+    """A socket connected to `host`, the deadline's before a byte is read from it; with
+    `context`, wrapped in TLS whose handshake runs once it is watched: a server that stalls
+    the greeting or the handshake is cut with the rest of the attempt."""
+    sock = socket.create_connection((host, port), timeout)
+    deadline.watch(sock)
+    with contextlib.suppress(OSError):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    if context is None:
+        return sock
+    try:
+        tls = context.wrap_socket(sock, server_hostname=host, do_handshake_on_connect=False)
+    except BaseException:
+        sock.close()
+        raise
+    try:
+        tls.do_handshake()
+    except BaseException:
+        tls.close()
+        raise
+    return tls

@@ -13,12 +13,11 @@ from typing import TYPE_CHECKING
 
 from claw_batch.config import Delivery, Smtp
 from claw_batch.notify import markup
-from claw_batch.notify.attempt import Deadline, Miss, seconds
+from claw_batch.notify.attempt import Deadline, Miss, connect, seconds
 
 if TYPE_CHECKING:
     import smtplib
     import socket
-    import ssl
     from email.message import EmailMessage
 
 SHOWN_CHARS = 200  # of a server's answer, in the error
@@ -124,35 +123,11 @@ def _connected(smtp: Smtp, timeout: float, deadline: Deadline) -> smtplib.SMTP:
 
     class Watched(smtplib.SMTP):
         def _get_socket(self, host: str, port: int, timeout: float) -> socket.socket:
-            return _watched(host, port, timeout, deadline, context)
+            return connect(host, port, timeout, deadline, context)
 
     # The EHLO name: the default is the host's FQDN, a DNS lookup.
     local = socket.gethostname()
     return Watched(smtp.host, smtp.port, local_hostname=local, timeout=timeout)
-
-
-def _watched(
-    host: str, port: int, timeout: float, deadline: Deadline, context: ssl.SSLContext | None
-) -> socket.socket:
-    """A socket connected to `host`, watched by `deadline` (the TLS it is wrapped in too);
-    with `context`, TLS's handshake made once it is watched."""
-    import socket
-
-    sock = socket.create_connection((host, port), timeout)
-    deadline.watch(sock)
-    if context is None:
-        return sock
-    try:
-        tls = context.wrap_socket(sock, server_hostname=host, do_handshake_on_connect=False)
-    except BaseException:
-        sock.close()
-        raise
-    try:
-        tls.do_handshake()
-    except BaseException:
-        tls.close()
-        raise
-    return tls
 
 
 def _exchange(

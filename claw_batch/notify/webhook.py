@@ -5,17 +5,15 @@ since a webhook's path and query are its secret."""
 from __future__ import annotations
 
 import base64
-import contextlib
 import math
 import urllib.parse
 from typing import TYPE_CHECKING
 
 from claw_batch import __version__
-from claw_batch.notify.attempt import Deadline, Miss, seconds
+from claw_batch.notify.attempt import Deadline, Miss, connect, seconds
 
 if TYPE_CHECKING:
     import http.client
-    import socket
     import ssl
 
 ANSWER_BYTES = 4096  # of a response's body: enough for a service's error word
@@ -48,7 +46,8 @@ def post(url: str, body: bytes, *, timeout: float) -> Miss | None:
     try:
         with Deadline(timeout) as deadline:
             try:
-                conn.sock = _connected(conn, timeout, deadline, context)
+                # What `conn.connect()` does, the deadline's watch first
+                conn.sock = connect(conn.host, conn.port, timeout, deadline, context)
                 conn.request("POST", _target(parts), body=body, headers=_headers(parts))
                 with conn.getresponse() as response:
                     answer = response.read(ANSWER_BYTES)
@@ -75,36 +74,6 @@ def _connection(
     if context is not None:
         return http.client.HTTPSConnection(host, port, timeout=timeout, context=context)
     return http.client.HTTPConnection(host, port, timeout=timeout)
-
-
-def _connected(
-    conn: http.client.HTTPConnection,
-    timeout: float,
-    deadline: Deadline,
-    context: ssl.SSLContext | None,
-) -> socket.socket:
-    """The connection's socket, the deadline's before a byte is read from it: a server that
-    stalls TLS's handshake is cut with the rest of the attempt. (What `conn.connect()` does,
-    the deadline's watch first.)"""
-    import socket
-
-    sock = socket.create_connection((conn.host, conn.port), timeout)
-    deadline.watch(sock)
-    with contextlib.suppress(OSError):
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    if context is None:
-        return sock
-    try:
-        tls = context.wrap_socket(sock, server_hostname=conn.host, do_handshake_on_connect=False)
-    except BaseException:
-        sock.close()
-        raise
-    try:
-        tls.do_handshake()
-    except BaseException:
-        tls.close()
-        raise
-    return tls
 
 
 def _target(parts: urllib.parse.SplitResult) -> str:
