@@ -301,7 +301,8 @@ class Delegator:
         ad_hoc: str | None,
     ) -> str:
         subs, records = self.subs, self.subs.records
-        fp = fingerprint_of(cp, records.hashes.hash, {})
+        needs = subs.run.project.config.tasks[cp.job.task].needs  # what needs.X shows it
+        fp = fingerprint_of(cp, records.hashes.hash, subs.cache.outputs_of(needs))
         fp = Fingerprint({**fp.parts, "input": digest(dict(input))})
         ledger = Job(name)
         known = self._up_to_date(ledger, cp, fp)

@@ -173,6 +173,45 @@ def test_a_changed_delegated_task_makes_its_parent_run_again(
     assert statuses() == ["ok"]
 
 
+def test_a_sub_job_whose_task_needs_another_runs_again_when_that_ones_output_changes(
+    tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
+) -> None:
+    # As any job whose upstream changed: the sub-job's answer was made from the facts as
+    # they were (its prompt does not show them: its tools read them).
+    clawfile = """
+        version: 1
+        model: fake-model
+        tasks:
+          facts:
+            prompt: "Facts from {{ read('facts.txt') }}."
+            output: facts.md
+          lead:
+            prompt: "Review the project."
+            tools: [delegate]
+            needs: [facts]
+            delegate: {tasks: [review-file]}
+            output: out/lead.md
+          review-file:
+            prompt: "Review {{ input.path }}; facts.md says what is known."
+            needs: [facts]
+            tools: [read]
+    """
+    root = make_project(tmp_path / "p", clawfile, {**FILES, "facts.txt": "one"})
+    fresh = lead(delegate("review-file", path="a.py"))
+
+    def handle(body: dict[str, Any]) -> Reply:
+        if user(body).startswith("Facts"):
+            return text(f"known: {user(body)}")
+        return fresh(body)
+
+    server.handler = handle
+    assert claw(root, "run", "lead", env=env).exit_code == 0
+    (root / "facts.txt").write_text("two")
+    assert claw(root, "run", "lead", env=env).exit_code == 0
+    said = [e for e in events(root, "lead.jsonl", newest=True) if e["type"] == "delegate"]
+    assert [e["status"] for e in said] == ["ok"]  # asked anew, not up to date
+
+
 def test_delegate_calls_in_one_turn_run_at_the_same_time(
     tmp_path: Path, server: FakeOpenAI, env: dict[str, str]
 ) -> None:
