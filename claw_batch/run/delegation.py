@@ -42,7 +42,7 @@ from claw_batch.plan.jobs import Job
 from claw_batch.run.context import RunCache, RunContext
 from claw_batch.run.job import Nesting, abort, attempt_job, ended, job_taint, sampled
 from claw_batch.run.jobsink import EventSink
-from claw_batch.run.prepare import Prepared, fingerprint_of, prepare, task_same
+from claw_batch.run.prepare import Prepared, fingerprint_of, prepare, task_same, tools_digest
 from claw_batch.run.record import Recorder
 from claw_batch.run.results import JobResult, spent
 from claw_batch.store.state import Done, JobRecord
@@ -263,9 +263,7 @@ class Delegator:
             inputs=(),
             tainted=(source,) if source is not None else (),
             cuts=(),
-            tools_digest=digest(
-                {"names": list(tools), "specs": [t.spec().parameters for t in tools.values()]}
-            ),
+            tools_digest=tools_digest(tools),
             mcp=tuple(n for n in p.mcp if n in tools),
             mcp_kept=tuple(n for n in p.mcp_kept if n in tools),
         )

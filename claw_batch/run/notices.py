@@ -112,6 +112,8 @@ class Tally:
     tokens: int = 0
     cost: float | None = 0.0
     started: float = float("inf")  # monotonic
+    # Whether a `changed` delivery reads the outputs' digest: else neither is kept
+    compares: bool = False
     digest: int = 0  # of the outputs' content, whatever order the jobs end in
     ran: set[str] = field(default_factory=set)  # the items that ended ok (names, no texts)
     oks: int = 0
@@ -129,8 +131,9 @@ class Tally:
             self.cost += r.cost_usd
         if r.status == "ok":
             self.oks += 1
-            self.ran.add(r.job.item or "")
-            self.digest = (self.digest + answer_digest(r.job.item or "", r.text)) % MODULUS
+            if self.compares:
+                self.ran.add(r.job.item or "")
+                self.digest = (self.digest + answer_digest(r.job.item or "", r.text)) % MODULUS
             if self.output is None and not self.text:
                 self.output, self.text, self.tainted = r.output, r.text, tainted
         else:
@@ -190,7 +193,8 @@ class Notices:
 
     def took(self, r: JobResult) -> None:
         """A job's result, before the run drops its text."""
-        if not self.enabled or not self.project.config.tasks[r.job.task].notify:
+        deliveries = self.project.config.tasks[r.job.task].notify if self.enabled else ()
+        if not deliveries:
             return
         with self._lock:
             tainted = r.job in self._outside
@@ -200,7 +204,8 @@ class Notices:
                 self._tallies.setdefault(r.job.task, Tally()).jobs += 1
             return
         if r.status in RAN:
-            self._tallies.setdefault(r.job.task, Tally()).add(r, tainted)
+            compares = any("changed" in d.on for d in deliveries)
+            self._tallies.setdefault(r.job.task, Tally(compares=compares)).add(r, tainted)
 
     def task_done(self, task: str) -> None:
         """The task's last job of the run ended: its notice made, and sent (or, in a dry
@@ -222,7 +227,7 @@ class Notices:
         if status == "interrupted":
             return
         notice = self.notice(task, tally)
-        digest = self._digest(task, tally, deliveries)
+        digest = self._digest(task, tally)
         todo = []
         for d in deliveries:
             ident = delivery_id(d)
@@ -241,13 +246,13 @@ class Notices:
             self._threads.append(thread)
             thread.start()
 
-    def _digest(self, task: str, tally: Tally, deliveries: Iterable[Delivery]) -> str:
+    def _digest(self, task: str, tally: Tally) -> str:
         """Of every item's current output, for `changed`: this run's answers and, for a fan-out's
         items that did not run (or did not end ok), their recorded ones. The ledger is read only
         when a delivery asks for `changed`."""
-        if not tally.oks:
+        if not tally.oks or not tally.compares:
             return ""
-        if self.ledger is None or not any("changed" in d.on for d in deliveries):
+        if self.ledger is None:
             return tally.digest_hex
         return f"{self.ledger.outputs_digest(task, tally.ran, tally.digest):064x}"
 

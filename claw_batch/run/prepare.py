@@ -267,12 +267,17 @@ def fingerprint_of(
     )
 
 
+def tools_digest(tools: Mapping[str, Tool]) -> str:
+    """The tool set and its schemas, as a job's fingerprint covers them."""
+    return digest({"names": list(tools), "specs": [t.spec().parameters for t in tools.values()]})
+
+
 @functools.lru_cache(maxsize=64)
 def _tools_digest(names: tuple[str, ...]) -> str:
-    """The tool set and its schemas: the same for every job of a task."""
+    """The built-in tools' digest: the same for every job of a task."""
     from claw_batch.tools.registry import TOOLS
 
-    return digest({"names": list(names), "specs": [TOOLS[n].spec().parameters for n in names]})
+    return tools_digest({n: TOOLS[n] for n in names})
 
 
 def skill_digests(offered: Sequence[skills.Skill]) -> dict[str, str]:
